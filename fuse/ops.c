@@ -1,0 +1,279 @@
+/* ops: FUSE low-level callbacks (see ops.h). */
+#include "ops.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "log.h"
+#include "reply.h"
+#include "vfs.h"
+
+#define READ_BLKSIZE (1 << 20)
+
+static struct cfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void reply_status(fuse_req_t req, int status)
+{
+	fuse_reply_err(req, cfs_reply_errno(status));
+}
+
+static void to_stat(const struct cfs_vfs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->is_dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_nlink = a->is_dir ? 2 : 1;
+	st->st_uid = getuid();
+	st->st_gid = getgid();
+	st->st_size = a->size;
+	st->st_blksize = READ_BLKSIZE;
+	st->st_blocks = (a->size + 511) / 512;
+	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
+	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
+	st->st_ctim = st->st_mtim;
+	st->st_atim = st->st_mtim;
+}
+
+/* Exports of unknown size get no attribute caching: their size changes
+ * once they are first fetched. */
+static double attr_ttl(struct cfs_fs *fs, const struct cfs_vfs_attr *a)
+{
+	return a->size_known ? fs->attr_timeout : 0.0;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_ASYNC_READ)
+		conn->want |= FUSE_CAP_ASYNC_READ;
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* content changes only with the revision */
+	conn->max_readahead = conn->max_readahead > (1u << 20) ? conn->max_readahead : (1u << 20);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct cfs_fs *fs = fs_of(req);
+	struct cfs_vfs_attr a;
+	int rc = cfs_vfs_lookup(fs->vfs, parent, name, &a);
+	if (rc) {
+		reply_status(req, rc);
+		return;
+	}
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = a.ino;
+	e.generation = 1;
+	e.attr_timeout = attr_ttl(fs, &a);
+	e.entry_timeout = fs->attr_timeout;
+	to_stat(&a, &e.attr);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	(void)ino;
+	(void)nlookup; /* nodes live as long as the mount (see src/inode.h) */
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	(void)count;
+	(void)forgets;
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct cfs_fs *fs = fs_of(req);
+	struct cfs_vfs_attr a;
+	int rc = cfs_vfs_getattr(fs->vfs, ino, &a);
+	if (rc) {
+		reply_status(req, rc);
+		return;
+	}
+	struct stat st;
+	to_stat(&a, &st);
+	fuse_reply_attr(req, &st, attr_ttl(fs, &a));
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)attr;
+	(void)to_set;
+	(void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct cfs_vfs_dir *d;
+	int rc = cfs_vfs_opendir(fs_of(req)->vfs, ino, &d);
+	if (rc) {
+		reply_status(req, rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	fi->cache_readdir = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT) /* interrupted: nobody will release it */
+		cfs_vfs_releasedir(fs_of(req)->vfs, d);
+}
+
+struct dirbuf {
+	fuse_req_t req;
+	char *buf;
+	size_t size, used;
+};
+
+static int add_dirent(const char *name, uint64_t ino, int is_dir, off_t next, void *arg)
+{
+	struct dirbuf *b = arg;
+	struct stat st;
+	memset(&st, 0, sizeof(st));
+	st.st_ino = ino;
+	st.st_mode = is_dir ? S_IFDIR : S_IFREG;
+	size_t need = fuse_add_direntry(b->req, b->buf + b->used, b->size - b->used, name, &st,
+					 next);
+	if (need > b->size - b->used)
+		return 1;
+	b->used += need;
+	return 0;
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct dirbuf b = { req, malloc(size), size, 0 };
+	if (!b.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	struct cfs_vfs_dir *d = (struct cfs_vfs_dir *)(uintptr_t)fi->fh;
+	int rc = cfs_vfs_readdir(fs_of(req)->vfs, d, off, add_dirent, &b);
+	if (rc)
+		reply_status(req, rc);
+	else
+		fuse_reply_buf(req, b.buf, b.used);
+	free(b.buf);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	cfs_vfs_releasedir(fs_of(req)->vfs, (struct cfs_vfs_dir *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct cfs_fs *fs = fs_of(req);
+	struct cfs_vfs_file *f;
+	int keep = 0, direct = 0;
+	int rc = cfs_vfs_open(fs->vfs, ino, fi->flags, &f, &keep, &direct);
+	if (rc) {
+		reply_status(req, rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->keep_cache = keep;
+	fi->direct_io = direct;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		cfs_vfs_release(fs->vfs, f);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct cfs_vfs_file *f = (struct cfs_vfs_file *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t got = 0;
+	int rc = cfs_vfs_read(fs_of(req)->vfs, f, off, size, buf, &got);
+	if (rc)
+		reply_status(req, rc);
+	else
+		fuse_reply_buf(req, buf, got);
+	free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	cfs_vfs_release(fs_of(req)->vfs, (struct cfs_vfs_file *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	struct statvfs st;
+	int rc = cfs_vfs_statfs(fs_of(req)->vfs, &st);
+	if (rc)
+		reply_status(req, rc);
+	else
+		fuse_reply_statfs(req, &st);
+}
+
+/* Control attributes live on the root only. */
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char val[32];
+	if (ino != FUSE_ROOT_ID || strcmp(name, CFS_XATTR_PID) != 0) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	int n = snprintf(val, sizeof(val), "%d", (int)getpid());
+	if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else if (size < (size_t)n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, (size_t)n);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	static const char names[] = CFS_XATTR_PID; /* with its NUL */
+	size_t n = ino == FUSE_ROOT_ID ? sizeof(names) : 0;
+	if (size == 0)
+		fuse_reply_xattr(req, n);
+	else if (size < n)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, names, n);
+}
+
+const struct fuse_lowlevel_ops cfs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+};

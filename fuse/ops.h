@@ -1,0 +1,21 @@
+/* ops: the FUSE low-level operations table.
+ *
+ * Each callback decodes its request, delegates to vfs, and replies exactly
+ * once.  Reads are answered from the worker thread of the multithreaded
+ * session loop; a slow download blocks only that worker. */
+#ifndef CFS_OPS_H
+#define CFS_OPS_H
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+struct cfs_vfs;
+
+struct cfs_fs {
+	struct cfs_vfs *vfs;
+	double attr_timeout;  /* seconds, for attributes and names */
+};
+
+extern const struct fuse_lowlevel_ops cfs_ops;
+
+#endif

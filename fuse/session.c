@@ -1,0 +1,67 @@
+/* session: mount + loop (see session.h). */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+#include "ops.h"
+
+int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
+{
+	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout };
+	char opts[4096];
+	/* read-only: the kernel answers EROFS to every write for us */
+	int n = snprintf(opts, sizeof(opts), "ro,fsname=colabfs,subtype=colabfs,max_read=%d%s%s",
+			 1 << 20, o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
+	if (n < 0 || (size_t)n >= sizeof(opts))
+		return CFS_E_CONFIG;
+	char *argv[] = { "colabfs", "-o", opts, o->debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
+	int rc = 0;
+	struct fuse_session *se = fuse_session_new(&args, &cfs_ops, sizeof(cfs_ops), &fs);
+	if (!se) {
+		CFS_ERROR("cannot create the FUSE session (bad -o option?)");
+		return CFS_E_CONFIG;
+	}
+	if (fuse_set_signal_handlers(se) != 0) {
+		rc = -EIO;
+		goto out_destroy;
+	}
+	if (fuse_session_mount(se, o->mountpoint) != 0) {
+		CFS_ERROR("cannot mount on %s", o->mountpoint);
+		rc = -EIO;
+		goto out_signals;
+	}
+	CFS_INFO("mounted on %s", o->mountpoint);
+	if (!o->foreground) {
+		if (fuse_daemonize(0) != 0) {
+			rc = -EIO;
+			goto out_unmount;
+		}
+		if (o->log_file && (rc = cfs_log_open(o->log_file, cfs_log_get_level())) != 0)
+			goto out_unmount;
+	}
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc) {
+		rc = -ENOMEM;
+		goto out_unmount;
+	}
+	fuse_loop_cfg_set_max_threads(lc, (unsigned)o->max_threads);
+	fuse_loop_cfg_set_idle_threads(lc, 8);
+	rc = fuse_session_loop_mt(se, lc);
+	fuse_loop_cfg_destroy(lc);
+	if (rc > 0) /* a signal ended the loop: a clean exit */
+		rc = 0;
+	CFS_INFO("unmounting %s", o->mountpoint);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_destroy:
+	fuse_session_destroy(se);
+	return rc;
+}

@@ -1,0 +1,22 @@
+/* session: mounting, daemonizing and the multithreaded FUSE loop. */
+#ifndef CFS_SESSION_H
+#define CFS_SESSION_H
+
+struct cfs_vfs;
+
+struct cfs_session_opts {
+	const char *mountpoint;
+	const char *fuse_opts;   /* user's -o, may be NULL */
+	int foreground;
+	int debug;
+	int max_threads;
+	double attr_timeout;
+	const char *log_file;    /* where logging moves when daemonized */
+};
+
+/* Mounts vfs at mountpoint (read-only), daemonizes unless foreground, serves
+ * until unmounted or signalled, then unmounts.  Returns 0 or -errno / a
+ * CFS_E_* status (the reason is logged). */
+int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o);
+
+#endif

@@ -1,0 +1,477 @@
+/* auth: credential sources, token refresh, JWT signing (see auth.h for the
+ * refresh policy). */
+#define _GNU_SOURCE
+#include "auth.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "http.h"
+#include "json.h"
+#include "log.h"
+#include "retry.h"
+#include "wire.h"
+
+#define DEFAULT_TOKEN_URL "https://oauth2.googleapis.com/token"
+#define DEFAULT_SCOPE "https://www.googleapis.com/auth/drive.readonly"
+#define TOKEN_MAX 4096
+#define CRED_FILE_MAX (64 * 1024)
+
+enum kind { K_STATIC, K_REFRESH, K_JWT };
+
+struct cfs_auth {
+	struct cfs_http *http;
+	enum kind kind;
+	struct cfs_cred cred;
+	char *token_url;
+	char *scope;
+	char source[512];
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int refreshing;
+	uint64_t seq;      /* completed refresh attempts */
+	int last_rc;       /* result of the last attempt */
+	char token[TOKEN_MAX];
+	uint64_t gen;      /* bumps with every new token */
+	int rejected;      /* Drive refused the current token */
+	int64_t got_at, expires_at; /* monotonic seconds */
+	uint64_t rng;
+};
+
+static int64_t mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+int cfs_auth_needs_refresh(int64_t now, int64_t got_at, int64_t expires_at)
+{
+	int64_t margin = (expires_at - got_at) / 10;
+	if (margin > 60)
+		margin = 60;
+	return now >= expires_at - margin;
+}
+
+size_t cfs_auth_b64url(const unsigned char *in, size_t n, char *out)
+{
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t o = 0, i = 0;
+	for (; i + 2 < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16 | (unsigned)in[i + 1] << 8 | in[i + 2];
+		out[o++] = tab[v >> 18];
+		out[o++] = tab[(v >> 12) & 63];
+		out[o++] = tab[(v >> 6) & 63];
+		out[o++] = tab[v & 63];
+	}
+	if (i < n) {
+		unsigned v = (unsigned)in[i] << 16 | (i + 1 < n ? (unsigned)in[i + 1] << 8 : 0);
+		out[o++] = tab[v >> 18];
+		out[o++] = tab[(v >> 12) & 63];
+		if (i + 1 < n)
+			out[o++] = tab[(v >> 6) & 63];
+	}
+	out[o] = '\0';
+	return o;
+}
+
+/* Reads a small file; warns when others may read it (it holds secrets). */
+static int read_secret_file(const char *path, char **out, size_t *len, char *why, size_t wcap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(why, wcap, "cannot open credentials file %s: %s", path, strerror(errno));
+		return CFS_E_CONFIG;
+	}
+	struct stat st;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > CRED_FILE_MAX) {
+		snprintf(why, wcap, "credentials file %s is not a small regular file", path);
+		close(fd);
+		return CFS_E_CONFIG;
+	}
+	if (st.st_mode & 0077)
+		CFS_WARN("credentials file %s is readable by other users (mode %03o); chmod 600 it",
+			 path, (unsigned)(st.st_mode & 0777));
+	char *buf = malloc((size_t)st.st_size + 1);
+	ssize_t got = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+	close(fd);
+	if (got != st.st_size) {
+		free(buf);
+		snprintf(why, wcap, "cannot read credentials file %s", path);
+		return CFS_E_CONFIG;
+	}
+	buf[got] = '\0';
+	*out = buf;
+	*len = (size_t)got;
+	return 0;
+}
+
+static int load_file(struct cfs_auth *a, const char *path, char *why, size_t wcap)
+{
+	char *txt;
+	size_t len;
+	int rc = read_secret_file(path, &txt, &len, why, wcap);
+	if (rc)
+		return rc;
+	char w[160];
+	rc = cfs_json_parse_credentials(txt, len, &a->cred, w, sizeof(w));
+	explicit_bzero(txt, len);
+	free(txt);
+	if (rc) {
+		snprintf(why, wcap, "credentials file %s: %s", path, w);
+		return CFS_E_CONFIG;
+	}
+	a->kind = a->cred.type == CFS_CRED_SERVICE_ACCOUNT ? K_JWT : K_REFRESH;
+	snprintf(a->source, sizeof(a->source), "credentials file %s (%s)", path,
+		 a->kind == K_JWT ? "service_account" : "authorized_user");
+	return 0;
+}
+
+static int file_exists(const char *p)
+{
+	return p && access(p, R_OK) == 0;
+}
+
+int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cfs_auth **out,
+		 char *why, size_t wcap)
+{
+	*out = NULL;
+	struct cfs_auth *a = calloc(1, sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	a->http = http;
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->cond, NULL);
+	a->rng = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+
+	char gcloud[4096] = "";
+	const char *cfg = getenv("CLOUDSDK_CONFIG"), *home = getenv("HOME");
+	if (cfg)
+		snprintf(gcloud, sizeof(gcloud), "%s/application_default_credentials.json", cfg);
+	else if (home)
+		snprintf(gcloud, sizeof(gcloud),
+			 "%s/.config/gcloud/application_default_credentials.json", home);
+	const char *gac = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+	const char *env_token = getenv("COLABFS_ACCESS_TOKEN");
+	int rc;
+	if (o->credentials)
+		rc = load_file(a, o->credentials, why, wcap);
+	else if (gac && *gac)
+		rc = load_file(a, gac, why, wcap);
+	else if (file_exists(gcloud))
+		rc = load_file(a, gcloud, why, wcap);
+	else if (file_exists("/content/.adc/adc.json"))
+		rc = load_file(a, "/content/.adc/adc.json", why, wcap);
+	else if (env_token && *env_token) {
+		if (strlen(env_token) >= TOKEN_MAX) {
+			snprintf(why, wcap, "COLABFS_ACCESS_TOKEN is too long");
+			rc = CFS_E_CONFIG;
+		} else {
+			a->kind = K_STATIC;
+			snprintf(a->token, sizeof(a->token), "%s", env_token);
+			a->gen = 1;
+			snprintf(a->source, sizeof(a->source), "COLABFS_ACCESS_TOKEN");
+			rc = 0;
+		}
+	} else {
+		snprintf(why, wcap,
+			 "no credentials: tried --credentials, GOOGLE_APPLICATION_CREDENTIALS, %s, "
+			 "/content/.adc/adc.json and COLABFS_ACCESS_TOKEN",
+			 gcloud[0] ? gcloud : "the gcloud ADC file");
+		rc = CFS_E_AUTH;
+	}
+	const char *url = o->token_url ? o->token_url
+			  : a->cred.token_uri ? a->cred.token_uri
+					       : DEFAULT_TOKEN_URL;
+	if (!rc) {
+		a->token_url = strdup(url);
+		a->scope = strdup(o->scope ? o->scope : DEFAULT_SCOPE);
+		if (!a->token_url || !a->scope)
+			rc = -ENOMEM;
+	}
+	if (rc) {
+		cfs_auth_free(a);
+		return rc;
+	}
+	*out = a;
+	return 0;
+}
+
+void cfs_auth_free(struct cfs_auth *a)
+{
+	if (!a)
+		return;
+	cfs_cred_cleanup(&a->cred);
+	explicit_bzero(a->token, sizeof(a->token));
+	free(a->token_url);
+	free(a->scope);
+	pthread_mutex_destroy(&a->lock);
+	pthread_cond_destroy(&a->cond);
+	free(a);
+}
+
+const char *cfs_auth_source(const struct cfs_auth *a)
+{
+	return a->source;
+}
+
+/* RS256 over "hdr.claims" with the service account key. */
+static int make_jwt(struct cfs_auth *a, struct cfs_buf *out)
+{
+	int64_t now = (int64_t)time(NULL);
+	char *hdr = NULL, *claims = NULL;
+	int rc = cfs_json_jwt_parts(a->cred.private_key_id, a->cred.client_email, a->scope,
+				    a->token_url, now, now + 3600, &hdr, &claims);
+	if (rc)
+		return rc;
+	size_t hl = strlen(hdr), cl = strlen(claims);
+	char *signing = malloc(4 * (hl + cl) / 3 + 16);
+	unsigned char *sig = NULL;
+	EVP_PKEY *key = NULL;
+	EVP_MD_CTX *md = NULL;
+	BIO *bio = NULL;
+	rc = -ENOMEM;
+	if (!signing)
+		goto out;
+	size_t n = cfs_auth_b64url((unsigned char *)hdr, hl, signing);
+	signing[n++] = '.';
+	n += cfs_auth_b64url((unsigned char *)claims, cl, signing + n);
+	rc = CFS_E_AUTH;
+	bio = BIO_new_mem_buf(a->cred.private_key, -1);
+	key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
+	if (!key) {
+		CFS_ERROR("service account private key cannot be read (not a PEM private key)");
+		goto out;
+	}
+	size_t slen = 0;
+	md = EVP_MD_CTX_new();
+	if (!md || EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) != 1 ||
+	    EVP_DigestSign(md, NULL, &slen, (unsigned char *)signing, n) != 1 ||
+	    !(sig = malloc(slen)) ||
+	    EVP_DigestSign(md, sig, &slen, (unsigned char *)signing, n) != 1) {
+		CFS_ERROR("signing the service account JWT failed");
+		goto out;
+	}
+	char *s64 = malloc(4 * slen / 3 + 8);
+	if (!s64) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	cfs_auth_b64url(sig, slen, s64);
+	rc = cfs_buf_append(out, signing, n);
+	if (!rc)
+		rc = cfs_buf_append(out, ".", 1);
+	if (!rc)
+		rc = cfs_buf_append(out, s64, strlen(s64));
+	free(s64);
+out:
+	EVP_MD_CTX_free(md);
+	EVP_PKEY_free(key);
+	BIO_free(bio);
+	free(sig);
+	free(signing);
+	free(hdr);
+	free(claims);
+	return rc;
+}
+
+static int form_field(struct cfs_buf *b, const char *k, const char *v)
+{
+	int rc = 0;
+	if (b->len)
+		rc = cfs_buf_append(b, "&", 1);
+	if (!rc)
+		rc = cfs_buf_append(b, k, strlen(k));
+	if (!rc)
+		rc = cfs_buf_append(b, "=", 1);
+	if (!rc)
+		rc = cfs_wire_urlencode(b, v);
+	return rc;
+}
+
+static int build_body(struct cfs_auth *a, struct cfs_buf *body)
+{
+	int rc;
+	if (a->kind == K_REFRESH) {
+		rc = form_field(body, "grant_type", "refresh_token");
+		if (!rc)
+			rc = form_field(body, "client_id", a->cred.client_id);
+		if (!rc)
+			rc = form_field(body, "client_secret", a->cred.client_secret);
+		if (!rc)
+			rc = form_field(body, "refresh_token", a->cred.refresh_token);
+		return rc;
+	}
+	struct cfs_buf jwt = { 0 };
+	rc = make_jwt(a, &jwt);
+	if (!rc)
+		rc = form_field(body, "grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer");
+	if (!rc)
+		rc = form_field(body, "assertion", jwt.data);
+	if (jwt.data)
+		explicit_bzero(jwt.data, jwt.len);
+	cfs_buf_cleanup(&jwt);
+	return rc;
+}
+
+static void wipe_buf(struct cfs_buf *b)
+{
+	if (b->data)
+		explicit_bzero(b->data, b->cap);
+	cfs_buf_cleanup(b);
+}
+
+/* One round trip to the token endpoint.  Called without the lock. */
+static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in)
+{
+	struct cfs_buf body = { 0 }, reply = { .max = 256 * 1024 };
+	struct cfs_http_req r;
+	cfs_http_req_init(&r);
+	int rc = build_body(a, &body);
+	if (rc)
+		goto out;
+	r.method = "POST";
+	r.url = a->token_url;
+	r.body = body.data;
+	r.body_len = body.len;
+	r.content_type = "application/x-www-form-urlencoded";
+	r.out = &reply;
+	r.timeout_ms = 60000;
+	rc = cfs_http_perform(a->http, &r);
+	if (rc) {
+		CFS_WARN("token endpoint %s: %s", a->token_url, r.errmsg);
+		goto out;
+	}
+	char err[64];
+	if (r.status == 200) {
+		rc = cfs_json_parse_token(reply.data, reply.len, tok, expires_in, err, sizeof(err));
+		if (rc == CFS_E_PROTO)
+			CFS_WARN("token endpoint %s: malformed reply", a->token_url);
+	} else if (r.status == 400 || r.status == 401 || r.status == 403) {
+		char *t = NULL;
+		int64_t e;
+		cfs_json_parse_token(r.err_body.data ? r.err_body.data : "", r.err_body.len, &t, &e,
+				     err, sizeof(err));
+		free(t);
+		CFS_ERROR("token endpoint %s refused the credentials: HTTP %ld %s", a->token_url,
+			  r.status, err);
+		rc = CFS_E_AUTH;
+	} else {
+		CFS_WARN("token endpoint %s: HTTP %ld", a->token_url, r.status);
+		rc = r.status == 429 ? CFS_E_RATE : CFS_E_SERVER;
+	}
+out:
+	wipe_buf(&body);
+	wipe_buf(&reply);
+	cfs_http_req_cleanup(&r);
+	return rc;
+}
+
+static int fetch_token(struct cfs_auth *a, char **tok, int64_t *expires_in)
+{
+	static const struct cfs_retry_policy pol = { .base_ms = 1000, .cap_ms = 8000,
+						     .max_attempts = 4 };
+	int rc = 0;
+	for (int attempt = 0; attempt < pol.max_attempts; attempt++) {
+		rc = fetch_once(a, tok, expires_in);
+		if (!rc || !cfs_retry_transient(rc))
+			break;
+		if (attempt + 1 < pol.max_attempts)
+			usleep((useconds_t)cfs_retry_delay_ms(&pol, attempt, -1, &a->rng) * 1000);
+	}
+	return rc;
+}
+
+static int usable(struct cfs_auth *a, int64_t now)
+{
+	if (a->kind == K_STATIC)
+		return !a->rejected;
+	return a->gen && !a->rejected && now < a->expires_at;
+}
+
+int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen)
+{
+	int rc = 0;
+	pthread_mutex_lock(&a->lock);
+	for (;;) {
+		int64_t now = mono_now();
+		int fresh = usable(a, now) &&
+			    (a->kind == K_STATIC || !cfs_auth_needs_refresh(now, a->got_at, a->expires_at));
+		if (fresh)
+			break;
+		if (a->kind == K_STATIC) {
+			rc = CFS_E_AUTH;
+			break;
+		}
+		if (a->refreshing) {
+			uint64_t seq = a->seq;
+			while (a->refreshing && a->seq == seq)
+				pthread_cond_wait(&a->cond, &a->lock);
+			if (a->last_rc && !usable(a, mono_now())) {
+				rc = a->last_rc;
+				break;
+			}
+			continue;
+		}
+		a->refreshing = 1;
+		pthread_mutex_unlock(&a->lock);
+		char *t = NULL;
+		int64_t exp = 0;
+		int frc = fetch_token(a, &t, &exp);
+		pthread_mutex_lock(&a->lock);
+		a->refreshing = 0;
+		a->seq++;
+		a->last_rc = frc;
+		if (!frc && strlen(t) >= sizeof(a->token))
+			frc = a->last_rc = CFS_E_PROTO;
+		if (!frc) {
+			snprintf(a->token, sizeof(a->token), "%s", t);
+			a->gen++;
+			a->rejected = 0;
+			a->got_at = mono_now();
+			a->expires_at = a->got_at + (exp > 0 ? exp : 3600);
+			CFS_DEBUG("new access token from %s, valid %lld s", a->token_url,
+				  (long long)exp);
+		}
+		if (t) {
+			explicit_bzero(t, strlen(t));
+			free(t);
+		}
+		pthread_cond_broadcast(&a->cond);
+		if (frc) {
+			if (usable(a, mono_now()))
+				break; /* refresh ahead failed; the old token still works */
+			rc = frc;
+			break;
+		}
+	}
+	if (!rc) {
+		if (strlen(a->token) >= cap)
+			rc = -ENAMETOOLONG;
+		else
+			memcpy(tok, a->token, strlen(a->token) + 1);
+		*gen = a->gen;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return rc;
+}
+
+void cfs_auth_reject(struct cfs_auth *a, uint64_t gen)
+{
+	pthread_mutex_lock(&a->lock);
+	if (gen == a->gen)
+		a->rejected = 1;
+	pthread_mutex_unlock(&a->lock);
+}

@@ -1,0 +1,24 @@
+/* buf: a growable byte buffer, always NUL-terminated for convenience.
+ *
+ * cfs_buf_append returns 0 or -ENOMEM; a buffer with a limit (max > 0) refuses
+ * to grow past it with -EFBIG, so a misbehaving server cannot make us allocate
+ * without bound. */
+#ifndef CFS_BUF_H
+#define CFS_BUF_H
+
+#include <stddef.h>
+
+struct cfs_buf {
+	char *data;
+	size_t len;
+	size_t cap;
+	size_t max; /* 0: no limit */
+};
+
+int cfs_buf_append(struct cfs_buf *b, const void *p, size_t n);
+void cfs_buf_reset(struct cfs_buf *b);
+void cfs_buf_cleanup(struct cfs_buf *b);
+/* Takes the data out (caller frees); the buffer is left empty. */
+char *cfs_buf_steal(struct cfs_buf *b, size_t *len);
+
+#endif

@@ -1,0 +1,262 @@
+/* config: option table and parser (see config.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "export.h"
+#include "log.h"
+
+enum type { T_STR, T_LONG, T_FLAG, T_FUSE };
+
+struct opt {
+	const char *name; /* long name, without "--" */
+	char shortname;
+	enum type type;
+	size_t off;
+	const char *metavar;
+	const char *help;
+	long min, max;    /* T_LONG bounds */
+};
+
+#define O(f) offsetof(struct cfs_config, f)
+static const struct opt opts[] = {
+	{ "root", 0, T_STR, O(root_id), "ID", "Drive folder id to mount (default: My Drive)" },
+	{ "api-url", 0, T_STR, O(api_url), "URL",
+	  "Drive API root URL (default https://www.googleapis.com)" },
+	{ "token-url", 0, T_STR, O(token_url), "URL",
+	  "OAuth token endpoint (default: the credentials' token_uri or Google's)" },
+	{ "ca-file", 0, T_STR, O(ca_file), "FILE", "CA certificates to verify TLS with" },
+	{ "credentials", 0, T_STR, O(credentials), "FILE",
+	  "ADC credentials file (authorized_user or service_account)" },
+	{ "cache-dir", 0, T_STR, O(cache_dir), "DIR",
+	  "cache folder, mode 0700 (default /dev/shm/colabfs-UID)" },
+	{ "log-file", 0, T_STR, O(log_file), "FILE", "log file (default: CACHE-DIR/colabfs.log "
+						     "when in the background, stderr with -f)" },
+	{ "log-level", 0, T_STR, O(log_level), "LEVEL", "debug, info (default), warn or error" },
+	{ "export-formats", 0, T_STR, O(export_formats), "LIST",
+	  "Google-native files as KIND=EXT,... (default " CFS_EXPORT_DEFAULT ")" },
+	{ "io-timeout", 0, T_LONG, O(io_timeout_s), "SECONDS",
+	  "how long one Drive call may keep retrying (default 300)", 1, 86400 },
+	{ "dir-ttl", 0, T_LONG, O(dir_ttl_s), "SECONDS",
+	  "how long a folder listing is trusted (default 300)", 1, 86400 * 365 },
+	{ "attr-timeout", 0, T_LONG, O(attr_timeout_s), "SECONDS",
+	  "kernel attribute and name cache lifetime (default 60)", 0, 86400 },
+	{ "max-threads", 0, T_LONG, O(max_threads), "N",
+	  "most FUSE worker threads (default 64)", 1, 1024 },
+	{ "foreground", 'f', T_FLAG, O(foreground), NULL, "stay in the foreground" },
+	{ "debug", 'd', T_FLAG, O(debug), NULL, "debug log and FUSE request trace (implies -f)" },
+	{ "options", 'o', T_FUSE, O(fuse_opts), "OPT[,OPT]",
+	  "FUSE mount options, e.g. allow_other (repeatable)" },
+	{ "help", 'h', T_FLAG, O(help), NULL, "show this help" },
+};
+#define NOPTS (sizeof(opts) / sizeof(opts[0]))
+
+void cfs_config_usage(FILE *out)
+{
+	fprintf(out, "usage: colabfs mount [OPTIONS] MOUNTPOINT\n"
+		     "       colabfs umount MOUNTPOINT\n"
+		     "       colabfs --version | --help\n\nmount options:\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		char left[64];
+		if (opts[i].shortname)
+			snprintf(left, sizeof(left), "-%c, --%s%s%s", opts[i].shortname, opts[i].name,
+				 opts[i].metavar ? " " : "", opts[i].metavar ? opts[i].metavar : "");
+		else
+			snprintf(left, sizeof(left), "    --%s%s%s", opts[i].name,
+				 opts[i].metavar ? "=" : "", opts[i].metavar ? opts[i].metavar : "");
+		fprintf(out, "  %-30s %s\n", left, opts[i].help);
+	}
+	fprintf(out, "\nenvironment: COLABFS_ACCESS_TOKEN (a ready token), "
+		     "GOOGLE_APPLICATION_CREDENTIALS\n");
+}
+
+static int set_str(char **dst, const char *v)
+{
+	char *s = strdup(v);
+	if (!s)
+		return -ENOMEM;
+	free(*dst);
+	*dst = s;
+	return 0;
+}
+
+static int apply(struct cfs_config *c, const struct opt *o, const char *val, char *why,
+		 size_t wcap)
+{
+	char *base = (char *)c;
+	switch (o->type) {
+	case T_FLAG:
+		*(long *)(base + o->off) = 1;
+		return 0;
+	case T_STR:
+		if (!*val) {
+			snprintf(why, wcap, "--%s needs a value", o->name);
+			return CFS_E_CONFIG;
+		}
+		return set_str((char **)(base + o->off), val);
+	case T_LONG: {
+		char *end;
+		errno = 0;
+		long v = strtol(val, &end, 10);
+		if (errno || end == val || *end || v < o->min || v > o->max) {
+			snprintf(why, wcap, "--%s wants a whole number from %ld to %ld, not \"%.40s\"",
+				 o->name, o->min, o->max, val);
+			return CFS_E_CONFIG;
+		}
+		*(long *)(base + o->off) = v;
+		return 0;
+	}
+	case T_FUSE: {
+		char **dst = (char **)(base + o->off);
+		size_t a = *dst ? strlen(*dst) : 0, b = strlen(val);
+		if (!b) {
+			snprintf(why, wcap, "-o needs a value");
+			return CFS_E_CONFIG;
+		}
+		char *s = realloc(*dst, a + b + 2);
+		if (!s)
+			return -ENOMEM;
+		if (a)
+			s[a++] = ',';
+		memcpy(s + a, val, b + 1);
+		*dst = s;
+		return 0;
+	}
+	}
+	return CFS_E_CONFIG;
+}
+
+static const struct opt *find_long(const char *name, size_t len)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (strlen(opts[i].name) == len && strncmp(opts[i].name, name, len) == 0)
+			return &opts[i];
+	return NULL;
+}
+
+static const struct opt *find_short(char s)
+{
+	for (size_t i = 0; i < NOPTS; i++)
+		if (opts[i].shortname == s)
+			return &opts[i];
+	return NULL;
+}
+
+static int validate(struct cfs_config *c, char *why, size_t wcap)
+{
+	enum cfs_log_level lvl;
+	struct cfs_export_map m;
+	if (strncmp(c->api_url, "http://", 7) != 0 && strncmp(c->api_url, "https://", 8) != 0) {
+		snprintf(why, wcap, "--api-url must start with http:// or https://");
+		return CFS_E_CONFIG;
+	}
+	if (c->token_url && strncmp(c->token_url, "http://", 7) != 0 &&
+	    strncmp(c->token_url, "https://", 8) != 0) {
+		snprintf(why, wcap, "--token-url must start with http:// or https://");
+		return CFS_E_CONFIG;
+	}
+	if (cfs_log_parse_level(c->log_level, &lvl)) {
+		snprintf(why, wcap, "--log-level must be debug, info, warn or error");
+		return CFS_E_CONFIG;
+	}
+	if (cfs_export_parse(c->export_formats, &m, why, wcap))
+		return CFS_E_CONFIG;
+	if (c->ca_file && access(c->ca_file, R_OK) != 0) {
+		snprintf(why, wcap, "--ca-file %s: %s", c->ca_file, strerror(errno));
+		return CFS_E_CONFIG;
+	}
+	if (!c->help && !c->mountpoint) {
+		snprintf(why, wcap, "missing MOUNTPOINT");
+		return CFS_E_CONFIG;
+	}
+	return 0;
+}
+
+int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, size_t wcap)
+{
+	memset(c, 0, sizeof(*c));
+	char dir[64];
+	snprintf(dir, sizeof(dir), "/dev/shm/colabfs-%u", (unsigned)getuid());
+	c->io_timeout_s = 300;
+	c->dir_ttl_s = 300;
+	c->attr_timeout_s = 60;
+	c->max_threads = 64;
+	int rc = set_str(&c->api_url, "https://www.googleapis.com");
+	if (!rc)
+		rc = set_str(&c->cache_dir, dir);
+	if (!rc)
+		rc = set_str(&c->log_level, "info");
+	if (!rc)
+		rc = set_str(&c->export_formats, CFS_EXPORT_DEFAULT);
+	for (int i = 0; !rc && i < argc; i++) {
+		const char *a = argv[i];
+		const struct opt *o = NULL;
+		const char *val = NULL;
+		if (strncmp(a, "--", 2) == 0 && a[2]) {
+			const char *eq = strchr(a + 2, '=');
+			size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+			o = find_long(a + 2, len);
+			if (!o) {
+				snprintf(why, wcap, "unknown option \"%.*s\" (see colabfs --help)",
+					 (int)(len + 2), a);
+				rc = CFS_E_CONFIG;
+				break;
+			}
+			if (eq && o->type == T_FLAG) {
+				snprintf(why, wcap, "--%s takes no value", o->name);
+				rc = CFS_E_CONFIG;
+				break;
+			}
+			val = eq ? eq + 1 : NULL;
+		} else if (a[0] == '-' && a[1] && !a[2]) {
+			o = find_short(a[1]);
+			if (!o) {
+				snprintf(why, wcap, "unknown option \"%s\" (see colabfs --help)", a);
+				rc = CFS_E_CONFIG;
+				break;
+			}
+		} else if (a[0] == '-' && a[1] && a[2] && find_short(a[1]) &&
+			   find_short(a[1])->type == T_FUSE) {
+			o = find_short(a[1]);
+			val = a + 2; /* -oallow_other */
+		} else if (!c->mountpoint) {
+			rc = set_str(&c->mountpoint, a);
+			continue;
+		} else {
+			snprintf(why, wcap, "unexpected argument \"%.60s\"", a);
+			rc = CFS_E_CONFIG;
+			break;
+		}
+		if (!val && o->type != T_FLAG) {
+			if (i + 1 >= argc) {
+				snprintf(why, wcap, "%s needs a value", a);
+				rc = CFS_E_CONFIG;
+				break;
+			}
+			val = argv[++i];
+		}
+		rc = apply(c, o, val, why, wcap);
+	}
+	if (!rc && c->debug)
+		c->foreground = 1;
+	if (!rc)
+		rc = validate(c, why, wcap);
+	if (rc == -ENOMEM)
+		snprintf(why, wcap, "out of memory");
+	return rc;
+}
+
+void cfs_config_cleanup(struct cfs_config *c)
+{
+	char **s[] = { &c->mountpoint, &c->root_id, &c->api_url, &c->token_url,
+		       &c->ca_file, &c->credentials, &c->cache_dir, &c->log_file,
+		       &c->log_level, &c->export_formats, &c->fuse_opts };
+	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
+		free(*s[i]);
+		*s[i] = NULL;
+	}
+}

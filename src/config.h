@@ -1,0 +1,42 @@
+/* config: the mount options, in one table that drives parsing, --help and
+ * the man page check (tests/check_man.sh).
+ *
+ * Options take the forms --name=VALUE, --name VALUE, and -o OPT[,OPT] for
+ * FUSE mount options (repeatable).  Parsing never exits or prints: it fills
+ * struct cfs_config or returns CFS_E_CONFIG with a one-line reason. */
+#ifndef CFS_CONFIG_H
+#define CFS_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+struct cfs_config {
+	char *mountpoint;
+	char *root_id;
+	char *api_url;
+	char *token_url;
+	char *ca_file;
+	char *credentials;
+	char *cache_dir;
+	char *log_file;
+	char *log_level;
+	char *export_formats;
+	char *fuse_opts;      /* comma-joined -o values */
+	long foreground;
+	long debug;
+	long io_timeout_s;
+	long dir_ttl_s;
+	long attr_timeout_s;
+	long max_threads;
+	long help;
+};
+
+/* Fills c with defaults and then argv (the words after "mount").  Returns 0
+ * or CFS_E_CONFIG / -ENOMEM with the reason in why. */
+int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, size_t wcap);
+void cfs_config_cleanup(struct cfs_config *c);
+
+/* Prints the option table. */
+void cfs_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,24 @@
+/* ctl: talking to a running mount from the command line.
+ *
+ * A mount answers extended attributes on its root (user.colabfs.*), so any
+ * path identifies its daemon without sockets or pid files.  Today: the pid,
+ * used by `colabfs umount` to wait until the daemon has really gone. */
+#ifndef CFS_CTL_H
+#define CFS_CTL_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define CFS_XATTR_PID "user.colabfs.pid"
+
+/* The pid of the daemon serving the mount at path.  Returns 0, -ENOTCONN
+ * (a dead daemon left its mount behind), -ENODATA (not a colabfs mount), or
+ * another -errno. */
+int cfs_ctl_pid(const char *path, pid_t *pid);
+
+/* Unmounts mp and waits up to timeout_ms for its daemon to exit.  A mount
+ * whose daemon died is detached.  Returns 0 or -errno (-EBUSY: files are
+ * open; -ETIMEDOUT: the daemon did not exit), with a reason in why. */
+int cfs_ctl_umount(const char *mp, long timeout_ms, char *why, size_t wcap);
+
+#endif

@@ -1,0 +1,392 @@
+/* drive: Drive API v3 calls (see drive.h). */
+#include "drive.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "err.h"
+#include "http.h"
+#include "log.h"
+#include "wire.h"
+
+#define JSON_MAX (64u << 20)
+
+struct cfs_drive {
+	struct cfs_http *http;
+	struct cfs_auth *auth;
+	char *api;
+	long io_timeout_ms;
+	struct cfs_retry_policy retry;
+	struct cfs_drive_stats st;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs_drive_opts *o,
+		  struct cfs_drive **out)
+{
+	*out = NULL;
+	struct cfs_drive *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->http = http;
+	d->auth = auth;
+	d->api = strdup(o->api_url);
+	if (!d->api) {
+		free(d);
+		return -ENOMEM;
+	}
+	size_t n = strlen(d->api);
+	while (n > 0 && d->api[n - 1] == '/')
+		d->api[--n] = '\0';
+	d->io_timeout_ms = o->io_timeout_ms > 0 ? o->io_timeout_ms : 300000;
+	d->retry = o->retry;
+	if (d->retry.max_attempts <= 0)
+		d->retry = (struct cfs_retry_policy){ .base_ms = 500, .cap_ms = 32000,
+						      .max_attempts = 12 };
+	*out = d;
+	return 0;
+}
+
+void cfs_drive_free(struct cfs_drive *d)
+{
+	if (!d)
+		return;
+	free(d->api);
+	free(d);
+}
+
+void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
+{
+	out->requests = __atomic_load_n(&d->st.requests, __ATOMIC_RELAXED);
+	out->retries = __atomic_load_n(&d->st.retries, __ATOMIC_RELAXED);
+	out->errors = __atomic_load_n(&d->st.errors, __ATOMIC_RELAXED);
+	out->bytes_media = __atomic_load_n(&d->st.bytes_media, __ATOMIC_RELAXED);
+	out->bytes_json = __atomic_load_n(&d->st.bytes_json, __ATOMIC_RELAXED);
+}
+
+#define COUNT(d, f, n) __atomic_add_fetch(&(d)->st.f, (n), __ATOMIC_RELAXED)
+
+/* A reply that arrived with a 2xx status is checked by this before it counts
+ * as success; CFS_E_PROTO from it means "retry", other codes are final. */
+typedef int (*validate_fn)(struct cfs_http_req *r, void *ctx);
+
+/* Runs r through auth, retries and validation.  what names the call in logs. */
+static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
+		void *ctx)
+{
+	int64_t deadline = now_ms() + d->io_timeout_ms;
+	int auth_retry = 0;
+	uint64_t rng = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)r;
+	char token[4096];
+	int rc = 0;
+	for (int attempt = 0;; attempt++) {
+		uint64_t gen = 0;
+		char reason[64] = "", msg[160] = "";
+		rc = cfs_auth_token(d->auth, token, sizeof(token), &gen);
+		if (!rc) {
+			r->bearer = token;
+			if (r->out)
+				cfs_buf_reset(r->out);
+			COUNT(d, requests, 1);
+			rc = cfs_http_perform(d->http, r);
+			r->bearer = NULL;
+			if (!rc && (r->status < 200 || r->status > 299)) {
+				cfs_json_parse_error(r->err_body.data ? r->err_body.data : "",
+						     r->err_body.len, reason, sizeof(reason), msg,
+						     sizeof(msg));
+				rc = cfs_retry_classify(r->status, reason);
+				if (rc == -ERANGE && !v) /* 416 only means something to reads */
+					rc = CFS_E_PROTO;
+			}
+			if (!rc && v)
+				rc = v(r, ctx);
+			else if (rc == -ERANGE)
+				rc = v(r, ctx);
+		}
+		if (rc == CFS_E_AUTH && gen && !auth_retry) {
+			/* 401: the token was refused.  Refresh once and try again. */
+			cfs_auth_reject(d->auth, gen);
+			auth_retry = 1;
+			CFS_INFO("%s: token refused (HTTP 401), refreshing", what);
+			continue;
+		}
+		if (!rc || !cfs_retry_transient(rc))
+			break;
+		int64_t ra = r->retry_after[0] ? cfs_wire_retry_after(r->retry_after, time(NULL)) : -1;
+		long wait = cfs_retry_delay_ms(&d->retry, attempt, ra, &rng);
+		if (attempt + 1 >= d->retry.max_attempts || now_ms() + wait > deadline) {
+			CFS_ERROR("%s: giving up after %d attempts: %s%s%s%s%s", what, attempt + 1,
+				  cfs_strerror(rc), r->errmsg[0] ? ": " : "", r->errmsg,
+				  reason[0] ? " reason=" : "", reason);
+			break;
+		}
+		COUNT(d, retries, 1);
+		CFS_WARN("%s: %s%s%s (HTTP %ld%s%s), retry %d in %ld ms", what, cfs_strerror(rc),
+			 r->errmsg[0] ? ": " : "", r->errmsg, r->status, reason[0] ? " " : "", reason,
+			 attempt + 1, wait);
+		usleep((useconds_t)wait * 1000);
+	}
+	explicit_bzero(token, sizeof(token));
+	if (rc && rc != -ENOENT)
+		COUNT(d, errors, 1);
+	if (rc && !cfs_retry_transient(rc) && rc != -ENOENT)
+		CFS_ERROR("%s: %s (HTTP %ld)", what, cfs_strerror(rc), r->status);
+	return rc;
+}
+
+static int url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest)
+{
+	int rc = cfs_buf_append(u, d->api, strlen(d->api));
+	if (!rc)
+		rc = cfs_buf_append(u, "/drive/v3/files", 15);
+	if (!rc && id) {
+		rc = cfs_buf_append(u, "/", 1);
+		if (!rc)
+			rc = cfs_wire_urlencode(u, id);
+	}
+	if (!rc)
+		rc = cfs_buf_append(u, rest, strlen(rest));
+	return rc;
+}
+
+struct json_ctx {
+	struct cfs_drive *d;
+	struct cfs_file_meta *m;
+};
+
+static int validate_meta(struct cfs_http_req *r, void *ctx)
+{
+	struct json_ctx *c = ctx;
+	COUNT(c->d, bytes_json, r->out->len);
+	return cfs_json_parse_file(r->out->data ? r->out->data : "", r->out->len, c->m);
+}
+
+int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m)
+{
+	struct cfs_buf url = { 0 }, body = { .max = JSON_MAX };
+	struct cfs_http_req r;
+	cfs_http_req_init(&r);
+	memset(m, 0, sizeof(*m));
+	int rc = url_files(d, &url, id, "?supportsAllDrives=true&fields=" CFS_JSON_FILE_FIELDS);
+	if (!rc) {
+		struct json_ctx c = { d, m };
+		char what[200];
+		snprintf(what, sizeof(what), "files.get %s", id);
+		r.url = url.data;
+		r.out = &body;
+		r.timeout_ms = 120000;
+		rc = call(d, &r, what, validate_meta, &c);
+	}
+	cfs_http_req_cleanup(&r);
+	cfs_buf_cleanup(&url);
+	cfs_buf_cleanup(&body);
+	return rc;
+}
+
+struct list_ctx {
+	struct cfs_drive *d;
+	cfs_drive_list_cb cb;
+	void *arg;
+	char *next;
+};
+
+static int validate_page(struct cfs_http_req *r, void *ctx)
+{
+	struct list_ctx *c = ctx;
+	COUNT(c->d, bytes_json, r->out->len);
+	free(c->next);
+	c->next = NULL;
+	return cfs_json_parse_file_list(r->out->data ? r->out->data : "", r->out->len, c->cb,
+					c->arg, &c->next);
+}
+
+int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb cb, void *arg)
+{
+	struct cfs_buf q = { 0 }, base = { 0 }, url = { 0 }, body = { .max = JSON_MAX };
+	struct list_ctx c = { d, cb, arg, NULL };
+	char *token = NULL;
+	int rc = cfs_buf_append(&q, "'", 1);
+	if (!rc)
+		rc = cfs_wire_qliteral(&q, parent_id);
+	if (!rc)
+		rc = cfs_buf_append(&q, "' in parents and trashed = false", 32);
+	if (!rc)
+		rc = url_files(d, &base, NULL,
+			       "?supportsAllDrives=true&includeItemsFromAllDrives=true&pageSize=1000"
+			       "&fields=nextPageToken%2Cfiles(" CFS_JSON_FILE_FIELDS ")&q=");
+	if (!rc)
+		rc = cfs_wire_urlencode(&base, q.data);
+	int restarts = 0, pages = 0;
+	char what[200];
+	snprintf(what, sizeof(what), "files.list of %s", parent_id);
+	while (!rc) {
+		struct cfs_http_req r;
+		cfs_http_req_init(&r);
+		cfs_buf_reset(&url);
+		rc = cfs_buf_append(&url, base.data, base.len);
+		if (!rc && token) {
+			rc = cfs_buf_append(&url, "&pageToken=", 11);
+			if (!rc)
+				rc = cfs_wire_urlencode(&url, token);
+		}
+		if (!rc) {
+			r.url = url.data;
+			r.out = &body;
+			r.timeout_ms = 120000;
+			rc = call(d, &r, what, validate_page, &c);
+		}
+		cfs_http_req_cleanup(&r);
+		if (rc == CFS_E_BADREQ && token && restarts < 3) {
+			/* a page token can expire: start over from the first page */
+			CFS_WARN("%s: page token rejected after %d pages, restarting", what, pages);
+			free(token);
+			token = NULL;
+			restarts++;
+			pages = 0;
+			rc = cb(NULL, arg);
+			continue;
+		}
+		if (rc)
+			break;
+		pages++;
+		free(token);
+		token = c.next;
+		c.next = NULL;
+		if (!token)
+			break;
+	}
+	free(token);
+	free(c.next);
+	cfs_buf_cleanup(&q);
+	cfs_buf_cleanup(&base);
+	cfs_buf_cleanup(&url);
+	cfs_buf_cleanup(&body);
+	return rc;
+}
+
+struct read_ctx {
+	struct cfs_drive *d;
+	int64_t size, off;
+	size_t len;
+	const char *id;
+};
+
+static int validate_range(struct cfs_http_req *r, void *ctx)
+{
+	struct read_ctx *c = ctx;
+	int64_t a, b, t;
+	if (r->status == 416) {
+		/* Drive says we asked past the end (the file shrank): end of file */
+		CFS_WARN("media %s: 416 at offset %" PRId64 " (size %" PRId64 "), reading as EOF",
+			 c->id, c->off, c->size);
+		r->dst_len = 0;
+		return 0;
+	}
+	if (r->status == 200) {
+		/* whole body: only acceptable when that is what we asked for */
+		if (c->off != 0 || (int64_t)r->dst_len != c->size || (size_t)c->size != c->len) {
+			snprintf(r->errmsg, sizeof(r->errmsg), "server ignored Range");
+			return CFS_E_PROTO;
+		}
+		COUNT(c->d, bytes_media, r->dst_len);
+		return 0;
+	}
+	if (r->status != 206 || cfs_wire_content_range(r->content_range, &a, &b, &t) || a != c->off) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "bad Content-Range \"%.60s\"",
+			 r->content_range);
+		return CFS_E_PROTO;
+	}
+	if (t >= 0 && t != c->size) {
+		CFS_WARN("media %s: size changed from %" PRId64 " to %" PRId64, c->id, c->size, t);
+		return -ESTALE;
+	}
+	if (b != c->off + (int64_t)c->len - 1 || r->dst_len != c->len ||
+	    (r->content_length >= 0 && r->content_length != (int64_t)c->len)) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "short body: %zu of %zu bytes (%.60s)",
+			 r->dst_len, c->len, r->content_range);
+		return CFS_E_PROTO;
+	}
+	COUNT(c->d, bytes_media, r->dst_len);
+	return 0;
+}
+
+int cfs_drive_read(struct cfs_drive *d, const char *id, int64_t size, int64_t off, size_t len,
+		   char *buf, size_t *got)
+{
+	*got = 0;
+	if (off < 0)
+		return -EINVAL;
+	if (size <= 0 || off >= size || len == 0)
+		return 0;
+	if ((int64_t)len > size - off)
+		len = (size_t)(size - off);
+	struct cfs_buf url = { 0 };
+	struct cfs_http_req r;
+	cfs_http_req_init(&r);
+	int rc = url_files(d, &url, id, "?alt=media&supportsAllDrives=true");
+	if (!rc) {
+		struct read_ctx c = { d, size, off, len, id };
+		char what[200];
+		snprintf(what, sizeof(what), "media %s [%" PRId64 "+%zu]", id, off, len);
+		r.url = url.data;
+		r.range_start = off;
+		r.range_len = (int64_t)len;
+		r.dst = buf;
+		r.dst_cap = len;
+		r.timeout_ms = 600000;
+		rc = call(d, &r, what, validate_range, &c);
+		if (!rc)
+			*got = r.dst_len;
+	}
+	cfs_http_req_cleanup(&r);
+	cfs_buf_cleanup(&url);
+	return rc;
+}
+
+static int validate_export(struct cfs_http_req *r, void *ctx)
+{
+	struct cfs_drive *d = ctx;
+	COUNT(d, bytes_media, r->out->len);
+	if (r->content_length >= 0 && (size_t)r->content_length != r->out->len) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "short export body");
+		return CFS_E_PROTO;
+	}
+	return 0;
+}
+
+int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size_t max,
+		     struct cfs_buf *out)
+{
+	struct cfs_buf url = { 0 };
+	struct cfs_http_req r;
+	cfs_http_req_init(&r);
+	int rc = url_files(d, &url, id, "/export?supportsAllDrives=true&mimeType=");
+	if (!rc)
+		rc = cfs_wire_urlencode(&url, mime);
+	if (!rc) {
+		char what[200];
+		snprintf(what, sizeof(what), "export %s as %s", id, mime);
+		out->max = max;
+		r.url = url.data;
+		r.out = out;
+		r.timeout_ms = 600000;
+		rc = call(d, &r, what, validate_export, d);
+		if (rc == -EFBIG)
+			rc = CFS_E_TOOBIG;
+	}
+	cfs_http_req_cleanup(&r);
+	cfs_buf_cleanup(&url);
+	return rc;
+}

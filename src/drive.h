@@ -1,0 +1,62 @@
+/* drive: the Drive API v3 calls colabfs makes, with retries.
+ *
+ * Builds URLs (api_url + "/drive/v3/..."), attaches the bearer token, runs
+ * each call through the retry policy (retry.h) within a deadline, refreshes
+ * the token once on 401, and validates every reply before handing it out: a
+ * media reply must carry exactly the Content-Range and length that was asked
+ * for, a JSON reply must parse with the fields we need.  Anything else is a
+ * transient fault and is retried, never returned as data.
+ *
+ * Returns 0, -ENOENT (404), -EACCES (no permission), -ESTALE (the file's size
+ * changed under us), or a CFS_E_* class once retries are exhausted.  All
+ * functions are thread-safe. */
+#ifndef CFS_DRIVE_H
+#define CFS_DRIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+#include "json.h"
+#include "retry.h"
+
+struct cfs_http;
+struct cfs_auth;
+struct cfs_drive;
+
+struct cfs_drive_opts {
+	const char *api_url;       /* e.g. https://www.googleapis.com */
+	long io_timeout_ms;        /* how long one call may keep retrying */
+	struct cfs_retry_policy retry;
+};
+
+/* Counters, updated atomically; read with cfs_drive_stats. */
+struct cfs_drive_stats {
+	uint64_t requests, retries, errors, bytes_media, bytes_json;
+};
+
+int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs_drive_opts *o,
+		  struct cfs_drive **out);
+void cfs_drive_free(struct cfs_drive *d);
+void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out);
+
+/* files.get.  id may be "root".  m must be cleaned up by the caller. */
+int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m);
+
+/* files.list of a folder's non-trashed children, every page.  cb is called
+ * for each child; cb(NULL, arg) means "the listing restarts: forget what you
+ * got" (Drive rejected a page token).  A non-zero return from cb stops. */
+typedef int (*cfs_drive_list_cb)(const struct cfs_file_meta *m, void *arg);
+int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb cb, void *arg);
+
+/* Range download of [off, off+len) of a blob of the given size into buf.
+ * Reads past the end are clipped; *got is the number of bytes stored.
+ * A 0-byte file or an offset at/after the end makes no request. */
+int cfs_drive_read(struct cfs_drive *d, const char *id, int64_t size, int64_t off, size_t len,
+		   char *buf, size_t *got);
+
+/* files.export of a native Google file into out (at most max bytes). */
+int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size_t max,
+		     struct cfs_buf *out);
+
+#endif

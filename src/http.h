@@ -1,0 +1,65 @@
+/* http: every HTTP exchange colabfs makes (owns libcurl).
+ *
+ * One struct cfs_http per process holds a pool of easy handles and a share
+ * object (DNS cache, TLS sessions, live connections), so requests from any
+ * thread reuse warm connections.  HTTP/1.1, verified TLS (a private CA with
+ * ca_file), a connect timeout, a stall timeout (no bytes for stall_s seconds)
+ * and a deadline on every call.
+ *
+ * cfs_http_perform returns 0 when an HTTP response arrived, whatever its
+ * status (the caller classifies it), CFS_E_NET for a transport failure
+ * (r->errmsg says which), CFS_E_PROTO when a 2xx body overflowed the caller's
+ * buffer, -EFBIG when a body outgrew the limit of out, or -ENOMEM.  The bearer token is sent as a header and never logged. */
+#ifndef CFS_HTTP_H
+#define CFS_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+struct cfs_http;
+
+struct cfs_http_opts {
+	const char *ca_file;     /* NULL: system store */
+	long connect_timeout_ms; /* 0: 10 s */
+	long stall_s;            /* 0: 30 s */
+	const char *user_agent;
+};
+
+struct cfs_http_req {
+	/* request */
+	const char *method;      /* NULL: GET */
+	const char *url;
+	const char *bearer;      /* token, or NULL */
+	const char *extra_header;
+	const char *body;        /* POST body */
+	size_t body_len;
+	const char *content_type;
+	int64_t range_start;     /* range_len > 0: send Range */
+	int64_t range_len;
+	long timeout_ms;         /* whole call; 0: none besides stall */
+	/* 2xx body sink: dst if set (at most dst_cap bytes), else out. */
+	char *dst;
+	size_t dst_cap;
+	struct cfs_buf *out;
+	/* response */
+	long status;
+	size_t dst_len;
+	int64_t content_length;  /* -1 unknown */
+	char content_range[96];
+	char retry_after[64];
+	struct cfs_buf err_body; /* non-2xx body, capped; cfs_http_req_cleanup frees */
+	char errmsg[256];
+};
+
+int cfs_http_new(const struct cfs_http_opts *o, struct cfs_http **out);
+void cfs_http_free(struct cfs_http *h);
+
+/* Initialises r (zeroes it, range off, content_length -1). */
+void cfs_http_req_init(struct cfs_http_req *r);
+void cfs_http_req_cleanup(struct cfs_http_req *r);
+
+int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r);
+
+#endif

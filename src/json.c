@@ -1,0 +1,399 @@
+/* json: all JSON parsing (owns jansson; see json.h). */
+#define _GNU_SOURCE
+#include "json.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "err.h"
+
+void cfs_file_meta_cleanup(struct cfs_file_meta *m)
+{
+	free(m->name);
+	m->name = NULL;
+}
+
+static int copy_str(json_t *o, const char *key, char *dst, size_t cap, int required)
+{
+	json_t *v = json_object_get(o, key);
+	dst[0] = '\0';
+	if (!v)
+		return required ? CFS_E_PROTO : 0;
+	if (!json_is_string(v) || json_string_length(v) >= cap)
+		return CFS_E_PROTO;
+	memcpy(dst, json_string_value(v), json_string_length(v) + 1);
+	if (strlen(dst) != json_string_length(v)) /* embedded NUL */
+		return CFS_E_PROTO;
+	return 0;
+}
+
+/* int64 as a JSON string (Drive) or integer; absent -> def. */
+static int get_i64(json_t *o, const char *key, int64_t *out, int64_t def)
+{
+	json_t *v = json_object_get(o, key);
+	*out = def;
+	if (!v)
+		return 0;
+	if (json_is_integer(v)) {
+		*out = json_integer_value(v);
+		return *out < 0 ? CFS_E_PROTO : 0;
+	}
+	if (!json_is_string(v))
+		return CFS_E_PROTO;
+	const char *s = json_string_value(v);
+	if (!*s)
+		return CFS_E_PROTO;
+	int64_t x = 0;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || x > (INT64_MAX - 9) / 10)
+			return CFS_E_PROTO;
+		x = x * 10 + (*s - '0');
+	}
+	*out = x;
+	return 0;
+}
+
+int cfs_json_parse_time(const char *s, int64_t *ns)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	const char *p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!p)
+		return -EINVAL;
+	int64_t frac = 0;
+	if (*p == '.') {
+		int digits = 0;
+		for (p++; *p >= '0' && *p <= '9'; p++, digits++)
+			if (digits < 9)
+				frac = frac * 10 + (*p - '0');
+		if (digits == 0)
+			return -EINVAL;
+		for (; digits < 9; digits++)
+			frac *= 10;
+	}
+	long off = 0;
+	if (*p == 'Z' || *p == 'z') {
+		p++;
+	} else if (*p == '+' || *p == '-') {
+		int hh, mm;
+		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+			return -EINVAL;
+		off = (hh * 60L + mm) * 60L * (*p == '+' ? 1 : -1);
+		p += 6;
+	} else {
+		return -EINVAL;
+	}
+	if (*p)
+		return -EINVAL;
+	*ns = ((int64_t)timegm(&tm) - off) * 1000000000LL + frac;
+	return 0;
+}
+
+static int get_time(json_t *o, const char *key, int64_t *ns)
+{
+	json_t *v = json_object_get(o, key);
+	*ns = 0;
+	if (!v)
+		return 0;
+	if (!json_is_string(v) || cfs_json_parse_time(json_string_value(v), ns))
+		return CFS_E_PROTO;
+	return 0;
+}
+
+static int get_bool(json_t *o, const char *key, int *out, int def)
+{
+	json_t *v = json_object_get(o, key);
+	*out = def;
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return CFS_E_PROTO;
+	*out = json_is_true(v);
+	return 0;
+}
+
+static int file_from_obj(json_t *o, struct cfs_file_meta *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->size = -1;
+	m->version = -1;
+	m->can_download = 1;
+	if (!json_is_object(o))
+		return CFS_E_PROTO;
+	json_t *name = json_object_get(o, "name");
+	if (!json_is_string(name) || strlen(json_string_value(name)) != json_string_length(name))
+		return CFS_E_PROTO;
+	int rc = copy_str(o, "id", m->id, sizeof(m->id), 1);
+	if (!rc && !m->id[0])
+		rc = CFS_E_PROTO;
+	if (!rc)
+		rc = copy_str(o, "mimeType", m->mime, sizeof(m->mime), 1);
+	if (!rc)
+		rc = get_i64(o, "size", &m->size, -1);
+	if (!rc)
+		rc = copy_str(o, "md5Checksum", m->md5, sizeof(m->md5), 0);
+	if (!rc)
+		rc = copy_str(o, "sha256Checksum", m->sha256, sizeof(m->sha256), 0);
+	if (!rc)
+		rc = copy_str(o, "headRevisionId", m->rev, sizeof(m->rev), 0);
+	if (!rc)
+		rc = get_i64(o, "version", &m->version, -1);
+	if (!rc)
+		rc = get_time(o, "modifiedTime", &m->mtime_ns);
+	if (!rc)
+		rc = get_time(o, "createdTime", &m->ctime_ns);
+	if (!rc)
+		rc = get_bool(o, "trashed", &m->trashed, 0);
+	json_t *parents = json_object_get(o, "parents");
+	if (!rc && parents) {
+		json_t *p0 = json_array_get(parents, 0);
+		if (!json_is_array(parents) || (p0 && !json_is_string(p0)))
+			rc = CFS_E_PROTO;
+		else if (p0 && json_string_length(p0) < sizeof(m->parent))
+			memcpy(m->parent, json_string_value(p0), json_string_length(p0) + 1);
+		else if (p0)
+			rc = CFS_E_PROTO;
+	}
+	json_t *caps = json_object_get(o, "capabilities");
+	if (!rc && caps)
+		rc = json_is_object(caps) ? get_bool(caps, "canDownload", &m->can_download, 1)
+					  : CFS_E_PROTO;
+	json_t *sc = json_object_get(o, "shortcutDetails");
+	if (!rc && sc) {
+		if (!json_is_object(sc))
+			rc = CFS_E_PROTO;
+		if (!rc)
+			rc = copy_str(sc, "targetId", m->target_id, sizeof(m->target_id), 1);
+		if (!rc)
+			rc = copy_str(sc, "targetMimeType", m->target_mime, sizeof(m->target_mime), 0);
+	}
+	if (!rc && !(m->name = strdup(json_string_value(name))))
+		rc = -ENOMEM;
+	if (rc)
+		cfs_file_meta_cleanup(m);
+	return rc;
+}
+
+static json_t *load(const char *txt, size_t len)
+{
+	json_error_t err;
+	return json_loadb(txt, len, JSON_REJECT_DUPLICATES, &err);
+}
+
+int cfs_json_parse_file(const char *txt, size_t len, struct cfs_file_meta *m)
+{
+	json_t *root = load(txt, len);
+	if (!root) {
+		memset(m, 0, sizeof(*m));
+		return CFS_E_PROTO;
+	}
+	int rc = file_from_obj(root, m);
+	json_decref(root);
+	return rc;
+}
+
+int cfs_json_parse_file_list(const char *txt, size_t len, cfs_json_file_cb cb, void *arg,
+			     char **next)
+{
+	*next = NULL;
+	json_t *root = load(txt, len);
+	if (!root)
+		return CFS_E_PROTO;
+	int rc = 0;
+	json_t *files = json_object_get(root, "files");
+	json_t *tok = json_object_get(root, "nextPageToken");
+	if (!json_is_object(root) || (files && !json_is_array(files)) ||
+	    (tok && (!json_is_string(tok) || json_string_length(tok) == 0)))
+		rc = CFS_E_PROTO;
+	/* Validate the whole page before handing any entry out. */
+	size_t i;
+	json_t *f;
+	if (!rc && files) {
+		json_array_foreach(files, i, f) {
+			struct cfs_file_meta m;
+			if ((rc = file_from_obj(f, &m)))
+				break;
+			cfs_file_meta_cleanup(&m);
+		}
+	}
+	if (!rc && files) {
+		json_array_foreach(files, i, f) {
+			struct cfs_file_meta m;
+			if ((rc = file_from_obj(f, &m)))
+				break;
+			rc = cb(&m, arg);
+			cfs_file_meta_cleanup(&m);
+			if (rc)
+				break;
+		}
+	}
+	if (!rc && tok && !(*next = strdup(json_string_value(tok))))
+		rc = -ENOMEM;
+	json_decref(root);
+	return rc;
+}
+
+static void copy_trunc(char *dst, size_t cap, const char *src)
+{
+	if (!cap)
+		return;
+	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+int cfs_json_parse_error(const char *txt, size_t len, char *reason, size_t rcap, char *msg,
+			 size_t mcap)
+{
+	copy_trunc(reason, rcap, "");
+	copy_trunc(msg, mcap, "");
+	json_t *root = load(txt, len);
+	if (!root)
+		return CFS_E_PROTO;
+	int rc = CFS_E_PROTO;
+	json_t *e = json_object_get(root, "error");
+	if (json_is_object(e)) {
+		json_t *m = json_object_get(e, "message");
+		json_t *r = json_object_get(json_array_get(json_object_get(e, "errors"), 0), "reason");
+		if (json_is_string(m))
+			copy_trunc(msg, mcap, json_string_value(m));
+		if (json_is_string(r))
+			copy_trunc(reason, rcap, json_string_value(r));
+		rc = 0;
+	}
+	json_decref(root);
+	return rc;
+}
+
+int cfs_json_parse_token(const char *txt, size_t len, char **token, int64_t *expires_in,
+			 char *err, size_t ecap)
+{
+	*token = NULL;
+	*expires_in = 0;
+	copy_trunc(err, ecap, "");
+	json_t *root = load(txt, len);
+	if (!root || !json_is_object(root)) {
+		json_decref(root);
+		return CFS_E_PROTO;
+	}
+	int rc = 0;
+	json_t *e = json_object_get(root, "error");
+	json_t *t = json_object_get(root, "access_token");
+	if (e) {
+		copy_trunc(err, ecap, json_is_string(e) ? json_string_value(e) : "error");
+		rc = CFS_E_AUTH;
+	} else if (!json_is_string(t) || json_string_length(t) == 0 ||
+		   strlen(json_string_value(t)) != json_string_length(t)) {
+		rc = CFS_E_PROTO;
+	} else {
+		json_t *ex = json_object_get(root, "expires_in");
+		if (json_is_real(ex))
+			*expires_in = (int64_t)json_real_value(ex);
+		else if (ex)
+			rc = get_i64(root, "expires_in", expires_in, 3600);
+		else
+			*expires_in = 3600;
+		if (!rc && !(*token = strdup(json_string_value(t))))
+			rc = -ENOMEM;
+	}
+	json_decref(root);
+	return rc;
+}
+
+void cfs_cred_cleanup(struct cfs_cred *c)
+{
+	char **f[] = { &c->client_id, &c->client_secret, &c->refresh_token, &c->client_email,
+		       &c->private_key, &c->private_key_id, &c->token_uri };
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (*f[i]) {
+			explicit_bzero(*f[i], strlen(*f[i]));
+			free(*f[i]);
+			*f[i] = NULL;
+		}
+	}
+}
+
+static int dup_field(json_t *o, const char *key, char **dst, int required, char *why,
+		     size_t wcap)
+{
+	json_t *v = json_object_get(o, key);
+	if (!v) {
+		if (required)
+			snprintf(why, wcap, "missing \"%s\"", key);
+		return required ? CFS_E_PROTO : 0;
+	}
+	if (!json_is_string(v) || json_string_length(v) == 0) {
+		snprintf(why, wcap, "\"%s\" must be a non-empty string", key);
+		return CFS_E_PROTO;
+	}
+	*dst = strdup(json_string_value(v));
+	return *dst ? 0 : -ENOMEM;
+}
+
+int cfs_json_parse_credentials(const char *txt, size_t len, struct cfs_cred *c, char *why,
+			       size_t wcap)
+{
+	memset(c, 0, sizeof(*c));
+	copy_trunc(why, wcap, "");
+	json_t *root = load(txt, len);
+	if (!root || !json_is_object(root)) {
+		copy_trunc(why, wcap, "not a JSON object");
+		json_decref(root);
+		return CFS_E_PROTO;
+	}
+	const char *type = json_string_value(json_object_get(root, "type"));
+	int rc;
+	if (!type) {
+		copy_trunc(why, wcap, "missing \"type\"");
+		rc = CFS_E_PROTO;
+	} else if (strcmp(type, "authorized_user") == 0) {
+		c->type = CFS_CRED_AUTHORIZED_USER;
+		rc = dup_field(root, "client_id", &c->client_id, 1, why, wcap);
+		if (!rc)
+			rc = dup_field(root, "client_secret", &c->client_secret, 1, why, wcap);
+		if (!rc)
+			rc = dup_field(root, "refresh_token", &c->refresh_token, 1, why, wcap);
+	} else if (strcmp(type, "service_account") == 0) {
+		c->type = CFS_CRED_SERVICE_ACCOUNT;
+		rc = dup_field(root, "client_email", &c->client_email, 1, why, wcap);
+		if (!rc)
+			rc = dup_field(root, "private_key", &c->private_key, 1, why, wcap);
+		if (!rc)
+			rc = dup_field(root, "private_key_id", &c->private_key_id, 0, why, wcap);
+	} else {
+		snprintf(why, wcap, "unsupported credentials type \"%.40s\"", type);
+		rc = CFS_E_PROTO;
+	}
+	if (!rc)
+		rc = dup_field(root, "token_uri", &c->token_uri, 0, why, wcap);
+	json_decref(root);
+	if (rc)
+		cfs_cred_cleanup(c);
+	return rc;
+}
+
+int cfs_json_jwt_parts(const char *kid, const char *iss, const char *scope, const char *aud,
+		       int64_t iat, int64_t exp, char **hdr, char **claims)
+{
+	*hdr = *claims = NULL;
+	json_t *h = json_pack("{s:s, s:s}", "alg", "RS256", "typ", "JWT");
+	json_t *c = json_pack("{s:s, s:s, s:s, s:I, s:I}", "iss", iss, "scope", scope, "aud", aud,
+			      "iat", (json_int_t)iat, "exp", (json_int_t)exp);
+	if (h && kid)
+		json_object_set_new(h, "kid", json_string(kid));
+	if (h && c) {
+		*hdr = json_dumps(h, JSON_COMPACT);
+		*claims = json_dumps(c, JSON_COMPACT);
+	}
+	json_decref(h);
+	json_decref(c);
+	if (!*hdr || !*claims) {
+		free(*hdr);
+		free(*claims);
+		*hdr = *claims = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}

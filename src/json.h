@@ -1,0 +1,93 @@
+/* json: every JSON document colabfs reads, parsed in one place (owns jansson).
+ *
+ * Drive file resources, file lists, error bodies, OAuth token replies and
+ * credential files.  Parsers validate what they need: a required field that is
+ * missing or has the wrong type makes the whole document CFS_E_PROTO, so a
+ * malformed reply never turns into metadata.  int64 fields arrive as JSON
+ * strings (Drive's convention); plain numbers are accepted too. */
+#ifndef CFS_JSON_H
+#define CFS_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFS_ID_MAX 128
+
+struct cfs_file_meta {
+	char id[CFS_ID_MAX];
+	char *name;              /* malloc'd */
+	char mime[128];
+	int64_t size;            /* -1 if absent (folders, native files) */
+	char md5[33];            /* lowercase hex or "" */
+	char sha256[65];
+	char rev[CFS_ID_MAX];    /* headRevisionId or "" */
+	int64_t version;         /* -1 if absent */
+	int64_t mtime_ns;        /* modifiedTime, 0 if absent */
+	int64_t ctime_ns;        /* createdTime, 0 if absent */
+	char parent[CFS_ID_MAX]; /* first parent or "" */
+	int trashed;
+	int can_download;        /* capabilities/canDownload, default 1 */
+	char target_id[CFS_ID_MAX];   /* shortcutDetails */
+	char target_mime[128];
+};
+
+#define CFS_FOLDER_MIME "application/vnd.google-apps.folder"
+#define CFS_SHORTCUT_MIME "application/vnd.google-apps.shortcut"
+#define CFS_GAPPS_PREFIX "application/vnd.google-apps."
+
+/* The fields= selection matching what these parsers read. */
+#define CFS_JSON_FILE_FIELDS                                                     \
+	"id,name,mimeType,size,md5Checksum,sha256Checksum,headRevisionId,version," \
+	"modifiedTime,createdTime,parents,trashed,capabilities/canDownload,shortcutDetails"
+
+void cfs_file_meta_cleanup(struct cfs_file_meta *m);
+
+/* One file resource.  Returns 0 or CFS_E_PROTO (id or name or mimeType
+ * missing, a field of the wrong type, an id too long). */
+int cfs_json_parse_file(const char *txt, size_t len, struct cfs_file_meta *m);
+
+/* A FileList page: calls cb for each file (m is cleaned up after cb returns;
+ * a non-zero return from cb stops and is returned).  *next gets a malloc'd
+ * nextPageToken or NULL at the end.  Returns 0, CFS_E_PROTO or cb's status. */
+typedef int (*cfs_json_file_cb)(const struct cfs_file_meta *m, void *arg);
+int cfs_json_parse_file_list(const char *txt, size_t len, cfs_json_file_cb cb, void *arg,
+			     char **next);
+
+/* Drive's error body: copies errors[0].reason and error.message (truncated).
+ * Returns 0, or CFS_E_PROTO if it is not that shape (reason and message "" then). */
+int cfs_json_parse_error(const char *txt, size_t len, char *reason, size_t rcap,
+			 char *msg, size_t mcap);
+
+/* OAuth token endpoint reply: access_token (malloc'd) and expires_in (number
+ * or string).  Also understands {"error": ..., "error_description": ...}: then
+ * returns CFS_E_AUTH and copies the error code (not the description, which
+ * may echo input) into err.  Returns 0, CFS_E_AUTH or CFS_E_PROTO. */
+int cfs_json_parse_token(const char *txt, size_t len, char **token, int64_t *expires_in,
+			 char *err, size_t ecap);
+
+enum cfs_cred_type { CFS_CRED_AUTHORIZED_USER = 1, CFS_CRED_SERVICE_ACCOUNT };
+
+struct cfs_cred {
+	enum cfs_cred_type type;
+	char *client_id, *client_secret, *refresh_token; /* authorized_user */
+	char *client_email, *private_key, *private_key_id; /* service_account */
+	char *token_uri; /* optional in the file */
+};
+
+/* An ADC credentials file.  Returns 0, or CFS_E_PROTO with a short reason in
+ * why (never a secret). */
+int cfs_json_parse_credentials(const char *txt, size_t len, struct cfs_cred *c, char *why,
+			       size_t wcap);
+void cfs_cred_cleanup(struct cfs_cred *c);
+
+/* RFC 3339 time ("2024-05-01T12:34:56.789Z", offsets allowed) to ns since the
+ * epoch.  Returns 0 or -EINVAL. */
+int cfs_json_parse_time(const char *s, int64_t *ns);
+
+/* Builds the JSON text of a JWT header (kid may be NULL) and claim set for the
+ * OAuth jwt-bearer grant.  Returns malloc'd strings in *hdr and *claims, or
+ * -ENOMEM. */
+int cfs_json_jwt_parts(const char *kid, const char *iss, const char *scope, const char *aud,
+		       int64_t iat, int64_t exp, char **hdr, char **claims);
+
+#endif

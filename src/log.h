@@ -1,0 +1,26 @@
+/* log: leveled log lines to stderr or a file (and syslog when daemonized).
+ *
+ * Never pass a token, key or Authorization header to these functions: the log
+ * is meant to be pasted into bug reports.  Thread-safe: one write(2) a line. */
+#ifndef CFS_LOG_H
+#define CFS_LOG_H
+
+enum cfs_log_level { CFS_LOG_DEBUG, CFS_LOG_INFO, CFS_LOG_WARN, CFS_LOG_ERROR };
+
+/* path NULL: stderr.  Returns 0 or -errno if the file cannot be opened. */
+int cfs_log_open(const char *path, enum cfs_log_level level);
+/* Parses "debug", "info", "warn", "error"; returns -EINVAL otherwise. */
+int cfs_log_parse_level(const char *s, enum cfs_log_level *out);
+void cfs_log_set_level(enum cfs_log_level level);
+enum cfs_log_level cfs_log_get_level(void);
+void cfs_log_close(void);
+
+void cfs_log(enum cfs_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define CFS_DEBUG(...) cfs_log(CFS_LOG_DEBUG, __VA_ARGS__)
+#define CFS_INFO(...) cfs_log(CFS_LOG_INFO, __VA_ARGS__)
+#define CFS_WARN(...) cfs_log(CFS_LOG_WARN, __VA_ARGS__)
+#define CFS_ERROR(...) cfs_log(CFS_LOG_ERROR, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,118 @@
+/* names: Drive name -> POSIX name rule (see names.h for the rule). */
+#include "names.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t cfs_names_fnv1a(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		h ^= *p;
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+int cfs_names_sanitize(const char *name, char *out, size_t cap)
+{
+	static const char slash[] = "\xef\xbc\x8f"; /* U+FF0F */
+	static const char dot[] = "\xef\xbc\x8e";   /* U+FF0E */
+	if (cap < CFS_NAME_MAX + 1)
+		return -EINVAL;
+	if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+		out[0] = '\0';
+		for (size_t i = 0; name[i]; i++)
+			strcat(out, dot);
+		return 0;
+	}
+	size_t o = 0;
+	for (const char *p = name; *p; p++) {
+		const char *piece = p;
+		size_t plen = 1;
+		if (*p == '/') {
+			piece = slash;
+			plen = 3;
+		} else {
+			/* take a whole UTF-8 sequence so we never cut one in half */
+			unsigned char c = (unsigned char)*p;
+			size_t want = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+			while (plen < want && p[plen] && ((unsigned char)p[plen] & 0xc0) == 0x80)
+				plen++;
+			p += plen - 1;
+		}
+		if (o + plen > CFS_NAME_MAX)
+			break;
+		memcpy(out + o, piece, plen);
+		o += plen;
+	}
+	if (o == 0)
+		out[o++] = '_';
+	out[o] = '\0';
+	return 0;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	const struct cfs_names_entry *x = *(const struct cfs_names_entry *const *)a;
+	const struct cfs_names_entry *y = *(const struct cfs_names_entry *const *)b;
+	int c = strcmp(x->name, y->name);
+	if (c)
+		return c;
+	if (x->ctime_ns != y->ctime_ns)
+		return x->ctime_ns < y->ctime_ns ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+/* "stem (tag).ext", cut to fit CFS_NAME_MAX at a UTF-8 boundary of the stem. */
+static char *suffixed(const char *name, const char *id)
+{
+	char tag[32];
+	snprintf(tag, sizeof(tag), " (%.8llx)",
+		 (unsigned long long)(cfs_names_fnv1a(id) >> 32));
+	const char *dot = strrchr(name, '.');
+	if (!dot || dot == name)
+		dot = name + strlen(name);
+	size_t stem = (size_t)(dot - name), ext = strlen(dot), tl = strlen(tag);
+	if (ext + tl > CFS_NAME_MAX)
+		ext = 0; /* absurd extension: drop it rather than the tag */
+	while (stem + tl + ext > CFS_NAME_MAX ||
+	       (stem > 0 && ((unsigned char)name[stem] & 0xc0) == 0x80))
+		stem--;
+	char *out = malloc(stem + tl + ext + 1);
+	if (!out)
+		return NULL;
+	memcpy(out, name, stem);
+	memcpy(out + stem, tag, tl);
+	memcpy(out + stem + tl, dot, ext);
+	out[stem + tl + ext] = '\0';
+	return out;
+}
+
+int cfs_names_assign(struct cfs_names_entry *e, size_t n)
+{
+	struct cfs_names_entry **v = calloc(n ? n : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		v[i] = &e[i];
+	qsort(v, n, sizeof(*v), cmp_entry);
+	size_t i;
+	for (i = 0; i < n; i++) {
+		int first = i == 0 || strcmp(v[i - 1]->name, v[i]->name) != 0;
+		v[i]->final = first ? strdup(v[i]->name) : suffixed(v[i]->name, v[i]->id);
+		if (!v[i]->final)
+			break;
+	}
+	free(v);
+	if (i < n) {
+		for (size_t j = 0; j < n; j++) {
+			free(e[j].final);
+			e[j].final = NULL;
+		}
+		return -ENOMEM;
+	}
+	return 0;
+}

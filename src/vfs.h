@@ -1,0 +1,70 @@
+/* vfs: the file system core, free of FUSE.
+ *
+ * Maps the kernel's view (inode numbers, names, offsets) onto Drive: folder
+ * listings (every page, names made unique by names.h, shortcuts resolved,
+ * trashed and hidden items left out, native files shown exported), attributes,
+ * and reads (range downloads; exports fetched whole at open).  Listings are
+ * kept for dir_ttl seconds, fetched by one thread while the others wait.
+ *
+ * Every function returns 0, -errno or a CFS_E_* status; fuse/ turns that into
+ * a reply.  All functions are thread-safe. */
+#ifndef CFS_VFS_H
+#define CFS_VFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#include "export.h"
+
+struct cfs_drive;
+struct cfs_vfs;
+struct cfs_vfs_dir;
+struct cfs_vfs_file;
+
+struct cfs_vfs_opts {
+	const char *root_id;   /* NULL or "root": My Drive */
+	long dir_ttl_s;        /* listing lifetime */
+	struct cfs_export_map exports;
+};
+
+struct cfs_vfs_attr {
+	uint64_t ino;
+	int is_dir;
+	int64_t size;          /* 0 when not known yet */
+	int size_known;        /* 0 for an export never fetched */
+	int64_t mtime_ns, ctime_ns;
+};
+
+/* Resolves and checks the root folder (one files.get). */
+int cfs_vfs_new(struct cfs_drive *d, const struct cfs_vfs_opts *o, struct cfs_vfs **out);
+void cfs_vfs_free(struct cfs_vfs *v);
+/* The Drive id of the root folder. */
+const char *cfs_vfs_root_id(const struct cfs_vfs *v);
+
+int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a);
+int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a);
+
+/* Directory handles hold a snapshot of the listing, so offsets stay valid. */
+int cfs_vfs_opendir(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_dir **out);
+/* Calls cb for entries from offset off ("." and ".." first); cb returns
+ * non-zero to stop (its buffer is full).  next is the offset after the entry. */
+typedef int (*cfs_vfs_dirent_cb)(const char *name, uint64_t ino, int is_dir, off_t next,
+				 void *arg);
+int cfs_vfs_readdir(struct cfs_vfs *v, struct cfs_vfs_dir *d, off_t off, cfs_vfs_dirent_cb cb,
+		    void *arg);
+void cfs_vfs_releasedir(struct cfs_vfs *v, struct cfs_vfs_dir *d);
+
+/* Opens read-only (-EROFS for write access, -EISDIR for folders).
+ * *keep_cache: the kernel may keep cached pages (content unchanged since the
+ * last open); *direct_io: bypass the page cache (exports of unknown size). */
+int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file **out,
+		 int *keep_cache, int *direct_io);
+int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t len, char *buf,
+		 size_t *got);
+void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f);
+
+int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
+
+#endif

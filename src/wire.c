@@ -1,0 +1,127 @@
+/* wire: pure encoders and parsers for HTTP headers and URLs (see wire.h). */
+#define _GNU_SOURCE
+#include "wire.h"
+
+#include <errno.h>
+#include <string.h>
+
+static int unreserved(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+int cfs_wire_urlencode(struct cfs_buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		char enc[3];
+		int rc;
+		if (unreserved(*p)) {
+			rc = cfs_buf_append(b, p, 1);
+		} else {
+			enc[0] = '%';
+			enc[1] = hex[*p >> 4];
+			enc[2] = hex[*p & 15];
+			rc = cfs_buf_append(b, enc, 3);
+		}
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int cfs_wire_qliteral(struct cfs_buf *b, const char *s)
+{
+	for (const char *p = s; *p; p++) {
+		int rc;
+		if (*p == '\'' || *p == '\\')
+			rc = cfs_buf_append(b, "\\", 1);
+		else
+			rc = 0;
+		if (rc || (rc = cfs_buf_append(b, p, 1)))
+			return rc;
+	}
+	return 0;
+}
+
+/* Parses a run of decimal digits into *out; returns the end or NULL. */
+static const char *parse_u63(const char *p, int64_t *out)
+{
+	if (*p < '0' || *p > '9')
+		return NULL;
+	int64_t v = 0;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (v > (INT64_MAX - 9) / 10)
+			return NULL;
+		v = v * 10 + (*p - '0');
+	}
+	*out = v;
+	return p;
+}
+
+static const char *skip_ws(const char *p)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return p;
+}
+
+int cfs_wire_content_range(const char *v, int64_t *start, int64_t *end, int64_t *total)
+{
+	const char *p = skip_ws(v);
+	if (strncasecmp(p, "bytes", 5) != 0)
+		return -EINVAL;
+	p += 5;
+	if (*p != ' ' && *p != '\t')
+		return -EINVAL;
+	p = skip_ws(p);
+	int64_t a = -1, b = -1, t = -1;
+	if (*p == '*') {
+		p++;
+	} else {
+		if (!(p = parse_u63(p, &a)) || *p++ != '-' || !(p = parse_u63(p, &b)) || b < a)
+			return -EINVAL;
+	}
+	if (*p++ != '/')
+		return -EINVAL;
+	if (*p == '*') {
+		if (a < 0) /* a star for both range and total says nothing */
+			return -EINVAL;
+		p++;
+	} else if (!(p = parse_u63(p, &t))) {
+		return -EINVAL;
+	}
+	p = skip_ws(p);
+	if (*p != '\0')
+		return -EINVAL;
+	if (a >= 0 && t >= 0 && b >= t)
+		return -EINVAL;
+	*start = a;
+	*end = b;
+	*total = t;
+	return 0;
+}
+
+int64_t cfs_wire_retry_after(const char *v, time_t now)
+{
+	const char *p = skip_ws(v);
+	int64_t secs;
+	const char *e = parse_u63(p, &secs);
+	if (e) {
+		if (*skip_ws(e) != '\0' || secs > 86400 * 7)
+			return -EINVAL;
+		return secs * 1000;
+	}
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	e = strptime(p, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (!e || *skip_ws(e) != '\0')
+		return -EINVAL;
+	time_t when = timegm(&tm);
+	if (when <= now)
+		return 0;
+	if (when - now > 86400 * 7)
+		return -EINVAL;
+	return (int64_t)(when - now) * 1000;
+}

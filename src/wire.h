@@ -1,0 +1,33 @@
+/* wire: pure encoders and parsers for what crosses the HTTP wire.
+ *
+ * URL percent-encoding, Drive query-string literals, Content-Range and
+ * Retry-After.  No I/O, no allocation except where a function says so; every
+ * parser rejects anything it does not fully understand (-EINVAL) rather than
+ * guessing, because a misread header would mean serving wrong bytes. */
+#ifndef CFS_WIRE_H
+#define CFS_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "buf.h"
+
+/* Appends s percent-encoded (RFC 3986 unreserved characters kept) to b.
+ * Returns 0 or -ENOMEM. */
+int cfs_wire_urlencode(struct cfs_buf *b, const char *s);
+
+/* Appends s as the body of a Drive q string literal: ' -> \' and \ -> \\.
+ * The quotes themselves are not added.  Returns 0 or -ENOMEM. */
+int cfs_wire_qliteral(struct cfs_buf *b, const char *s);
+
+/* Parses a Content-Range value.  "bytes A-B/T" sets *start=A, *end=B (inclusive),
+ * *total=T (or -1 for "*"); "bytes * /T" (no space) sets *start=*end=-1.  Returns 0, or
+ * -EINVAL for anything else (missing unit, B < A, B >= T, junk, overflow). */
+int cfs_wire_content_range(const char *v, int64_t *start, int64_t *end, int64_t *total);
+
+/* Parses Retry-After: delta-seconds or an IMF-fixdate, relative to now.
+ * Returns the wait in milliseconds (>= 0), or -EINVAL. */
+int64_t cfs_wire_retry_after(const char *v, time_t now);
+
+#endif

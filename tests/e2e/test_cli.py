@@ -1,0 +1,101 @@
+"""The command line: --help/--version, bad options, umount, -f, --root."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+import helpers as H
+
+
+def test_version(colabfs):
+    rc, out, err = H.run_cmd([colabfs, "--version"], 20)
+    assert rc == 0, (rc, out, err)
+    assert re.fullmatch(r"colabfs \d+\.\d+\.\d+", out.strip().splitlines()[0]), out
+
+
+def test_help_lists_options(colabfs):
+    rc, out, err = H.run_cmd([colabfs, "--help"], 20)
+    assert rc == 0, (rc, out, err)
+    text = out + err
+    missing = [o for o in ["mount", "umount", "--root", "--api-url", "--token-url", "--ca-file",
+                           "--credentials", "--cache-dir", "--log-file", "--log-level", "-o", "-f"]
+               if o not in text]
+    assert not missing, "--help does not mention %s:\n%s" % (missing, text)
+
+
+@pytest.mark.parametrize("args,mention", [
+    (["--no-such-option"], "no-such-option"),
+    (["--log-level=loud"], "loud"),
+    (["-o", "no_such_fuse_opt"], "no_such_fuse_opt"),
+], ids=["unknown-option", "bad-log-level", "bad-fuse-option"])
+def test_bad_mount_option_fails_clearly(mount_factory, args, mention):
+    m = mount_factory.new(None, name="badopt", extra=args, start=False)
+    rc, out, err = m.start(timeout=30, check=False)
+    assert rc is not None, "colabfs mount %s hung" % args
+    assert rc != 0, "colabfs mount %s succeeded" % args
+    assert mention.lower() in (out + err).lower(), \
+        "error output does not name %r: stdout=%r stderr=%r" % (mention, out, err)
+    assert not H.is_fuse_mounted(m.mnt)
+    assert not H.pids_for_mountpoint(m.mnt), "a process was left behind"
+
+
+def test_mount_usage_errors(colabfs, tmp_path):
+    cases = [
+        ([colabfs, "mount"], "no mountpoint"),
+        ([colabfs, "mount", str(tmp_path / "does-not-exist")], "missing mountpoint dir"),
+        ([colabfs, "frobnicate"], "unknown command"),
+    ]
+    for argv, what in cases:
+        rc, out, err = H.run_cmd(argv, 30, env=H.clean_env(home=tmp_path))
+        assert rc is not None, "%s: hung" % what
+        assert rc != 0, "%s: exit 0" % what
+        assert (out + err).strip(), "%s: no message" % what
+    assert not H.is_fuse_mounted(str(tmp_path / "does-not-exist"))
+
+
+def test_umount_leaves_nothing_behind(mount_factory, emulator, tree):
+    m = mount_factory.new(emulator, name="umount")
+    H.compare_stream(m.path("level1/level2/l2.bin"), tree.model.lookup("level1/level2/l2.bin"))
+    pid = m.xattr_pid()
+    assert H.is_colabfs_exe(pid)
+    assert pid in H.pids_for_mountpoint(m.mnt)
+    rc, out, err = m.umount(timeout=60)
+    assert rc == 0, "colabfs umount rc=%r: %s %s" % (rc, out, err)
+    # umount waits for the daemon: everything must be gone right now
+    assert not H.is_fuse_mounted(m.mnt), "still mounted after colabfs umount"
+    assert H.pid_gone(pid), "daemon pid %d still running after colabfs umount" % pid
+    assert not H.pids_for_mountpoint(m.mnt)
+    assert os.listdir(m.mnt) == []
+
+
+def test_foreground_mode(mount_factory, emulator, tree):
+    m = mount_factory.new(emulator, name="fg", foreground=True)
+    H.compare_stream(m.path("top.txt"), tree.model.lookup("top.txt"))
+    assert m.xattr_pid() == m.fg_proc.pid or m.xattr_pid() in H.pids_for_mountpoint(m.mnt)
+    rc, out, err = m.umount(timeout=60)
+    assert rc == 0, (rc, out, err)
+    try:
+        code = m.fg_proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("colabfs -f did not exit after colabfs umount")
+    assert code == 0, "colabfs -f exited %s after umount" % code
+    assert not H.is_fuse_mounted(m.mnt)
+
+
+def test_root_option(mount_factory, emulator, tree):
+    """--root=ID mounts that folder: the walk equals the model of the subtree."""
+    m = mount_factory.new(emulator, name="root", extra=["--root=" + tree.ids["level1"]])
+    want = {rel: ("dir" if n.kind == "dir" else "file", None if n.kind == "dir" else n.size)
+            for rel, n in tree.model.walk(tree.ids["level1"])}
+    got = {}
+    for dirpath, dirnames, filenames in os.walk(m.mnt):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, m.mnt)
+            got[rel] = ("dir", None) if os.path.isdir(p) else ("file", os.stat(p).st_size)
+    assert got == want
+    for rel, n in tree.model.walk(tree.ids["level1"]):
+        if n.kind == "file":
+            H.compare_stream(m.path(rel), n)

@@ -1,0 +1,81 @@
+"""Checks of the e2e fixture itself against the emulator (no colabfs needed):
+the emulator serves our spec the way the expected model assumes.  If these
+fail, the mount tests' expectations are wrong, not the daemon."""
+
+import hashlib
+import os
+import random
+
+import pytest
+
+import helpers as H
+from conftest import SEED
+
+
+def raw_visible(tree, folder_id):
+    return sorted((it["id"], it["name"]) for it in tree.model.by_parent.get(folder_id, [])
+                  if not it.get("trashed"))
+
+
+def test_listing_matches_spec(emulator, tree):
+    folders = [tree.model.root_id] + [it["id"] for it in tree.items
+                                      if it.get("mimeType") == H.FOLDER and not it.get("trashed")]
+    for fid in folders:
+        files, _ = emulator.list_children(fid)
+        got = sorted((f["id"], f["name"]) for f in files)
+        assert got == raw_visible(tree, fid), "listing of %s" % fid
+
+
+def test_paging_has_short_pages(emulator, tree):
+    files, pages = emulator.list_children(tree.ids["many"], page_size=1000)
+    assert len(files) == 250 and len({f["id"] for f in files}) == 250
+    assert len(pages) >= 7, "page cap 37 should need >= 7 pages, got %d" % len(pages)
+    sizes = [len(p.get("files", [])) for p in pages]
+    assert all(s <= 37 for s in sizes), sizes
+    assert any(s < 37 for s in sizes[:-1]), "no short page before the end: %r" % sizes
+
+
+def test_media_and_ranges(emulator, tree):
+    for rel in ["top.txt", "level1/level2/l2.bin", "unicode/\u65e5\u672c\u8a9e.txt"]:
+        n = tree.model.lookup(rel)
+        st, _, body = emulator.media(n.content_id)
+        assert st == 200 and body == n.read_source(), rel
+    big = tree.model.lookup("sparse5g.bin")
+    rng = random.Random(SEED)
+    for off, ln in [(2 ** 32 - 5, 10), (big.size - 3, 3), (2 ** 31 - 7, 100)] + \
+            [(rng.randrange(big.size), rng.randrange(1, 70000)) for _ in range(10)]:
+        st, hdr, body = emulator.media(big.content_id, rng=(off, off + ln - 1))
+        assert st == 206, (off, ln, st)
+        assert body == big.read_source(off, ln), (off, ln)
+    st, _, _ = emulator.media(big.content_id, rng=(big.size, big.size + 10))
+    assert st == 416
+    empty = tree.model.lookup("empty.bin")
+    st, _, body = emulator.media(empty.content_id)
+    assert st == 200 and body == b""
+
+
+def test_exports_are_deterministic(emulator, tree):
+    n = 0
+    for rel, node in tree.model.walk():
+        if node.kind == "export":
+            a = emulator.export(node.content_id, node.export_mime)
+            b = emulator.export(node.content_id, node.export_mime)
+            assert a and a == b, rel
+            n += 1
+    assert n == 4
+
+
+def test_source_files(tree):
+    big = tree.model.lookup("sparse5g.bin")
+    assert big.size == 5 * H.GiB + 12345
+    assert os.stat(big.source).st_blocks * 512 < 64 * H.MiB, "sparse file is not sparse"
+    r = tree.model.lookup("random64.bin")
+    assert r.size == 64 * H.MiB
+    assert hashlib.sha256(r.read_source(0, H.MiB)).digest() != hashlib.sha256(b"\0" * H.MiB).digest()
+
+
+def test_stats_endpoint(emulator):
+    st = emulator.stats()
+    for k in ("requests", "by_kind", "media_bytes", "range_requests", "status"):
+        assert k in st, st
+    assert isinstance(emulator.log(), list)

@@ -1,0 +1,621 @@
+#!/usr/bin/env python3
+"""A Google Drive API v3 emulator for testing colabfs (Python standard library only).
+
+It follows /shared/drive-api-v3.md: files.list (q, paging, orderBy, fields), files.get, alt=media with
+Range (200/206/416), export, about, changes, revisions (head only), Drive's error bodies, and an OAuth
+token endpoint (refresh_token and JWT-bearer grants). HTTP/1.1 with keep-alive, optionally over TLS.
+
+Command line
+------------
+::
+
+    drive_emulator.py (--spec FILE | --tree DIR | --sample DIR) [options]
+
+Content (one of; with none, an empty drive):
+  --spec FILE            a JSON tree spec (below)
+  --tree DIR             serve a real directory; ids are stable hashes of the relative paths
+  --sample DIR           write a small demo drive into DIR (see emusample.py) and serve it
+Network:
+  --host H               default 127.0.0.1
+  --port N               default 0: any free port
+  --port-file FILE       once accepting, write the port number there (tmp file + rename)
+  --tls-dir DIR          serve HTTPS with DIR/server.pem + DIR/server.key; when ca.pem, server.pem or
+                         server.key is missing, make a test CA and a certificate for 127.0.0.1 and
+                         localhost with openssl. Clients trust DIR/ca.pem.
+Timing:
+  --ttfb-ms N            delay before the first byte of every alt=media / export response
+  --bandwidth B          bytes per second per connection for media bodies (0 = unlimited)
+  --total-bandwidth B    bytes per second for all media bodies together (0 = unlimited)
+Listing:
+  --page-size-cap N      at most N items per files.list / changes.list page (0 = no cap)
+  --short-pages          random short pages and empty pages (with nextPageToken) before the end
+  --seed N               seed for all randomness (tokens, short pages, fault probabilities)
+  --export-limit B       export size limit in bytes (default 10 MiB)
+Auth:
+  --access-token TOK     a bearer token accepted forever (repeatable)
+  --client-id ID --client-secret S --refresh-token R
+                         accept this refresh_token grant at POST /token
+  --token-lifetime S     lifetime of issued tokens in seconds (default 3600); expired ones get 401
+  --sa-public-key PEM --sa-email EMAIL
+                         accept JWT-bearer grants signed by this key (public key, private key or
+                         certificate PEM) with iss EMAIL
+  With none of these, any non-empty bearer token is accepted.
+Faults and logs:
+  --fault SPEC           a fault rule, repeatable (syntax in emufaults.py)
+  --log FILE             append one JSON line per request (never tokens or secrets)
+  --verbose              print each request line to stderr
+
+Spec format (--spec FILE)
+-------------------------
+::
+
+    {"root": {"id": "0AEmuRootFolder0000000000000000", "name": "My Drive"},      (optional)
+     "items": [{"name": "a.bin", "parent": "root", ...}, ...]}
+
+Item keys:
+  name         required
+  id           default ``stable_id(parent id, name, index in items)``: "1" + 32 chars [A-Za-z0-9_-]
+  parent       an item id or "root" (default); parents may appear later in the list
+  mimeType     default application/octet-stream; application/vnd.google-apps.folder for folders
+  content      blobs: one of ``path`` (a local file, relative to the spec's folder or absolute; read by
+               range, never whole), ``content`` (a UTF-8 string), ``size`` + ``seed`` (the bytes
+               ``emucontent.generated_bytes(seed, 0, size)``); none of them = an empty file.
+               Native types (application/vnd.google-apps.document, spreadsheet, ...) take ``content``
+               as their text; an export is ``b"EMULATED-EXPORT <target mime>\\n" + text``.
+  trashed      bool; children of a trashed folder report trashed=true, explicitlyTrashed=false
+  createdTime, modifiedTime   RFC 3339; default 2024-01-01T00:00:00.000Z plus the item's index in seconds
+  shortcutDetails             {"targetId": id} for mimeType application/vnd.google-apps.shortcut
+  version      int, default 1;   headRevisionId   default a stable hash (blobs only)
+  capabilities {"canDownload": false} makes media and export answer 403
+
+Control endpoints (no auth; not counted in stats or logs)
+--------------------------------------------------------
+  GET  /_emu/stats    {"requests", "by_kind": {kind: n}, "errors" (status >= 400), "media_bytes" (body
+                      bytes sent for media and export), "range_requests" (requests with a Range
+                      header), "status": {"200": n, ...}}. Kinds: files.list files.get media export
+                      about changes token revisions.get error (error = no such endpoint).
+  GET  /_emu/log      the last 10,000 request records: {"t", "method", "path", "kind", "range",
+                      "status", "bytes", "id", "query", "fault", "ms"}
+  POST /_emu/reset    zero the counters and the in-memory log
+  GET  /_emu/faults   the fault rules with how often each saw and fired
+  POST /_emu/faults   replace the rules: body {"faults": [SPEC, ...]}
+  GET  /_emu/health   {"ok": true}
+
+A request record is committed to the counters before the last byte of its body is sent, so a client that
+has read a whole response can read /_emu/stats at once and see it.
+"""
+
+import argparse
+import collections
+import json
+import os
+import signal
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import emuapi     # noqa: E402
+import emuauth    # noqa: E402
+import emudrive   # noqa: E402
+import emufaults  # noqa: E402
+import emusample  # noqa: E402
+
+LOG_KEEP = 10_000
+BODY_KINDS = ("media", "export")
+_SECRET_PARAMS = {"access_token", "key", "oauth_token", "assertion", "refresh_token", "client_secret"}
+
+
+class Pacer:
+    """Spaces out ``take(n)`` calls so that bytes flow at ``rate`` per second on average."""
+
+    def __init__(self, rate):
+        self.rate = rate
+        self.piece = max(1024, min(64 * 1024, int(rate) // 50))
+        self._lock = threading.Lock()
+        self._next = 0.0
+
+    def take(self, n):
+        with self._lock:
+            now = time.monotonic()
+            start = max(now, self._next)
+            self._next = start + n / self.rate
+        if start > now:
+            time.sleep(start - now)
+
+
+class Stats:
+    """Counters and the request log. Records are dicts; see the module doc for their keys."""
+
+    def __init__(self, log_path=None):
+        self._lock = threading.Lock()
+        self._log_file = open(log_path, "a", encoding="utf-8") if log_path else None
+        self.reset()
+
+    def reset(self):
+        with self._lock:
+            self._epoch = object()
+            self.requests = 0
+            self.errors = 0
+            self.media_bytes = 0
+            self.range_requests = 0
+            self.by_kind = collections.Counter({k: 0 for k in emufaults.KINDS})
+            self.status = collections.Counter()
+            self.log = collections.deque(maxlen=LOG_KEEP)
+
+    def commit(self, record):
+        """Count a finished-or-nearly-finished request (``record["bytes"]`` = bytes to be sent)."""
+        with self._lock:
+            record["_epoch"] = self._epoch
+            self.requests += 1
+            self.by_kind[record["kind"]] += 1
+            self.status[str(record["status"])] += 1
+            self.errors += record["status"] >= 400
+            self.range_requests += record["range"] is not None
+            if _is_content(record):
+                self.media_bytes += record["bytes"]
+            self.log.append(record)
+
+    def finish(self, record, sent):
+        """Correct the byte count of a committed record and write its log line."""
+        with self._lock:
+            if record.get("_epoch") is self._epoch and _is_content(record):
+                self.media_bytes += sent - record["bytes"]
+            record["bytes"] = sent
+            if self._log_file:
+                self._log_file.write(json.dumps(_public(record)) + "\n")
+                self._log_file.flush()
+
+    def snapshot(self):
+        with self._lock:
+            return {"requests": self.requests, "by_kind": dict(self.by_kind), "errors": self.errors,
+                    "media_bytes": self.media_bytes, "range_requests": self.range_requests,
+                    "status": dict(self.status)}
+
+    def records(self):
+        with self._lock:
+            return [_public(r) for r in self.log]
+
+    def close(self):
+        if self._log_file:
+            self._log_file.close()
+
+
+def _is_content(record):
+    """Whether the record's body is file content (media or export bytes, not an error body)."""
+    return record["kind"] in BODY_KINDS and record["status"] in (200, 206)
+
+
+def _public(record):
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+class _Abort(Exception):
+    """Stop answering and close the connection (client gone, or a reset/drop fault)."""
+
+    def __init__(self, reset=False):
+        super().__init__()
+        self.reset = reset
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "drive-emulator/1.0"
+
+    timeout = 120                      # idle keep-alive connections and stuck writes end after this
+    wbufsize = 64 * 1024               # headers and small bodies leave in one write
+
+    def version_string(self):
+        return self.server_version
+
+    def setup(self):
+        super().setup()
+        try:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+
+    def log_message(self, fmt, *args):
+        if self.server.emu.verbose:
+            sys.stderr.write(f"{self.address_string()} {fmt % args}\n")
+
+    def do_GET(self):
+        self._handle()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    # -- one request --------------------------------------------------------------------------------
+
+    def _read_body(self):
+        length = self.headers.get("Content-Length")
+        if not length:
+            return b""
+        try:
+            n = int(length)
+        except ValueError:
+            n = -1
+        if n < 0 or n > 16 * 1024 * 1024:
+            raise _Abort()
+        return self.rfile.read(n)
+
+    def _handle(self):
+        emu = self.server.emu
+        try:
+            body = self._read_body()
+            url = urlsplit(self.path)
+            params = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if url.path.startswith("/_emu/"):
+                self._send_plain(emu.control(self.command, url.path, body))
+                return
+            scheme = "https" if emu.tls else "http"
+            base_url = f"{scheme}://{self.headers.get('Host') or '%s:%d' % self.server.server_address[:2]}"
+            req = emuapi.Request(self.command, url.path, params, self.headers, body, base_url)
+            route = emu.api.route(req)
+            record = {"t": round(time.time(), 3), "method": self.command, "path": url.path,
+                      "kind": route.kind, "range": self.headers.get("Range"), "status": 0, "bytes": 0,
+                      "id": req.file_id,
+                      "query": {k: v for k, v in params.items() if k not in _SECRET_PARAMS},
+                      "fault": None}
+            started = time.monotonic()
+            fault = emu.faults.decide(route.kind, req.file_id)
+            if fault is not None:
+                record["fault"] = fault.label
+            self._answer(req, route, record, fault, started)
+        except _Abort as abort:
+            self._close(abort.reset)
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
+
+    def _answer(self, req, route, record, fault, started):
+        emu = self.server.emu
+        if fault and fault.drop:
+            self._commit(record, 0, None)
+            emu.stats.finish(record, 0)
+            raise _Abort(reset=False)
+        if fault and fault.stall_ms and fault.stall_after is None:
+            time.sleep(fault.stall_ms / 1000)
+        if fault and fault.status:
+            resp = emuapi.fault_error(fault.status, fault.reason, fault.message, fault.retry_after).response()
+        else:
+            try:
+                resp = emu.api.call(req, route)
+            except Exception:                                    # a bug: answer 500, keep serving
+                traceback.print_exc()
+                resp = emuapi.fault_error(500).response()
+        if route.kind in BODY_KINDS and emu.ttfb_ms:
+            time.sleep(emu.ttfb_ms / 1000)
+        self._body_sent = 0
+        try:
+            self._send(resp, record, fault)
+        finally:
+            record["ms"] = round((time.monotonic() - started) * 1000, 1)
+            if "_epoch" not in record:
+                self._commit(record, self._body_sent, resp)
+            emu.stats.finish(record, self._body_sent)
+
+    def _commit(self, record, length, resp):
+        record["status"] = resp.status if resp is not None else 0
+        record["bytes"] = length
+        self.server.emu.stats.commit(record)
+
+    def _send(self, resp, record, fault):
+        """Write ``resp``, applying body faults and pacing; counts body bytes in ``_body_sent``.
+
+        The record is committed to the stats just before the last body byte goes out."""
+        emu = self.server.emu
+        length = resp.length
+        chunks = resp.iter_chunks(256 * 1024)
+        if fault and fault.truncate:
+            data = b"".join(chunks)
+            length = len(data) // 2
+            chunks = iter([data[:length]])
+        self.send_response(resp.status)
+        for name, value in resp.headers:
+            if fault and fault.bad_range and name == "Content-Range" and not value.startswith("bytes */"):
+                first, _, rest = value[len("bytes "):].partition("-")
+                last, _, total = rest.partition("/")
+                value = f"bytes {int(first) + 1}-{int(last) + 1}/{total}"
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+        # Byte offsets where a fault acts: (offset, "stall" | "reset").
+        events = []
+        if fault and fault.stall_ms and fault.stall_after is not None:
+            events.append((fault.stall_after, "stall"))
+        if fault and fault.reset_after is not None:
+            events.append((fault.reset_after, "reset"))
+        events.sort()
+        pacers = [p for p in (Pacer(emu.bandwidth) if emu.bandwidth else None, emu.total_pacer) if p]
+        paced = bool(pacers) and record["kind"] in BODY_KINDS
+        piece_limit = min(p.piece for p in pacers) if paced else None
+        try:
+            if length == 0:
+                self._commit(record, 0, resp)
+            for chunk in chunks:
+                view = memoryview(chunk)[:length - self._body_sent]
+                while view:
+                    self._body_fault_events(events, fault)
+                    n = len(view)
+                    if events:
+                        n = min(n, events[0][0] - self._body_sent)
+                    if piece_limit:
+                        n = min(n, piece_limit)
+                    piece, view = view[:n], view[n:]
+                    if self._body_sent + n >= length and "_epoch" not in record:
+                        self._commit(record, length, resp)
+                    if paced:
+                        for p in pacers:
+                            p.take(n)
+                    self.wfile.write(piece)
+                    self._body_sent += n
+                    if paced or events:
+                        self.wfile.flush()
+            self._body_fault_events(events, fault)
+            self.wfile.flush()
+        except OSError as exc:
+            # The client went away, or the content could not be read: the body is cut short.
+            if not isinstance(exc, ConnectionError):
+                sys.stderr.write(f"drive-emulator: body of {self.path} cut short: {exc}\n")
+            raise _Abort() from exc
+        if self._body_sent < length:
+            raise _Abort()
+
+    def _body_fault_events(self, events, fault):
+        """Act on the fault events due at the current body offset."""
+        while events and events[0][0] <= self._body_sent:
+            self.wfile.flush()
+            _, action = events.pop(0)
+            if action == "reset":
+                raise _Abort(reset=True)
+            time.sleep(fault.stall_ms / 1000)
+
+    def _close(self, reset):
+        """End the connection; with ``reset`` the peer sees a TCP reset instead of a clean close."""
+        self.close_connection = True
+        if reset:
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.server.reset_requests.add(self.connection)
+            except OSError:
+                pass
+
+    def finish(self):
+        try:
+            super().finish()
+        except (OSError, ValueError):
+            pass
+
+    def _send_plain(self, resp):
+        self.send_response(resp.status)
+        for name, value in resp.headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(resp.length))
+        self.end_headers()
+        self.wfile.write(resp.body)
+
+
+class EmulatorServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address, emu, ssl_context=None):
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.emu = emu
+        self.ssl_context = ssl_context
+        self.reset_requests = set()          # sockets to close with RST (no FIN first)
+        super().__init__(address, Handler)
+
+    def get_request(self):
+        sock, addr = super().get_request()
+        if self.ssl_context is not None:
+            # The handshake happens in the request thread, so a slow client cannot block accept().
+            sock = self.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, addr
+
+    def finish_request(self, request, client_address):
+        if self.ssl_context is not None:
+            try:
+                request.settimeout(30)
+                request.do_handshake()
+            except (OSError, ssl.SSLError):
+                return
+        super().finish_request(request, client_address)
+
+    def shutdown_request(self, request):
+        if request in self.reset_requests:
+            self.reset_requests.discard(request)
+            self.close_request(request)
+        else:
+            super().shutdown_request(request)
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, ssl.SSLError)):
+            super().handle_error(request, client_address)
+
+
+class Emulator:
+    """A running emulator. ``start()`` binds and serves in a background thread; ``stop()`` ends it.
+
+    ``drive`` is an emudrive.Drive and ``auth`` an emuauth.Auth; the keyword options are those of the
+    command line (``ttfb_ms``, ``bandwidth``, ``total_bandwidth``, ``page_size_cap``, ``short_pages``,
+    ``seed``, ``faults``, ``log_path``, ``export_limit``, ``verbose``).
+    """
+
+    def __init__(self, drive, auth=None, *, ttfb_ms=0, bandwidth=0, total_bandwidth=0, page_size_cap=0,
+                 short_pages=False, seed=0, faults=(), log_path=None,
+                 export_limit=emuapi.DEFAULT_EXPORT_LIMIT, verbose=False):
+        self.drive = drive
+        self.auth = auth or emuauth.Auth(seed=seed)
+        self.api = emuapi.DriveApi(drive, self.auth, page_size_cap=page_size_cap, short_pages=short_pages,
+                                   seed=seed, export_limit=export_limit)
+        self.faults = emufaults.FaultPlan(faults, seed=seed)
+        self.stats = Stats(log_path)
+        self.ttfb_ms = ttfb_ms
+        self.bandwidth = bandwidth
+        self.total_pacer = Pacer(total_bandwidth) if total_bandwidth else None
+        self.verbose = verbose
+        self.tls = False
+        self.server = None
+        self.port = None
+        self._thread = None
+
+    def start(self, host="127.0.0.1", port=0, tls_dir=None):
+        context = None
+        if tls_dir:
+            _, cert, key = emuauth.ensure_tls_files(tls_dir)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            self.tls = True
+        self.server = EmulatorServer((host, port), self, context)
+        self.port = self.server.server_address[1]
+        self._thread = threading.Thread(target=self.server.serve_forever, name="drive-emulator",
+                                        kwargs={"poll_interval": 0.1}, daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def base_url(self):
+        host = self.server.server_address[0]
+        host = f"[{host}]" if ":" in host else host
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self._thread.join(timeout=10)
+            self.server = None
+        self.stats.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # -- control endpoints --------------------------------------------------------------------------
+
+    def control(self, method, path, body):
+        """Answer a /_emu/ request (see the module doc)."""
+        def reply(value, status=200):
+            return emuapi.Response.json(value, status)
+
+        if path == "/_emu/stats" and method == "GET":
+            return reply(self.stats.snapshot())
+        if path == "/_emu/log" and method == "GET":
+            return reply(self.stats.records())
+        if path == "/_emu/reset" and method == "POST":
+            self.stats.reset()
+            return reply({"ok": True})
+        if path == "/_emu/health" and method == "GET":
+            return reply({"ok": True})
+        if path == "/_emu/faults" and method == "GET":
+            return reply({"faults": self.faults.describe()})
+        if path == "/_emu/faults" and method == "POST":
+            try:
+                value = json.loads(body or b"{}")
+                specs = value.get("faults", []) if isinstance(value, dict) else value
+                self.faults.replace(specs)
+            except (ValueError, AttributeError, TypeError) as exc:
+                return reply({"error": str(exc)}, 400)
+            return reply({"faults": self.faults.describe()})
+        return reply({"error": f"no control endpoint {method} {path}"}, 404)
+
+
+# ---------------------------------------------------------------------------------------------------
+# command line
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description="Google Drive API v3 emulator for colabfs tests "
+                                            "(see the module docstring for details).")
+    content = p.add_mutually_exclusive_group()
+    content.add_argument("--spec", metavar="FILE", help="JSON tree spec")
+    content.add_argument("--tree", metavar="DIR", help="serve a real directory tree")
+    content.add_argument("--sample", metavar="DIR", help="generate a demo drive into DIR and serve it")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--port-file", metavar="FILE")
+    p.add_argument("--tls-dir", metavar="DIR")
+    p.add_argument("--ttfb-ms", type=float, default=0)
+    p.add_argument("--bandwidth", type=int, default=0, metavar="BYTES_PER_S")
+    p.add_argument("--total-bandwidth", type=int, default=0, metavar="BYTES_PER_S")
+    p.add_argument("--page-size-cap", type=int, default=0, metavar="N")
+    p.add_argument("--short-pages", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--export-limit", type=int, default=emuapi.DEFAULT_EXPORT_LIMIT, metavar="BYTES")
+    p.add_argument("--access-token", action="append", default=[], metavar="TOK")
+    p.add_argument("--client-id")
+    p.add_argument("--client-secret")
+    p.add_argument("--refresh-token")
+    p.add_argument("--token-lifetime", type=float, default=3600, metavar="S")
+    p.add_argument("--sa-public-key", metavar="PEM")
+    p.add_argument("--sa-email")
+    p.add_argument("--fault", action="append", default=[], metavar="SPEC")
+    p.add_argument("--log", metavar="FILE")
+    p.add_argument("--verbose", action="store_true")
+    args = p.parse_args(argv)
+    if bool(args.sa_public_key) != bool(args.sa_email):
+        p.error("--sa-public-key and --sa-email go together")
+    if args.refresh_token and not (args.client_id and args.client_secret):
+        p.error("--refresh-token needs --client-id and --client-secret")
+    return args
+
+
+def build_drive(args):
+    if args.spec:
+        with open(args.spec, encoding="utf-8") as f:
+            spec = json.load(f)
+        return emudrive.Drive.from_spec(spec, os.path.dirname(os.path.abspath(args.spec)))
+    if args.tree:
+        return emudrive.Drive.from_tree(args.tree)
+    if args.sample:
+        return emudrive.Drive.from_spec(emusample.write_sample(args.sample), args.sample)
+    return emudrive.Drive()
+
+
+def write_port_file(path, port):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(f"{port}\n")
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        drive = build_drive(args)
+        auth = emuauth.Auth(args.access_token, args.client_id, args.client_secret, args.refresh_token,
+                            args.token_lifetime, args.sa_public_key, args.sa_email, args.seed)
+        emu = Emulator(drive, auth, ttfb_ms=args.ttfb_ms, bandwidth=args.bandwidth,
+                       total_bandwidth=args.total_bandwidth, page_size_cap=args.page_size_cap,
+                       short_pages=args.short_pages, seed=args.seed, faults=args.fault,
+                       log_path=args.log, export_limit=args.export_limit, verbose=args.verbose)
+        emu.start(args.host, args.port, args.tls_dir)
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        sys.stderr.write(f"drive-emulator: {exc}\n")
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.port_file:
+        write_port_file(args.port_file, emu.port)
+    sys.stderr.write(f"drive-emulator: serving {len(drive.items) - 1} items on {emu.base_url}"
+                     f"{'' if not auth.open else ' (any bearer token accepted)'}\n")
+    while not stop.wait(0.5):
+        pass
+    emu.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

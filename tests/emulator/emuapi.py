@@ -1,0 +1,503 @@
+"""Drive API v3 endpoint logic of the emulator, independent of the HTTP transport.
+
+``DriveApi.route(request)`` names the endpoint (its *kind*, used by stats, logs and fault rules) and
+``DriveApi.call(request, route)`` checks the bearer token (except for the token endpoint) and returns a
+``Response``. Failures are ``ApiError``s that render Drive's error body::
+
+    {"error": {"code": N, "message": M,
+               "errors": [{"domain": D, "reason": R, "message": M, "locationType": T, "location": L}]}}
+
+Behaviour follows drive-api-v3.md; the choices it leaves open are documented at the methods below.
+"""
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import random
+import re
+from urllib.parse import parse_qs, unquote
+
+import emuauth
+import emucontent
+import emudrive
+import emuquery
+
+JSON_TYPE = "application/json; charset=UTF-8"
+DEFAULT_EXPORT_LIMIT = 10 * 1024 * 1024
+MAX_PAGE_SIZE = 1000
+
+_LIST_SCHEMA = {"kind": None, "nextPageToken": None, "incompleteSearch": None,
+                "files": emudrive.FILE_SCHEMA}
+_DEFAULT_LIST_MASK = {"kind": None, "nextPageToken": None, "incompleteSearch": None,
+                      "files": emudrive.DEFAULT_FILE_MASK}
+_CHANGE_SCHEMA = {"kind": None, "changeType": None, "time": None, "removed": None, "fileId": None,
+                  "file": emudrive.FILE_SCHEMA, "driveId": None, "drive": emuquery.ANY,
+                  "teamDriveId": None, "teamDrive": emuquery.ANY, "type": None}
+_CHANGES_SCHEMA = {"kind": None, "nextPageToken": None, "newStartPageToken": None,
+                   "changes": _CHANGE_SCHEMA}
+_DEFAULT_CHANGES_MASK = {"kind": None, "nextPageToken": None, "newStartPageToken": None,
+                         "changes": {"kind": None, "changeType": None, "time": None, "removed": None,
+                                     "fileId": None, "file": emudrive.DEFAULT_FILE_MASK}}
+_ABOUT_SCHEMA = {"kind": None, "user": {k: None for k in emudrive.USER},
+                 "storageQuota": {k: None for k in ("limit", "usage", "usageInDrive", "usageInDriveTrash")},
+                 "exportFormats": emuquery.ANY, "importFormats": emuquery.ANY,
+                 "maxImportSizes": emuquery.ANY, "maxUploadSize": None, "appInstalled": None,
+                 "canCreateDrives": None, "canCreateTeamDrives": None, "folderColorPalette": None,
+                 "driveThemes": emuquery.ANY, "teamDriveThemes": emuquery.ANY}
+_REVISION_SCHEMA = {k: None for k in (
+    "kind", "id", "mimeType", "modifiedTime", "keepForever", "published", "size", "md5Checksum",
+    "originalFilename", "publishAuto", "publishedOutsideDomain", "publishedLink")}
+_REVISION_SCHEMA.update(lastModifyingUser=emuquery.ANY, exportLinks=emuquery.ANY)
+_DEFAULT_REVISION_MASK = {"kind": None, "id": None, "mimeType": None, "modifiedTime": None}
+
+NOT_DOWNLOADABLE = "Only files with binary content can be downloaded. Use Export with Docs Editors files."
+_USAGE_LIMIT_REASONS = {"userRateLimitExceeded", "rateLimitExceeded", "dailyLimitExceeded",
+                        "downloadQuotaExceeded", "quotaExceeded"}
+_DEFAULT_REASONS = {
+    400: ("badRequest", "Bad Request"),
+    401: ("authError", "Invalid Credentials"),
+    403: ("userRateLimitExceeded", "User Rate Limit Exceeded"),
+    404: ("notFound", "Not Found"),
+    429: ("rateLimitExceeded", "Too Many Requests"),
+    500: ("backendError", "Backend Error"),
+    502: ("backendError", "Bad Gateway"),
+    503: ("backendError", "The service is currently unavailable."),
+    504: ("backendError", "Gateway Timeout"),
+}
+
+
+class Response:
+    """An HTTP answer: a status, headers and either ``body`` bytes or ``chunks(size)`` of ``length``."""
+
+    def __init__(self, status, body=b"", content_type=JSON_TYPE, headers=(), chunks=None, length=None):
+        self.status = status
+        self.body = body
+        self.headers = [("Content-Type", content_type), *headers]
+        self._chunks = chunks
+        self.length = len(body) if chunks is None else length
+
+    def iter_chunks(self, size):
+        if self._chunks is None:
+            return iter([self.body] if self.body else [])
+        return self._chunks(size)
+
+    @classmethod
+    def json(cls, value, status=200, pretty=True):
+        text = json.dumps(value, indent=2 if pretty else None, ensure_ascii=False)
+        return cls(status, (text + "\n").encode("utf-8"))
+
+
+class ApiError(Exception):
+    def __init__(self, status, reason, message, location=None, location_type="parameter",
+                 domain=None, headers=()):
+        super().__init__(message)
+        self.status, self.reason, self.message = status, reason, message
+        self.location, self.location_type = location, location_type
+        self.domain = domain or ("usageLimits" if reason in _USAGE_LIMIT_REASONS else "global")
+        self.headers = list(headers)
+
+    def body(self):
+        detail = {"domain": self.domain, "reason": self.reason, "message": self.message}
+        if self.location:
+            detail.update(locationType=self.location_type, location=self.location)
+        return {"error": {"code": self.status, "message": self.message, "errors": [detail]}}
+
+    def response(self):
+        resp = Response.json(self.body(), self.status)
+        resp.headers.extend(self.headers)
+        return resp
+
+
+def fault_error(status, reason=None, message=None, retry_after=None):
+    """The ApiError a fault rule answers with (default reason and message per status)."""
+    default_reason, default_message = _DEFAULT_REASONS.get(status, ("backendError", "Backend Error"))
+    headers = [("Retry-After", str(int(retry_after) if float(retry_after).is_integer() else retry_after))] \
+        if retry_after is not None else []
+    return ApiError(status, reason or default_reason, message or default_message, headers=headers)
+
+
+def invalid(location, message="Invalid Value"):
+    return ApiError(400, "invalid", message, location)
+
+
+def not_found(file_id):
+    return ApiError(404, "notFound", f"File not found: {file_id}.", "fileId")
+
+
+class Request:
+    """What the API needs of an HTTP request. ``params`` maps each query parameter to its first value."""
+
+    def __init__(self, method, path, params, headers, body=b"", base_url="http://127.0.0.1"):
+        self.method, self.path, self.params = method, path, params
+        self.headers, self.body, self.base_url = headers, body, base_url
+        self.file_id = None
+        self.scope = None
+
+
+class Route:
+    def __init__(self, kind, handler, *args):
+        self.kind, self.handler, self.args = kind, handler, args
+
+
+_FILE_PATH = re.compile(r"/drive/v3/files/([^/]+)(/export|/revisions/([^/]+))?")
+
+
+class DriveApi:
+    """The endpoints. Options: ``page_size_cap`` (0 = none), ``short_pages`` (random short and empty
+    pages), ``seed`` (for page tokens and short pages), ``export_limit`` (bytes)."""
+
+    def __init__(self, drive, auth, page_size_cap=0, short_pages=False, seed=0,
+                 export_limit=DEFAULT_EXPORT_LIMIT):
+        self.drive, self.auth = drive, auth
+        self.page_size_cap, self.short_pages, self.seed = page_size_cap, short_pages, seed
+        self.export_limit = export_limit
+        self._token_key = hashlib.sha256(f"page-tokens:{seed}".encode()).digest()
+
+    # -- routing ------------------------------------------------------------------------------------
+
+    def route(self, req):
+        """The Route for ``req``; unknown paths get kind ``error``."""
+        path, method = req.path, req.method
+        if path in ("/token", "/o/oauth2/token"):
+            return Route("token", self.token) if method == "POST" else self._no_route(405)
+        if not path.startswith("/drive/v3/"):
+            return self._no_route(404)
+        if method != "GET":
+            return self._no_route(405)
+        if path == "/drive/v3/files":
+            return Route("files.list", self.files_list)
+        if path == "/drive/v3/about":
+            return Route("about", self.about)
+        if path == "/drive/v3/changes":
+            return Route("changes", self.changes_list)
+        if path == "/drive/v3/changes/startPageToken":
+            return Route("changes", self.changes_start)
+        m = _FILE_PATH.fullmatch(path)
+        if not m:
+            return self._no_route(404)
+        req.file_id = unquote(m.group(1))
+        if m.group(2) == "/export":
+            return Route("export", self.export, req.file_id)
+        media = req.params.get("alt") == "media"
+        if m.group(3) is not None:
+            revision = unquote(m.group(3))
+            return Route("media" if media else "revisions.get", self.revision, req.file_id, revision)
+        if media:
+            return Route("media", self.media, req.file_id)
+        return Route("files.get", self.files_get, req.file_id)
+
+    @staticmethod
+    def _no_route(status):
+        def handler(req):
+            if status == 405:
+                raise ApiError(405, "badRequest", f"Method {req.method} is not supported by the emulator")
+            raise ApiError(404, "notFound", "Not Found")
+        return Route("error", handler)
+
+    def call(self, req, route):
+        """Run the endpoint, answering ApiErrors with Drive's error body."""
+        try:
+            if route.kind not in ("token", "error"):
+                self._authorize(req)
+            return route.handler(req, *route.args)
+        except ApiError as exc:
+            return exc.response()
+
+    def _authorize(self, req):
+        scope = self.auth.check(req.headers.get("Authorization"))
+        if scope is None:
+            raise ApiError(401, "authError", "Invalid Credentials", "Authorization", "header",
+                           headers=[("WWW-Authenticate", 'Bearer realm="https://accounts.google.com/"')])
+        if not emuauth.scope_allows_drive(scope):
+            raise ApiError(403, "insufficientPermissions",
+                           "Request had insufficient authentication scopes.")
+        req.scope = scope
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _mask(req, schema, default, required=False):
+        text = req.params.get("fields")
+        if text is None or text == "":
+            if required:
+                raise ApiError(400, "required", "The 'fields' parameter is required for this method.",
+                               "fields")
+            return default
+        try:
+            mask = emuquery.parse_fields(text)
+            emuquery.validate_fields(mask, schema)
+        except emuquery.FieldError as exc:
+            raise ApiError(400, "invalidParameter", f"Invalid field selection {exc.args[0]}",
+                           "fields") from exc
+        return mask
+
+    @staticmethod
+    def _json(req, value):
+        return Response.json(value, pretty=req.params.get("prettyPrint", "true") != "false")
+
+    def _page_size(self, req):
+        text = req.params.get("pageSize", "100")
+        try:
+            size = int(text)
+        except ValueError:
+            raise invalid("pageSize", f"Invalid value '{text}'. Values must be within the range: "
+                                      f"[1, {MAX_PAGE_SIZE}]") from None
+        if not 1 <= size <= MAX_PAGE_SIZE:
+            raise invalid("pageSize", f"Invalid value '{text}'. Values must be within the range: "
+                                      f"[1, {MAX_PAGE_SIZE}]")
+        return min(size, self.page_size_cap) if self.page_size_cap > 0 else size
+
+    def _page_rng(self, *parts):
+        return random.Random(":".join(str(p) for p in (self.seed, *parts)))
+
+    def _item(self, file_id):
+        item = self.drive.get(file_id)
+        if item is None:
+            raise not_found(file_id)
+        return item
+
+    # -- files.list ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _order_by(text):
+        keys = []
+        for part in filter(None, (p.strip() for p in (text or "").split(","))):
+            words = part.split()
+            if (words[0] not in emudrive.ORDER_BY_KEYS or len(words) > 2
+                    or (len(words) == 2 and words[1].lower() not in ("asc", "desc"))):
+                raise invalid("orderBy", f"Invalid sorting parameter: {part}")
+            keys.append((words[0], len(words) == 2 and words[1].lower() == "desc"))
+        return keys
+
+    def _page_token(self, offset, page, digest):
+        payload = f"{offset}:{page}:{digest}"
+        sig = hmac.new(self._token_key, payload.encode(), "sha256").hexdigest()[:16]
+        return emuauth.b64url_encode(f"{payload}:{sig}".encode())
+
+    def _read_page_token(self, token, digest):
+        try:
+            offset, page, token_digest, sig = emuauth.b64url_decode(token).decode().split(":")
+            expected = hmac.new(self._token_key, f"{offset}:{page}:{token_digest}".encode(),
+                                "sha256").hexdigest()[:16]
+            if hmac.compare_digest(sig, expected) and token_digest == digest:
+                return int(offset), int(page)
+        except (ValueError, UnicodeDecodeError):
+            pass
+        raise invalid("pageToken")
+
+    def _page_bounds(self, total, offset, page, page_size, digest):
+        """(end offset, offset of the next page or None). With ``short_pages`` a page may hold fewer
+        items than asked for, or none, and the last items may be followed by one empty page."""
+        end = min(total, offset + page_size)
+        if self.short_pages and offset < total:
+            rng = self._page_rng("page", digest, offset, page)
+            draw = rng.random()
+            if draw < 0.15:
+                end = offset
+            elif draw < 0.5:
+                end = offset + rng.randint(1, end - offset)
+            if end == total and rng.random() < 0.3:
+                return end, end                       # an empty last page follows
+        return end, (end if end < total else None)
+
+    def files_list(self, req):
+        """files.list. Without ``q`` every item but the root is listed, trashed ones included."""
+        mask = self._mask(req, _LIST_SCHEMA, _DEFAULT_LIST_MASK)
+        page_size = self._page_size(req)
+        order_by = self._order_by(req.params.get("orderBy"))
+        q = req.params.get("q") or None
+        try:
+            items = self.drive.listing(q, order_by)
+        except emuquery.QueryError:
+            raise invalid("q") from None
+        digest = hashlib.sha256(f"{q}\0{order_by}".encode()).hexdigest()[:16]
+        offset, page = 0, 0
+        if req.params.get("pageToken"):
+            offset, page = self._read_page_token(req.params["pageToken"], digest)
+        end, next_offset = self._page_bounds(len(items), offset, page, page_size, digest)
+        reply = {"kind": "drive#fileList"}
+        if next_offset is not None:
+            reply["nextPageToken"] = self._page_token(next_offset, page + 1, digest)
+        reply["incompleteSearch"] = False
+        wanted, file_mask = emuquery.selected(mask, "files")
+        if wanted:
+            reply["files"] = [self.drive.file_resource(item, file_mask, req.base_url)
+                              for item in items[offset:end]]
+        return self._json(req, _project_except(reply, mask, "files"))
+
+    # -- files.get, media, revisions ----------------------------------------------------------------
+
+    def files_get(self, req, file_id):
+        """files.get (metadata). ``root`` is an alias of the root folder."""
+        if req.params.get("alt", "json") != "json":
+            raise invalid("alt")
+        mask = self._mask(req, emudrive.FILE_SCHEMA, emudrive.DEFAULT_FILE_MASK)
+        item = self._item(file_id)
+        return self._json(req, self.drive.file_resource(item, mask, req.base_url))
+
+    def revision(self, req, file_id, revision):
+        """revisions.get: only the head revision of a blob exists; with alt=media it is downloaded."""
+        item = self._item(file_id)
+        if item.head_revision is None or revision not in (item.head_revision, "head"):
+            raise ApiError(404, "notFound", f"Revision not found: {revision}.", "revisionId")
+        if req.params.get("alt") == "media":
+            return self.media(req, file_id)
+        mask = self._mask(req, _REVISION_SCHEMA, _DEFAULT_REVISION_MASK)
+        value = {"kind": "drive#revision", "id": item.head_revision, "mimeType": item.mime_type,
+                 "modifiedTime": emudrive.rfc3339(item.modified_ms), "keepForever": False,
+                 "published": False, "size": str(item.source.size), "originalFilename": item.name}
+        if emuquery.selected(mask, "md5Checksum")[0]:
+            value["md5Checksum"] = item.source.digests()["md5"]
+        return self._json(req, emuquery.project(value, mask))
+
+    def media(self, req, file_id):
+        """alt=media. 200 full body without a usable Range; 206 for one satisfiable range;
+        416 (``Content-Range: bytes */size``) when the first byte is past the end, or for any range on
+        an empty file. Malformed and multi-range headers are ignored (200 full)."""
+        item = self._item(file_id)
+        if item.source is None:
+            raise ApiError(403, "fileNotDownloadable", NOT_DOWNLOADABLE, "alt")
+        if not item.can_download:
+            raise ApiError(403, "cannotDownloadFile", "The user does not have permission to download "
+                                                      "this file.")
+        if not emuauth.scope_allows_content(req.scope or ""):
+            raise ApiError(403, "insufficientPermissions", "Request had insufficient authentication "
+                                                          "scopes.")
+        source, size = item.source, item.source.size
+        span = parse_range(req.headers.get("Range"), size)
+        if span == UNSATISFIABLE:
+            raise ApiError(416, "requestedRangeNotSatisfiable", "Request range not satisfiable",
+                           headers=[("Content-Range", f"bytes */{size}")])
+        if span is None:
+            start, end, status, headers = 0, size, 200, []
+        else:
+            start, end, status = span[0], span[1] + 1, 206
+            headers = [("Content-Range", f"bytes {span[0]}-{span[1]}/{size}")]
+        return Response(status, content_type=item.mime_type, headers=headers, length=end - start,
+                        chunks=lambda chunk_size: source.chunks(start, end, chunk_size))
+
+    # -- export -------------------------------------------------------------------------------------
+
+    def export(self, req, file_id):
+        """files.export: native files with an entry in the export map only; Range is ignored."""
+        item = self._item(file_id)
+        targets = item.export_targets()
+        if not targets:
+            raise ApiError(403, "fileNotExportable", "Export only supports Docs Editors files.",
+                           "fileId")
+        target = req.params.get("mimeType")
+        if not target:
+            raise ApiError(400, "required", "Required parameter: mimeType", "mimeType")
+        if target not in targets:
+            raise ApiError(400, "badRequest", "The requested conversion is not supported.", "mimeType")
+        if not item.can_download:
+            raise ApiError(403, "cannotExportFile", "The user does not have permission to export "
+                                                    "this file.")
+        if not emuauth.scope_allows_content(req.scope or ""):
+            raise ApiError(403, "insufficientPermissions", "Request had insufficient authentication "
+                                                          "scopes.")
+        data = emucontent.export_bytes(item.text, target)
+        if len(data) > self.export_limit:
+            raise ApiError(403, "exportSizeLimitExceeded", "This file is too large to be exported.")
+        return Response(200, data, content_type=target)
+
+    # -- about, changes -----------------------------------------------------------------------------
+
+    def about(self, req):
+        mask = self._mask(req, _ABOUT_SCHEMA, None, required=True)
+        return self._json(req, emuquery.project(self.drive.about(), mask))
+
+    def changes_start(self, req):
+        with self.drive.lock:
+            token = str(len(self.drive.changes) + 1)
+        return self._json(req, {"kind": "drive#startPageToken", "startPageToken": token})
+
+    def changes_list(self, req):
+        """changes.list. Page tokens are positions in the change log (1 = its start); the reply has
+        nextPageToken while more changes exist, else newStartPageToken."""
+        mask = self._mask(req, _CHANGES_SCHEMA, _DEFAULT_CHANGES_MASK)
+        page_size = self._page_size(req)
+        token = req.params.get("pageToken")
+        if not token:
+            raise ApiError(400, "required", "Required parameter: pageToken", "pageToken")
+        include_removed = req.params.get("includeRemoved", "true") != "false"
+        with self.drive.lock:
+            log = list(self.drive.changes)
+            if not token.isdigit() or not 1 <= int(token) <= len(log) + 1:
+                raise invalid("pageToken")
+            start = int(token) - 1
+            end = min(len(log), start + page_size)
+            if self.short_pages and end > start:
+                end = start + self._page_rng("changes", start).randint(1, end - start)
+            _, changes_mask = emuquery.selected(mask, "changes")
+            _, file_mask = emuquery.selected(changes_mask, "file")
+            changes = []
+            for when, file_id, removed in log[start:end]:
+                item = self.drive.items.get(file_id)
+                removed = removed or item is None
+                if removed and not include_removed:
+                    continue
+                change = {"kind": "drive#change", "changeType": "file", "time": emudrive.rfc3339(when),
+                          "removed": removed, "fileId": file_id}
+                if not removed:
+                    change["file"] = self.drive.file_resource(item, file_mask, req.base_url)
+                changes.append(change)
+        reply = {"kind": "drive#changeList"}
+        if end < len(log):
+            reply["nextPageToken"] = str(end + 1)
+        else:
+            reply["newStartPageToken"] = str(len(log) + 1)
+        reply["changes"] = changes
+        return self._json(req, _project_except(reply, mask, "changes"))
+
+    # -- token endpoint -----------------------------------------------------------------------------
+
+    def token(self, req):
+        form = {k: v[0] for k, v in parse_qs(req.body.decode("utf-8", "replace")).items()}
+        basic = None
+        header = req.headers.get("Authorization") or ""
+        if header.startswith("Basic "):
+            try:
+                user, _, secret = base64.b64decode(header[6:].strip()).decode().partition(":")
+                basic = (user, secret)
+            except (binascii.Error, UnicodeDecodeError):
+                basic = ("", "")
+        try:
+            reply, status = self.auth.grant(form, basic), 200
+        except emuauth.GrantError as exc:
+            reply, status = exc.body(), exc.status
+        return Response(status, (json.dumps(reply) + "\n").encode(), "application/json; charset=utf-8",
+                        headers=[("Cache-Control", "no-cache, no-store, max-age=0, must-revalidate")])
+
+
+def _project_except(reply, mask, key):
+    """Project ``reply`` with ``mask``, except ``reply[key]``, which was built with its sub-mask."""
+    out = emuquery.project({k: v for k, v in reply.items() if k != key}, mask)
+    if key in reply and emuquery.selected(mask, key)[0]:
+        out[key] = reply[key]
+    return out
+
+
+UNSATISFIABLE = "unsatisfiable"
+_RANGE = re.compile(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*")
+
+
+def parse_range(header, size):
+    """None (serve all), (first, last) inclusive, or UNSATISFIABLE for a Range header value."""
+    if not header:
+        return None
+    m = _RANGE.fullmatch(header)
+    if not m or (not m.group(1) and not m.group(2)):
+        return None                                     # malformed or multi-range: ignored
+    if not m.group(1):                                  # suffix: the last n bytes
+        n = int(m.group(2))
+        return UNSATISFIABLE if n == 0 or size == 0 else (max(0, size - n), size - 1)
+    first = int(m.group(1))
+    last = int(m.group(2)) if m.group(2) else None
+    if last is not None and last < first:
+        return None
+    if first >= size:
+        return UNSATISFIABLE
+    return first, size - 1 if last is None else min(last, size - 1)

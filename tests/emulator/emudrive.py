@@ -1,0 +1,534 @@
+"""The emulated drive: items, their File resources, listing, and the change log.
+
+A ``Drive`` holds a root folder and items (folders, blobs, native Google files, shortcuts). It is built
+from a JSON spec (``Drive.from_spec``) or from a real directory (``Drive.from_tree``); see the spec format in
+drive_emulator.py. Items keep their creation order, which is the default listing order.
+
+Ids: the root defaults to ``DEFAULT_ROOT_ID``; other items default to ``stable_id(parent, name, index)``
+(spec) or ``stable_id("tree", relative path)`` (directory tree): "1" followed by 32 characters of the
+URL-safe base64 of a SHA-256, 33 characters from [A-Za-z0-9_-], stable across runs.
+
+All reads and writes of the item table go through ``Drive.lock``; ``generation`` increases on every
+change so that cached listings are dropped. ``add_item``, ``update_item`` and ``remove_item`` append to
+the change log that changes.list serves (the static CLI never calls them; a control API may).
+"""
+
+import base64
+import collections
+import datetime
+import hashlib
+import mimetypes
+import os
+import re
+import threading
+import time
+from urllib.parse import quote
+
+import emucontent
+import emuquery
+
+FOLDER = "application/vnd.google-apps.folder"
+SHORTCUT = "application/vnd.google-apps.shortcut"
+NATIVE_PREFIX = "application/vnd.google-apps."
+DEFAULT_MIME = "application/octet-stream"
+DEFAULT_ROOT_ID = "0AEmuRootFolder0000000000000000"
+ROOT_NAME = "My Drive"
+BASE_TIME_MS = 1704067200000          # 2024-01-01T00:00:00.000Z: default createdTime of the first item
+
+USER = {
+    "kind": "drive#user",
+    "displayName": "Emulated User",
+    "emailAddress": "emulated.user@example.com",
+    "permissionId": "01234567890123456789",
+    "photoLink": "https://lh3.googleusercontent.com/a/emulated",
+    "me": True,
+}
+QUOTA_LIMIT = 15 * 1024 ** 3
+
+
+class SpecError(ValueError):
+    pass
+
+
+def stable_id(*parts):
+    """A Drive-like id (33 chars of [A-Za-z0-9_-]) derived from ``parts``."""
+    digest = hashlib.sha256("\0".join(str(p) for p in parts).encode("utf-8")).digest()
+    return "1" + base64.urlsafe_b64encode(digest).decode("ascii")[:32]
+
+
+def rfc3339(ms):
+    """Milliseconds since the epoch -> ``2024-05-01T12:34:56.789Z``."""
+    seconds, millis = divmod(int(ms), 1000)
+    stamp = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
+
+
+def _natural_key(name):
+    return [(0, int(part), part) if part.isdigit() else (1, 0, part.casefold())
+            for part in re.split(r"(\d+)", name) if part]
+
+
+class Item:
+    """One Drive item. ``trashed`` is the effective flag (own or an ancestor's), kept by the Drive."""
+
+    def __init__(self, item_id, name, mime_type, parent, index, created_ms, modified_ms):
+        self.id = item_id
+        self.name = name
+        self.mime_type = mime_type
+        self.parent = parent                 # parent id, None for the root
+        self.index = index                   # creation order
+        self.created_ms = created_ms
+        self.modified_ms = modified_ms
+        self.explicitly_trashed = False
+        self.trashed = False
+        self.source = None                   # ContentSource for blobs
+        self.text = ""                       # document text for native files
+        self.shortcut_target = None
+        self.shortcut_target_mime = None
+        self.version = 1
+        self.head_revision = None
+        self.can_download = True
+
+    @property
+    def parents(self):
+        return [self.parent] if self.parent else []
+
+    @property
+    def is_folder(self):
+        return self.mime_type == FOLDER
+
+    @property
+    def is_native(self):
+        return self.mime_type.startswith(NATIVE_PREFIX)
+
+    @property
+    def is_blob(self):
+        return not self.is_native
+
+    def export_targets(self):
+        return emucontent.EXPORT_FORMATS.get(self.mime_type, [])
+
+    def new_revision(self):
+        """Give a blob a revision id that depends on its id and content identity."""
+        if self.is_blob:
+            self.head_revision = "0B" + stable_id("rev", self.id, self.source.describe(), self.version)[1:31]
+
+
+# ---------------------------------------------------------------------------------------------------
+# File resource schema (names accepted by ``fields``) and the fields the emulator fills in.
+
+_SHORTCUT_SCHEMA = {"targetId": None, "targetMimeType": None, "targetResourceKey": None}
+FILE_SCHEMA = {name: None for name in (
+    "kind id name mimeType description starred trashed explicitlyTrashed parents properties "
+    "appProperties spaces version webContentLink webViewLink iconLink hasThumbnail thumbnailLink "
+    "thumbnailVersion viewedByMe viewedByMeTime createdTime modifiedTime modifiedByMeTime modifiedByMe "
+    "sharedWithMeTime shared ownedByMe viewersCanCopyContent copyRequiresWriterPermission "
+    "writersCanShare hasAugmentedPermissions folderColorRgb originalFilename fullFileExtension "
+    "fileExtension md5Checksum sha1Checksum sha256Checksum size quotaBytesUsed headRevisionId "
+    "isAppAuthorized driveId teamDriveId resourceKey trashedTime permissionIds "
+    "inheritedPermissionsDisabled").split()}
+FILE_SCHEMA.update({name: emuquery.ANY for name in (
+    "exportLinks capabilities owners permissions lastModifyingUser sharingUser trashingUser "
+    "contentHints imageMediaMetadata videoMediaMetadata contentRestrictions linkShareMetadata "
+    "labelInfo downloadRestrictions").split()})
+FILE_SCHEMA["shortcutDetails"] = _SHORTCUT_SCHEMA
+
+DEFAULT_FILE_MASK = {"kind": None, "id": None, "name": None, "mimeType": None}
+
+
+class Drive:
+    def __init__(self, root_id=DEFAULT_ROOT_ID, root_name=ROOT_NAME):
+        self.lock = threading.RLock()
+        self.generation = 0
+        self.root = Item(root_id, root_name, FOLDER, None, 0, BASE_TIME_MS, BASE_TIME_MS)
+        self.items = {root_id: self.root}
+        self.children = collections.defaultdict(list)     # parent id -> child ids in creation order
+        self.changes = []                                 # (time ms, file id, removed)
+        self._next_index = 1
+        self._listing_cache = collections.OrderedDict()
+
+    # -- building -----------------------------------------------------------------------------------
+
+    @classmethod
+    def from_spec(cls, spec, base_dir="."):
+        """Build a drive from a parsed spec (see drive_emulator.py); raises SpecError."""
+        if not isinstance(spec, dict):
+            raise SpecError("the spec must be a JSON object")
+        root = spec.get("root") or {}
+        drive = cls(root.get("id", DEFAULT_ROOT_ID), root.get("name", ROOT_NAME))
+        raws = spec.get("items", [])
+        if not isinstance(raws, list):
+            raise SpecError("'items' must be a list")
+        parsed = []
+        for index, raw in enumerate(raws):
+            if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+                raise SpecError(f"item {index}: needs an object with a string 'name'")
+            parent = raw.get("parent", "root")
+            parent = drive.root.id if parent == "root" else parent
+            parsed.append((raw.get("id") or stable_id(parent, raw["name"], index), parent, raw))
+        known = {item_id for item_id, _, _ in parsed} | {drive.root.id}
+        for item_id, parent, raw in parsed:
+            if parent not in known:
+                raise SpecError(f"item {raw['name']!r}: unknown parent {parent!r}")
+            drive._insert(drive._item_from_spec(item_id, parent, raw, base_dir))
+        reachable, stack = set(), [drive.root.id]
+        while stack:
+            reachable.add(stack[-1])
+            stack.extend(drive.children.get(stack.pop(), ()))
+        if len(reachable) != len(drive.items):
+            raise SpecError("the parent links of some items form a cycle")
+        drive._finish_items()
+        return drive
+
+    def _item_from_spec(self, item_id, parent, raw, base_dir):
+        if item_id in self.items:
+            raise SpecError(f"duplicate id {item_id!r}")
+        name = raw["name"]
+        mime = raw.get("mimeType", DEFAULT_MIME)
+        created = self._time(raw, "createdTime", BASE_TIME_MS + self._next_index * 1000)
+        modified = self._time(raw, "modifiedTime", created)
+        item = Item(item_id, name, mime, parent, self._next_index, created, modified)
+        item.explicitly_trashed = bool(raw.get("trashed", False))
+        item.version = int(raw.get("version", 1))
+        item.can_download = bool(raw.get("capabilities", {}).get("canDownload", True))
+        sources = [key for key in ("path", "content", "size") if key in raw]
+        if mime == SHORTCUT:
+            details = raw.get("shortcutDetails") or {}
+            if not details.get("targetId"):
+                raise SpecError(f"shortcut {name!r} needs shortcutDetails.targetId")
+            item.shortcut_target = details["targetId"]
+            item.shortcut_target_mime = details.get("targetMimeType")
+        elif item.is_native:
+            if sources not in ([], ["content"]):
+                raise SpecError(f"native item {name!r} takes only 'content'")
+            item.text = raw.get("content", "")
+        else:
+            if len(sources) > 1:
+                raise SpecError(f"item {name!r}: give only one of path, content, size+seed")
+            try:
+                if "path" in raw:
+                    item.source = emucontent.PathSource(os.path.join(base_dir, raw["path"]))
+                elif "size" in raw:
+                    item.source = emucontent.GeneratedSource(raw["size"], raw.get("seed", 0))
+                else:
+                    item.source = emucontent.BytesSource(raw.get("content", "").encode("utf-8"))
+            except (OSError, ValueError) as exc:
+                raise SpecError(f"item {name!r}: {exc}") from exc
+            item.new_revision()
+            if raw.get("headRevisionId"):
+                item.head_revision = raw["headRevisionId"]
+        return item
+
+    @staticmethod
+    def _time(raw, key, default):
+        if key not in raw:
+            return default
+        try:
+            return emuquery.parse_time_ms(raw[key])
+        except emuquery.QueryError as exc:
+            raise SpecError(f"item {raw['name']!r}: bad {key} {raw[key]!r}") from exc
+
+    @classmethod
+    def from_tree(cls, top):
+        """Serve the directory ``top``: folders and regular files, ids from their relative paths."""
+        drive = cls()
+        top = os.path.abspath(top)
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            dirnames.sort()
+            rel_dir = os.path.relpath(dirpath, top)
+            parent = drive.root.id if rel_dir == "." else stable_id("tree", rel_dir)
+            for name in sorted(dirnames + filenames):
+                path = os.path.join(dirpath, name)
+                rel = os.path.normpath(os.path.join(rel_dir, name))
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    continue                              # dangling link
+                ms = st.st_mtime_ns // 1_000_000
+                is_dir = name in dirnames
+                if not is_dir and not os.path.isfile(path):
+                    continue
+                mime = FOLDER if is_dir else (mimetypes.guess_type(name)[0] or DEFAULT_MIME)
+                item = Item(stable_id("tree", rel), name, mime, parent, drive._next_index, ms, ms)
+                if not is_dir:
+                    item.source = emucontent.PathSource(path)
+                    item.new_revision()
+                drive._insert(item)
+        drive._finish_items()
+        return drive
+
+    def _insert(self, item):
+        self.items[item.id] = item
+        self.children[item.parent].append(item.id)
+        self._next_index = max(self._next_index, item.index) + 1
+
+    def _finish_items(self):
+        """Recompute derived state after any change: effective trash flags, shortcut targets."""
+        self._mark_trashed(self.root, False)
+        for item in self.items.values():
+            if item.shortcut_target:
+                target = self.items.get(item.shortcut_target)
+                if target is not None:
+                    item.shortcut_target_mime = target.mime_type
+        self.generation += 1
+        self._listing_cache.clear()
+
+    def _mark_trashed(self, folder, inherited):
+        stack = [(folder, inherited)]
+        while stack:
+            item, inherited = stack.pop()
+            item.trashed = inherited or item.explicitly_trashed
+            stack.extend((self.items[c], item.trashed) for c in self.children.get(item.id, ()))
+
+    # -- mutation (records changes) -----------------------------------------------------------------
+
+    def _record_change(self, file_id, removed=False):
+        self.changes.append((int(time.time() * 1000), file_id, removed))
+
+    def add_item(self, raw, base_dir="."):
+        """Add one item given in spec form; returns its id."""
+        with self.lock:
+            parent = raw.get("parent", "root")
+            parent = self.root.id if parent == "root" else parent
+            if parent not in self.items:
+                raise SpecError(f"unknown parent {parent!r}")
+            item_id = raw.get("id") or stable_id(parent, raw.get("name"), self._next_index)
+            raw = dict(raw)
+            raw.setdefault("createdTime", rfc3339(time.time() * 1000))
+            item = self._item_from_spec(item_id, parent, raw, base_dir)
+            self._insert(item)
+            self._finish_items()
+            self._record_change(item_id)
+            return item_id
+
+    def update_item(self, item_id, name=None, parent=None, trashed=None, content=None):
+        """Rename, move, (un)trash or replace the content (bytes) of an item; bumps its version."""
+        with self.lock:
+            item = self.get(item_id)
+            if item is None or item is self.root:
+                raise KeyError(item_id)
+            if name is not None:
+                item.name = name
+            if parent is not None:
+                parent = self.root.id if parent == "root" else parent
+                if parent not in self.items:
+                    raise SpecError(f"unknown parent {parent!r}")
+                self.children[item.parent].remove(item.id)
+                item.parent = parent
+                self.children[parent].append(item.id)
+            if trashed is not None:
+                item.explicitly_trashed = bool(trashed)
+            item.version += 1
+            item.modified_ms = int(time.time() * 1000)
+            if content is not None:
+                if item.is_native:
+                    item.text = content.decode("utf-8")
+                else:
+                    item.source = emucontent.BytesSource(content)
+                    item.new_revision()
+            self._finish_items()
+            self._record_change(item.id)
+
+    def remove_item(self, item_id):
+        """Delete an item and everything below it."""
+        with self.lock:
+            item = self.get(item_id)
+            if item is None or item is self.root:
+                raise KeyError(item_id)
+            self.children[item.parent].remove(item.id)
+            stack = [item.id]
+            while stack:
+                current = stack.pop()
+                stack.extend(self.children.pop(current, []))
+                del self.items[current]
+                self._record_change(current, removed=True)
+            self._finish_items()
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def get(self, item_id):
+        """The item with this id (``root`` is an alias of the root folder), or None."""
+        if item_id == "root":
+            return self.root
+        return self.items.get(item_id)
+
+    def listing(self, q, order_by):
+        """Items (never the root) that match the files.list filter ``q`` (None = all), sorted by
+        ``order_by``, a list of (key, descending) pairs. Raises emuquery.QueryError for a bad ``q``.
+
+        Results are cached per (generation, q, order_by), so paging through a listing is cheap.
+        The returned list must not be modified.
+        """
+        with self.lock:
+            key = (self.generation, q, tuple(order_by))
+            cached = self._listing_cache.get(key)
+            if cached is not None:
+                self._listing_cache.move_to_end(key)
+                return cached
+            query = emuquery.parse_query(q) if q is not None else None
+            hint = query.parent_hint() if query is not None else None
+            if hint is None:
+                candidates = [i for i in self.items.values() if i is not self.root]
+            else:
+                ids = set()
+                for parent in hint:
+                    parent_item = self.get(parent)
+                    if parent_item is not None:
+                        ids.update(self.children.get(parent_item.id, ()))
+                candidates = [self.items[i] for i in ids]
+            result = [i for i in candidates if query is None or query.match(_QueryView(i, self))]
+            result.sort(key=lambda i: i.index)
+            for name, descending in reversed(order_by):
+                result.sort(key=_ORDER_KEYS[name], reverse=descending)
+            self._listing_cache[key] = result
+            if len(self._listing_cache) > 32:
+                self._listing_cache.popitem(last=False)
+            return result
+
+    def file_resource(self, item, mask, base_url):
+        """The File resource of ``item`` restricted to ``mask`` (None = every field the emulator has).
+
+        Values are computed only for selected fields, so checksums are not hashed unless asked for.
+        """
+        out = {}
+        for name, getter in _FILE_FIELDS.items():
+            wanted, sub = emuquery.selected(mask, name)
+            if not wanted:
+                continue
+            value = getter(self, item, base_url)
+            if value is not None:
+                out[name] = emuquery.project(value, sub)
+        return out
+
+    def about(self):
+        with self.lock:
+            blobs = [i for i in self.items.values() if i.is_blob and i.source is not None]
+            usage = sum(i.source.size for i in blobs)
+            trash = sum(i.source.size for i in blobs if i.trashed)
+        return {
+            "kind": "drive#about",
+            "user": dict(USER),
+            "storageQuota": {"limit": str(QUOTA_LIMIT), "usage": str(usage),
+                             "usageInDrive": str(usage), "usageInDriveTrash": str(trash)},
+            "exportFormats": {k: list(v) for k, v in emucontent.EXPORT_FORMATS.items()},
+            "importFormats": {},
+            "maxImportSizes": {},
+            "maxUploadSize": "5242880000000",
+            "appInstalled": False,
+            "canCreateDrives": False,
+            "folderColorPalette": [],
+        }
+
+
+class _QueryView:
+    """What a q expression sees of an item: ``'root' in parents`` must match the root's children."""
+
+    def __init__(self, item, drive):
+        self.name = item.name
+        self.mime_type = item.mime_type
+        self.trashed = item.trashed
+        self.parents = item.parents + (["root"] if item.parent == drive.root.id else [])
+        self.created_ms = item.created_ms
+        self.modified_ms = item.modified_ms
+        self.shortcut_target = item.shortcut_target
+
+
+_ORDER_KEYS = {
+    "name": lambda i: (i.name.casefold(), i.name),
+    "name_natural": lambda i: _natural_key(i.name),
+    "folder": lambda i: 0 if i.is_folder else 1,
+    "modifiedTime": lambda i: i.modified_ms,
+    "modifiedByMeTime": lambda i: i.modified_ms,
+    "recency": lambda i: i.modified_ms,
+    "createdTime": lambda i: i.created_ms,
+    "quotaBytesUsed": lambda i: i.source.size if i.source else 0,
+    "sharedWithMeTime": lambda i: 0,
+    "starred": lambda i: 0,
+    "viewedByMeTime": lambda i: 0,
+}
+ORDER_BY_KEYS = frozenset(_ORDER_KEYS)
+
+
+def _extension(name):
+    return name.rsplit(".", 1)[1] if "." in name.strip(".") else None
+
+
+def _capabilities(item):
+    return {
+        "canDownload": item.can_download,
+        "canListChildren": item.is_folder,
+        "canAddChildren": item.is_folder,
+        "canEdit": True,
+        "canCopy": not item.is_folder,
+        "canComment": True,
+        "canRename": True,
+        "canShare": True,
+        "canTrash": True,
+        "canUntrash": True,
+        "canDelete": True,
+        "canReadRevisions": not item.is_folder,
+        "canRemoveChildren": item.is_folder,
+    }
+
+
+def _shortcut_details(item):
+    if not item.shortcut_target:
+        return None
+    details = {"targetId": item.shortcut_target}
+    if item.shortcut_target_mime:
+        details["targetMimeType"] = item.shortcut_target_mime
+    return details
+
+
+def _export_links(drive, item, base_url):
+    targets = item.export_targets()
+    if not targets:
+        return None
+    return {t: f"{base_url}/drive/v3/files/{quote(item.id)}/export?mimeType={quote(t, safe='/')}"
+            for t in targets}
+
+
+def _blob(getter):
+    """A field getter that is None for items without binary content."""
+    return lambda drive, item, base_url: getter(item) if item.source is not None else None
+
+
+# Field name -> getter(drive, item, base_url); the order is the order of keys in a response.
+_FILE_FIELDS = {
+    "kind": lambda d, i, b: "drive#file",
+    "id": lambda d, i, b: i.id,
+    "name": lambda d, i, b: i.name,
+    "mimeType": lambda d, i, b: i.mime_type,
+    "parents": lambda d, i, b: i.parents or None,
+    "starred": lambda d, i, b: False,
+    "trashed": lambda d, i, b: i.trashed,
+    "explicitlyTrashed": lambda d, i, b: i.explicitly_trashed,
+    "spaces": lambda d, i, b: ["drive"],
+    "version": lambda d, i, b: str(i.version),
+    "createdTime": lambda d, i, b: rfc3339(i.created_ms),
+    "modifiedTime": lambda d, i, b: rfc3339(i.modified_ms),
+    "modifiedByMeTime": lambda d, i, b: rfc3339(i.modified_ms),
+    "modifiedByMe": lambda d, i, b: True,
+    "viewedByMe": lambda d, i, b: True,
+    "owners": lambda d, i, b: [dict(USER)],
+    "shared": lambda d, i, b: False,
+    "ownedByMe": lambda d, i, b: True,
+    "viewersCanCopyContent": lambda d, i, b: True,
+    "copyRequiresWriterPermission": lambda d, i, b: False,
+    "writersCanShare": lambda d, i, b: True,
+    "hasThumbnail": lambda d, i, b: False,
+    "capabilities": lambda d, i, b: _capabilities(i),
+    "shortcutDetails": lambda d, i, b: _shortcut_details(i),
+    "exportLinks": _export_links,
+    "originalFilename": _blob(lambda i: i.name),
+    "fullFileExtension": _blob(lambda i: i.name.split(".", 1)[1] if _extension(i.name) else None),
+    "fileExtension": _blob(lambda i: _extension(i.name)),
+    "size": _blob(lambda i: str(i.source.size)),
+    "quotaBytesUsed": lambda d, i, b: str(i.source.size) if i.source is not None else "0",
+    "md5Checksum": _blob(lambda i: i.source.digests()["md5"]),
+    "sha1Checksum": _blob(lambda i: i.source.digests()["sha1"]),
+    "sha256Checksum": _blob(lambda i: i.source.digests()["sha256"]),
+    "headRevisionId": _blob(lambda i: i.head_revision),
+}
+
+assert set(_FILE_FIELDS) <= set(FILE_SCHEMA)

@@ -1,0 +1,183 @@
+/* Unit tests: JSON extraction of Drive replies, tokens and credentials. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "err.h"
+#include "json.h"
+
+#define S(x) x, strlen(x)
+
+static void test_file(void)
+{
+	struct cfs_file_meta m;
+	const char *ok = "{\"kind\":\"drive#file\",\"id\":\"1abc\",\"name\":\"a/b.txt\","
+			 "\"mimeType\":\"text/plain\",\"size\":\"5368709120\",\"md5Checksum\":"
+			 "\"0123456789abcdef0123456789abcdef\",\"headRevisionId\":\"rev1\","
+			 "\"version\":\"7\",\"modifiedTime\":\"2024-05-01T12:34:56.789Z\","
+			 "\"parents\":[\"0Aroot\"],\"trashed\":false,"
+			 "\"capabilities\":{\"canDownload\":true},\"unknown\":{\"x\":1}}";
+	CHECK_EQ(cfs_json_parse_file(S(ok), &m), 0);
+	CHECK_STR(m.id, "1abc");
+	CHECK_STR(m.name, "a/b.txt");
+	CHECK_EQ(m.size, 5368709120LL);
+	CHECK_EQ(m.version, 7);
+	CHECK_STR(m.rev, "rev1");
+	CHECK_STR(m.parent, "0Aroot");
+	CHECK_EQ(m.mtime_ns, 1714566896789000000LL);
+	CHECK_EQ(m.can_download, 1);
+	cfs_file_meta_cleanup(&m);
+
+	const char *folder = "{\"id\":\"f\",\"name\":\"F\",\"mimeType\":"
+			     "\"application/vnd.google-apps.folder\"}";
+	CHECK_EQ(cfs_json_parse_file(S(folder), &m), 0);
+	CHECK_EQ(m.size, -1);
+	CHECK_EQ(m.version, -1);
+	cfs_file_meta_cleanup(&m);
+
+	const char *sc = "{\"id\":\"s\",\"name\":\"S\",\"mimeType\":\"application/vnd.google-apps."
+			 "shortcut\",\"shortcutDetails\":{\"targetId\":\"t1\",\"targetMimeType\":"
+			 "\"application/vnd.google-apps.folder\"}}";
+	CHECK_EQ(cfs_json_parse_file(S(sc), &m), 0);
+	CHECK_STR(m.target_id, "t1");
+	cfs_file_meta_cleanup(&m);
+
+	/* malformed documents are refused, never half-used */
+	const char *bad[] = {
+		"", "{", "[]", "{\"id\":\"x\",\"mimeType\":\"a\"}",             /* no name */
+		"{\"id\":\"x\",\"name\":\"n\",\"mimeType\":\"a\",\"size\":\"12x\"}",
+		"{\"id\":\"x\",\"name\":\"n\",\"mimeType\":\"a\",\"size\":-5}",
+		"{\"id\":\"x\",\"name\":\"n\",\"mimeType\":\"a\",\"trashed\":\"no\"}",
+		"{\"id\":\"x\",\"name\":\"n\",\"mimeType\":\"a\",\"modifiedTime\":\"yesterday\"}",
+		"{\"id\":\"x\",\"name\":\"n\",\"mimeType\":\"a\",\"parents\":\"p\"}",
+		"{\"id\":\"\",\"name\":\"n\",\"mimeType\":\"a\"}",
+		"{\"id\":\"x\",\"id\":\"y\",\"name\":\"n\",\"mimeType\":\"a\"}",
+		"{\"id\":\"x\",\"name\":\"n\\u0000m\",\"mimeType\":\"a\"}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK_EQ(cfs_json_parse_file(S(bad[i]), &m), CFS_E_PROTO);
+		CHECK(m.name == NULL);
+	}
+}
+
+static int count_cb(const struct cfs_file_meta *m, void *arg)
+{
+	(*(int *)arg)++;
+	return m->name[0] == '!' ? -ECANCELED : 0;
+}
+
+static void test_list(void)
+{
+	int n = 0;
+	char *next = NULL;
+	const char *page = "{\"nextPageToken\":\"tok2\",\"files\":[{\"id\":\"a\",\"name\":\"A\","
+			   "\"mimeType\":\"x\"},{\"id\":\"b\",\"name\":\"B\",\"mimeType\":\"x\"}]}";
+	CHECK_EQ(cfs_json_parse_file_list(S(page), count_cb, &n, &next), 0);
+	CHECK_EQ(n, 2);
+	CHECK_STR(next, "tok2");
+	free(next);
+	n = 0;
+	CHECK_EQ(cfs_json_parse_file_list(S("{\"files\":[]}"), count_cb, &n, &next), 0);
+	CHECK_EQ(n, 0);
+	CHECK(next == NULL);
+	/* an empty page with a token: keep going */
+	CHECK_EQ(cfs_json_parse_file_list(S("{\"nextPageToken\":\"t\"}"), count_cb, &n, &next), 0);
+	CHECK_STR(next, "t");
+	free(next);
+	/* one bad entry spoils the page before any callback */
+	n = 0;
+	const char *bad = "{\"files\":[{\"id\":\"a\",\"name\":\"A\",\"mimeType\":\"x\"},{\"id\":1}]}";
+	CHECK_EQ(cfs_json_parse_file_list(S(bad), count_cb, &n, &next), CFS_E_PROTO);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(cfs_json_parse_file_list(S("{\"files\":[],\"nextPageToken\":\"\"}"), count_cb, &n,
+					  &next),
+		 CFS_E_PROTO);
+	CHECK_EQ(cfs_json_parse_file_list(S("{\"files\":{}}"), count_cb, &n, &next), CFS_E_PROTO);
+	const char *stop = "{\"files\":[{\"id\":\"a\",\"name\":\"!\",\"mimeType\":\"x\"}]}";
+	CHECK_EQ(cfs_json_parse_file_list(S(stop), count_cb, &n, &next), -ECANCELED);
+}
+
+static void test_error_and_token(void)
+{
+	char reason[64], msg[128];
+	const char *err = "{\"error\":{\"code\":403,\"message\":\"Rate Limit Exceeded\",\"errors\":"
+			  "[{\"domain\":\"usageLimits\",\"reason\":\"rateLimitExceeded\"}]}}";
+	CHECK_EQ(cfs_json_parse_error(S(err), reason, sizeof(reason), msg, sizeof(msg)), 0);
+	CHECK_STR(reason, "rateLimitExceeded");
+	CHECK_STR(msg, "Rate Limit Exceeded");
+	CHECK_EQ(cfs_json_parse_error(S("<html>502</html>"), reason, sizeof(reason), msg,
+				      sizeof(msg)),
+		 CFS_E_PROTO);
+	CHECK_STR(reason, "");
+
+	char *tok;
+	int64_t exp;
+	char e[32];
+	CHECK_EQ(cfs_json_parse_token(S("{\"access_token\":\"ya29.x\",\"expires_in\":3599}"), &tok,
+				      &exp, e, sizeof(e)),
+		 0);
+	CHECK_STR(tok, "ya29.x");
+	CHECK_EQ(exp, 3599);
+	free(tok);
+	CHECK_EQ(cfs_json_parse_token(S("{\"access_token\":\"t\",\"expires_in\":\"60\"}"), &tok,
+				      &exp, e, sizeof(e)),
+		 0);
+	CHECK_EQ(exp, 60);
+	free(tok);
+	CHECK_EQ(cfs_json_parse_token(S("{\"error\":\"invalid_grant\",\"error_description\":"
+					"\"Token has been expired or revoked.\"}"),
+				      &tok, &exp, e, sizeof(e)),
+		 CFS_E_AUTH);
+	CHECK_STR(e, "invalid_grant");
+	CHECK(tok == NULL);
+	CHECK_EQ(cfs_json_parse_token(S("{\"expires_in\":5}"), &tok, &exp, e, sizeof(e)),
+		 CFS_E_PROTO);
+}
+
+static void test_credentials(void)
+{
+	struct cfs_cred c;
+	char why[160];
+	const char *au = "{\"type\":\"authorized_user\",\"client_id\":\"cid\",\"client_secret\":"
+			 "\"sec\",\"refresh_token\":\"rt\"}";
+	CHECK_EQ(cfs_json_parse_credentials(S(au), &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.type, CFS_CRED_AUTHORIZED_USER);
+	CHECK_STR(c.refresh_token, "rt");
+	cfs_cred_cleanup(&c);
+	CHECK(c.refresh_token == NULL);
+	const char *sa = "{\"type\":\"service_account\",\"client_email\":\"a@b\",\"private_key\":"
+			 "\"-----BEGIN\",\"token_uri\":\"http://127.0.0.1/token\"}";
+	CHECK_EQ(cfs_json_parse_credentials(S(sa), &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.type, CFS_CRED_SERVICE_ACCOUNT);
+	CHECK_STR(c.token_uri, "http://127.0.0.1/token");
+	cfs_cred_cleanup(&c);
+	const char *missing = "{\"type\":\"authorized_user\",\"client_id\":\"cid\","
+			      "\"client_secret\":\"TOPSECRET\"}";
+	CHECK_EQ(cfs_json_parse_credentials(S(missing), &c, why, sizeof(why)), CFS_E_PROTO);
+	CHECK(strstr(why, "refresh_token") != NULL);
+	CHECK(strstr(why, "TOPSECRET") == NULL); /* never echo a secret */
+	CHECK_EQ(cfs_json_parse_credentials(S("{\"type\":\"external_account\"}"), &c, why,
+					    sizeof(why)),
+		 CFS_E_PROTO);
+}
+
+static void test_time(void)
+{
+	int64_t ns;
+	CHECK_EQ(cfs_json_parse_time("1970-01-01T00:00:01Z", &ns), 0);
+	CHECK_EQ(ns, 1000000000LL);
+	CHECK_EQ(cfs_json_parse_time("1970-01-01T01:00:00.5+01:00", &ns), 0);
+	CHECK_EQ(ns, 500000000LL);
+	CHECK_EQ(cfs_json_parse_time("1970-01-01T00:00:00", &ns), -EINVAL);
+	CHECK_EQ(cfs_json_parse_time("1970-01-01T00:00:00.Z", &ns), -EINVAL);
+}
+
+int main(void)
+{
+	test_file();
+	test_list();
+	test_error_and_token();
+	test_credentials();
+	test_time();
+	return check_done("test_json");
+}

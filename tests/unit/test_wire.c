@@ -1,0 +1,60 @@
+/* Unit tests: wire (URL encoding, q literals, Content-Range, Retry-After). */
+#include <errno.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "wire.h"
+
+static void test_content_range(void)
+{
+	int64_t a, b, t;
+	CHECK_EQ(cfs_wire_content_range("bytes 0-99/100", &a, &b, &t), 0);
+	CHECK_EQ(a, 0);
+	CHECK_EQ(b, 99);
+	CHECK_EQ(t, 100);
+	CHECK_EQ(cfs_wire_content_range("bytes 4294967290-4294967300/5368709120", &a, &b, &t), 0);
+	CHECK_EQ(a, 4294967290LL);
+	CHECK_EQ(b, 4294967300LL);
+	CHECK_EQ(t, 5368709120LL);
+	CHECK_EQ(cfs_wire_content_range("bytes */0", &a, &b, &t), 0);
+	CHECK_EQ(a, -1);
+	CHECK_EQ(t, 0);
+	CHECK_EQ(cfs_wire_content_range("BYTES 5-9/*", &a, &b, &t), 0);
+	CHECK_EQ(t, -1);
+	/* everything that is not exactly a byte range must be refused */
+	const char *bad[] = { "", "bytes", "bytes 5-4/10", "bytes 0-10/10", "bytes 1-2",
+			      "bytes -1-2/3", "items 0-1/2", "bytes 0-1/2 junk", "bytes */*",
+			      "bytes 0-99999999999999999999/1", "bytes0-1/2", "bytes 0 -1/2" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		CHECK_EQ(cfs_wire_content_range(bad[i], &a, &b, &t), -EINVAL);
+}
+
+static void test_urlencode(void)
+{
+	struct cfs_buf b = { 0 };
+	CHECK_EQ(cfs_wire_urlencode(&b, "'a b' in parents/é~"), 0);
+	CHECK_STR(b.data, "%27a%20b%27%20in%20parents%2F%C3%A9~");
+	cfs_buf_reset(&b);
+	CHECK_EQ(cfs_wire_qliteral(&b, "it's a\\b"), 0);
+	CHECK_STR(b.data, "it\\'s a\\\\b");
+	cfs_buf_cleanup(&b);
+}
+
+static void test_retry_after(void)
+{
+	CHECK_EQ(cfs_wire_retry_after("5", 0), 5000);
+	CHECK_EQ(cfs_wire_retry_after(" 0 ", 0), 0);
+	CHECK_EQ(cfs_wire_retry_after("-1", 0), -EINVAL);
+	CHECK_EQ(cfs_wire_retry_after("soon", 0), -EINVAL);
+	/* Thu, 01 Jan 1970 00:00:10 GMT is 10 s after the epoch */
+	CHECK_EQ(cfs_wire_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", 4), 6000);
+	CHECK_EQ(cfs_wire_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", 20), 0);
+}
+
+int main(void)
+{
+	test_content_range();
+	test_urlencode();
+	test_retry_after();
+	return check_done("test_wire");
+}
