@@ -14,7 +14,7 @@
 #include "reply.h"
 #include "vfs.h"
 
-#define READ_BLKSIZE (1 << 20)
+#define READ_BLKSIZE CFS_MAX_READ
 
 static struct cfs_fs *fs_of(fuse_req_t req)
 {
@@ -55,8 +55,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	(void)userdata;
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
+	conn->max_read = CFS_MAX_READ; /* must match the max_read mount option */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* content changes only with the revision */
-	conn->max_readahead = conn->max_readahead > (1u << 20) ? conn->max_readahead : (1u << 20);
+	conn->max_readahead = CFS_MAX_READ; /* libfuse caps it at what the kernel offers */
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)

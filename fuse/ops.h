@@ -11,6 +11,9 @@
 
 struct cfs_vfs;
 
+/* Largest read the kernel sends us (the max_read mount option). */
+#define CFS_MAX_READ (1 << 20)
+
 struct cfs_fs {
 	struct cfs_vfs *vfs;
 	double attr_timeout;  /* seconds, for attributes and names */

@@ -16,7 +16,7 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 	char opts[4096];
 	/* read-only: the kernel answers EROFS to every write for us */
 	int n = snprintf(opts, sizeof(opts), "ro,fsname=colabfs,subtype=colabfs,max_read=%d%s%s",
-			 1 << 20, o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
+			 CFS_MAX_READ, o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
 		return CFS_E_CONFIG;
 	char *argv[] = { "colabfs", "-o", opts, o->debug ? "-d" : NULL, NULL };

@@ -443,7 +443,7 @@ class DriveApi:
                           "removed": removed, "fileId": file_id}
                 if not removed:
                     change["file"] = self.drive.file_resource(item, file_mask, req.base_url)
-                changes.append(change)
+                changes.append(_project_except(change, changes_mask, "file"))
         reply = {"kind": "drive#changeList"}
         if end < len(log):
             reply["nextPageToken"] = str(end + 1)

@@ -1,0 +1,109 @@
+#!/bin/sh
+# colabfs developer entry point.  Run as root on Debian 12.
+#   ./dev.sh run [MOUNTPOINT]  install, build, mount (the emulator's sample Drive,
+#                              or your real Drive when credentials are given)
+#   ./dev.sh test              install, build, run the whole test suite
+#   ./dev.sh build             install and build only
+set -eu
+cd "$(dirname "$0")"
+top=$(pwd)
+
+PACKAGES="build-essential autoconf automake libtool pkg-config fuse3 libfuse3-dev \
+libcurl4-openssl-dev libssl-dev libjansson-dev liblmdb-dev openssl curl ca-certificates \
+python3 python3-pytest"
+
+install_packages() {
+	missing=""
+	for p in $PACKAGES; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+	done
+	[ -z "$missing" ] && return 0
+	echo "== installing:$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	# shellcheck disable=SC2086
+	apt-get install -y -q $missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $missing >/dev/null; }
+}
+
+build() {
+	install_packages
+	echo "== building"
+	[ -x configure ] || autoreconf -fi >/dev/null
+	[ -f Makefile ] || ./configure -q
+	make -s -j"$(nproc)" >/dev/null
+}
+
+wait_for_file() { # path, seconds
+	i=0
+	while [ ! -s "$1" ]; do
+		i=$((i + 1))
+		[ "$i" -gt $(($2 * 10)) ] && { echo "timed out waiting for $1" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+cmd_run() {
+	build
+	mnt=${1:-/tmp/colabfs-demo/mnt}
+	mkdir -p "$mnt"
+	if [ -n "${COLABFS_CREDENTIALS:-}${GOOGLE_APPLICATION_CREDENTIALS:-}${COLABFS_ACCESS_TOKEN:-}" ]; then
+		echo "== mounting your Drive at $mnt"
+		./colabfs mount ${COLABFS_CREDENTIALS:+--credentials="$COLABFS_CREDENTIALS"} "$mnt"
+	else
+		demo=/tmp/colabfs-demo
+		mkdir -p "$demo"
+		if [ -s "$demo/emulator.pid" ] && kill -0 "$(cat "$demo/emulator.pid")" 2>/dev/null; then
+			echo "== emulator already running"
+		else
+			rm -f "$demo/port"
+			token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+			umask 077
+			printf '%s' "$token" >"$demo/token"
+			nohup python3 tests/emulator/drive_emulator.py --sample "$demo/drive" \
+				--port 0 --port-file "$demo/port" --access-token "$token" --ttfb-ms 20 \
+				>"$demo/emulator.log" 2>&1 &
+			echo $! >"$demo/emulator.pid"
+			wait_for_file "$demo/port" 30
+		fi
+		port=$(cat "$demo/port")
+		mountpoint -q "$mnt" && ./colabfs umount "$mnt"
+		echo "== mounting the emulator's sample Drive (http://127.0.0.1:$port) at $mnt"
+		COLABFS_ACCESS_TOKEN=$(cat "$demo/token") ./colabfs mount \
+			--api-url="http://127.0.0.1:$port" --cache-dir="$demo/cache" "$mnt"
+	fi
+	echo
+	ls -l "$mnt"
+	echo
+	echo "Mounted at $mnt.  Look around: ls -lR $mnt ; man ./man/colabfs.1"
+	echo "Unmount with: ./colabfs umount $mnt"
+}
+
+cmd_test() {
+	build
+	echo "== unit tests (make check)"
+	unit_pass=0
+	unit_fail=0
+	if make -s check >/tmp/colabfs-unit.log 2>&1; then :; fi
+	grep -E '^(PASS|FAIL|ERROR|XPASS):' /tmp/colabfs-unit.log || cat /tmp/colabfs-unit.log
+	unit_pass=$(grep -c '^PASS:' /tmp/colabfs-unit.log || true)
+	unit_fail=$(grep -cE '^(FAIL|ERROR|XPASS):' /tmp/colabfs-unit.log || true)
+	[ "$unit_fail" -eq 0 ] || cat tests/unit/*.log tests/*.log 2>/dev/null | tail -50
+	echo "== emulator and end-to-end tests (pytest)"
+	set +e
+	COLABFS_BIN="$top/colabfs" timeout 1500 python3 -m pytest -q -rfE -p no:cacheprovider \
+		tests/emulator tests/e2e 2>&1 | tee /tmp/colabfs-pytest.log
+	set -e
+	summary=$(grep -E '(passed|failed|error)' /tmp/colabfs-pytest.log | tail -n 1)
+	py_pass=$(echo "$summary" | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^passed/) n += $(i-1)} END {print n + 0}')
+	py_fail=$(echo "$summary" | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(failed|error)/) n += $(i-1)} END {print n + 0}')
+	[ -n "$summary" ] || py_fail=$((py_fail + 1))
+	echo "unit: $unit_pass passed, $unit_fail failed; pytest: $summary"
+	echo "$((unit_pass + py_pass)) passed, $((unit_fail + py_fail)) failed"
+	[ $((unit_fail + py_fail)) -eq 0 ]
+}
+
+case "${1:-}" in
+run) shift; cmd_run "$@" ;;
+test) cmd_test ;;
+build) build ;;
+*) sed -n '2,6p' "$0"; exit 2 ;;
+esac

@@ -1,0 +1,693 @@
+"""Tests of the Drive emulator itself, through HTTP (urllib / http.client) against servers on port 0.
+
+Most tests run the emulator in-process (``drive_emulator.Emulator``); one runs the command line. Every
+network call has a timeout and every wait a deadline; servers are always stopped.
+"""
+
+import contextlib
+import hashlib
+import http.client
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+import drive_emulator
+import emuauth
+import emucontent
+import emudrive
+import emuquery
+import emusample
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOKEN = "test-token"
+TIMEOUT = 10
+FOLDER = emudrive.FOLDER
+DOC = "application/vnd.google-apps.document"
+
+BASIC_SPEC = {"items": [
+    {"id": "dirA", "name": "A", "mimeType": FOLDER},
+    {"id": "gen", "name": "gen.bin", "parent": "dirA", "size": 300_000, "seed": 5},
+    {"id": "hello", "name": "hello.txt", "parent": "dirA", "mimeType": "text/plain", "content": "hello world\n"},
+    {"id": "empty", "name": "empty.bin", "parent": "dirA", "content": ""},
+    {"id": "quote", "name": "it's", "parent": "dirA", "content": "q"},
+    {"id": "slash", "name": "back\\slash", "parent": "dirA", "content": "b"},
+    {"id": "upper", "name": "HelloWorld.TXT", "parent": "dirA", "content": "u"},
+    {"id": "doc", "name": "Plan", "parent": "root", "mimeType": DOC, "content": "the plan\n"},
+    {"id": "trashdir", "name": "Old", "mimeType": FOLDER, "trashed": True},
+    {"id": "intrash", "name": "inner.txt", "parent": "trashdir", "content": "x"},
+    {"id": "sc", "name": "link", "mimeType": emudrive.SHORTCUT, "shortcutDetails": {"targetId": "gen"}},
+]}
+
+
+class Client:
+    def __init__(self, emu, token=TOKEN, context=None):
+        self.emu, self.token, self.context = emu, token, context
+
+    def call(self, path, params=None, headers=None, token=None, method="GET", data=None):
+        """(status, headers, body bytes); HTTP errors are returned, not raised."""
+        url = self.emu.base_url + path
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        req = urllib.request.Request(url, method=method, data=data, headers=dict(headers or {}))
+        token = self.token if token is None else token
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT, context=self.context) as resp:
+                return resp.status, resp.headers, resp.read()
+        except urllib.error.HTTPError as err:
+            with err:
+                return err.code, err.headers, err.read()
+
+    def json(self, path, params=None, **kw):
+        status, _, body = self.call(path, params, **kw)
+        return status, json.loads(body)
+
+
+@contextlib.contextmanager
+def serve(spec=BASIC_SPEC, auth=None, drive=None, tls_dir=None, **options):
+    drive = drive or emudrive.Drive.from_spec(spec)
+    emu = drive_emulator.Emulator(drive, auth or emuauth.Auth([TOKEN]), **options)
+    emu.start(tls_dir=tls_dir)
+    try:
+        yield Client(emu)
+    finally:
+        emu.stop()
+
+
+@pytest.fixture(scope="module")
+def basic():
+    with serve() as client:
+        yield client
+
+
+def error_reason(body):
+    data = json.loads(body) if isinstance(body, bytes) else body
+    return data["error"]["errors"][0]["reason"]
+
+
+def list_all(client, params):
+    """Follow nextPageToken to the end; returns (ids, page sizes)."""
+    ids, sizes, token = [], [], None
+    for _ in range(10_000):
+        page = dict(params, pageToken=token) if token else params
+        status, body = client.json("/drive/v3/files", page)
+        assert status == 200, body
+        ids += [f["id"] for f in body["files"]]
+        sizes.append(len(body["files"]))
+        token = body.get("nextPageToken")
+        if not token:
+            return ids, sizes
+    raise AssertionError("paging did not end")
+
+
+# ---------------------------------------------------------------------------------------------------
+# content and parsers
+
+
+def test_generated_bytes_are_random_access():
+    whole = emucontent.generated_bytes(9, 0, 200_000)
+    assert len(whole) == 200_000
+    for offset, length in ((0, 1), (65535, 2), (65536, 70000), (131000, 69000)):
+        assert emucontent.generated_bytes(9, offset, length) == whole[offset:offset + length]
+    assert emucontent.generated_bytes(10, 0, 64) != whole[:64]
+
+
+def test_query_parser_escapes_and_errors():
+    assert emuquery.tokenize(r"name = 'it\'s a \\ b'")[2] == ("string", "it's a \\ b")
+    assert emuquery.quote("a'b\\c") == r"'a\'b\\c'"
+    for bad in ("name = ", "fullText contains 'x'", "name ~ 'x'", "(trashed = false", "'x' in owners",
+                "name = 'unterminated", "trashed = maybe", "name < 'a'"):
+        with pytest.raises(emuquery.QueryError):
+            emuquery.parse_query(bad)
+
+
+def test_field_mask_parser():
+    assert emuquery.parse_fields("nextPageToken,files(id,name,capabilities/canDownload)") == {
+        "nextPageToken": None, "files": {"id": None, "name": None, "capabilities": {"canDownload": None}}}
+    assert emuquery.parse_fields("files/id,files/name") == {"files": {"id": None, "name": None}}
+    assert emuquery.parse_fields("*") == {"*": None}
+    for bad in ("files(id", "files(id))", "a,,b", "files/"):
+        with pytest.raises(emuquery.FieldError):
+            emuquery.parse_fields(bad)
+
+
+# ---------------------------------------------------------------------------------------------------
+# files.list
+
+
+def test_paging_with_short_and_empty_pages_returns_each_child_once():
+    items = [{"id": "big", "name": "big", "mimeType": FOLDER}]
+    items += [{"id": f"c{i:04d}", "name": f"f{i}", "parent": "big", "content": ""} for i in range(700)]
+    items += [{"id": "outside", "name": "outside", "content": ""}]
+    with serve({"items": items}, short_pages=True, page_size_cap=50, seed=3) as client:
+        ids, sizes = list_all(client, {"q": "'big' in parents and trashed = false", "pageSize": 1000,
+                                       "fields": "nextPageToken,files(id)"})
+    assert sorted(ids) == [f"c{i:04d}" for i in range(700)]
+    assert len(ids) == len(set(ids))
+    assert max(sizes) <= 50
+    assert 0 in sizes[:-1], "expected an empty page before the end"
+    assert any(0 < s < 50 for s in sizes[:-1]), "expected a short page before the end"
+
+
+def test_paging_page_size_and_default_order(basic):
+    ids, sizes = list_all(basic, {"q": "'dirA' in parents", "pageSize": 2})
+    assert ids == ["gen", "hello", "empty", "quote", "slash", "upper"]      # creation order
+    assert sizes == [2, 2, 2]
+
+
+def test_list_parameter_errors(basic):
+    for size in ("0", "1001", "x"):
+        status, body = basic.json("/drive/v3/files", {"pageSize": size})
+        assert status == 400 and body["error"]["errors"][0]["location"] == "pageSize"
+    status, body = basic.json("/drive/v3/files", {"pageToken": "bogus"})
+    assert status == 400 and body["error"]["errors"][0]["location"] == "pageToken"
+    assert error_reason(body) == "invalid"
+    status, body = basic.json("/drive/v3/files", {"orderBy": "size"})
+    assert status == 400
+
+
+def test_list_without_q_has_trashed_items_but_not_root(basic):
+    status, body = basic.json("/drive/v3/files", {"fields": "files(id,trashed,explicitlyTrashed)"})
+    assert status == 200
+    by_id = {f["id"]: f for f in body["files"]}
+    assert set(by_id) == {i["id"] for i in BASIC_SPEC["items"]}
+    assert by_id["trashdir"] == {"id": "trashdir", "trashed": True, "explicitlyTrashed": True}
+    assert by_id["intrash"] == {"id": "intrash", "trashed": True, "explicitlyTrashed": False}
+
+
+@pytest.mark.parametrize("q, expected", [
+    ("'root' in parents and trashed = false", {"dirA", "doc", "sc"}),
+    ("'root' in parents and trashed = true", {"trashdir"}),
+    ("'root' in parents and trashed != false", {"trashdir"}),
+    (r"name = 'it\'s'", {"quote"}),
+    (r"name = 'back\\slash'", {"slash"}),
+    ("name = 'HELLO.TXT'", {"hello"}),
+    ("name contains 'hello'", {"hello", "upper"}),
+    ("name contains 'world'", set()),
+    ("mimeType = 'application/vnd.google-apps.folder'", {"dirA", "trashdir"}),
+    ("mimeType contains 'google-apps' and not mimeType = 'application/vnd.google-apps.folder'",
+     {"doc", "sc"}),
+    ("'dirA' in parents and (name = 'gen.bin' or name = 'empty.bin')", {"gen", "empty"}),
+    ("('dirA' in parents or 'trashdir' in parents) and name contains 'in'", {"intrash"}),
+    ("not trashed = false and name != 'Old'", {"intrash"}),
+    ("shortcutDetails.targetId = 'gen'", {"sc"}),
+    ("modifiedTime > '2024-01-01T00:00:10' and trashed = false", {"sc"}),
+])
+def test_query_terms(basic, q, expected):
+    status, body = basic.json("/drive/v3/files", {"q": q, "fields": "files(id)"})
+    assert status == 200, body
+    assert {f["id"] for f in body["files"]} == expected
+
+
+def test_bad_query_is_400_invalid_q(basic):
+    status, body = basic.json("/drive/v3/files", {"q": "fullText contains 'plan'"})
+    assert status == 400
+    detail = body["error"]["errors"][0]
+    assert (detail["reason"], detail["location"], detail["locationType"]) == ("invalid", "q", "parameter")
+
+
+def test_order_by(basic):
+    _, body = basic.json("/drive/v3/files", {"q": "'dirA' in parents", "orderBy": "name desc",
+                                             "fields": "files(name)"})
+    names = [f["name"] for f in body["files"]]
+    assert names == sorted(names, key=lambda n: (n.casefold(), n), reverse=True)
+    _, body = basic.json("/drive/v3/files", {"q": "'root' in parents", "orderBy": "folder,name",
+                                             "fields": "files(name)"})
+    assert [f["name"] for f in body["files"]] == ["A", "Old", "link", "Plan"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# fields
+
+
+def test_default_fields(basic):
+    _, body = basic.json("/drive/v3/files", {"q": "name = 'hello.txt'"})
+    assert set(body) == {"kind", "incompleteSearch", "files"}
+    assert body["files"] == [{"kind": "drive#file", "id": "hello", "name": "hello.txt",
+                              "mimeType": "text/plain"}]
+    _, body = basic.json("/drive/v3/files/hello")
+    assert body == {"kind": "drive#file", "id": "hello", "name": "hello.txt", "mimeType": "text/plain"}
+
+
+def test_field_selection(basic):
+    _, body = basic.json("/drive/v3/files", {"q": "name = 'hello.txt'",
+                                             "fields": "files(id,size,capabilities/canDownload)"})
+    assert body == {"files": [{"id": "hello", "size": "12", "capabilities": {"canDownload": True}}]}
+    _, body = basic.json("/drive/v3/files", {"q": "name = 'hello.txt'", "fields": "files/id"})
+    assert body == {"files": [{"id": "hello"}]}
+    _, body = basic.json("/drive/v3/files/hello", {"fields": "*"})
+    data = b"hello world\n"
+    assert body["md5Checksum"] == hashlib.md5(data).hexdigest()
+    assert body["sha256Checksum"] == hashlib.sha256(data).hexdigest()
+    assert body["parents"] == ["dirA"] and body["version"] == "1" and body["headRevisionId"]
+    assert body["createdTime"].endswith("Z") and body["trashed"] is False
+    _, body = basic.json("/drive/v3/files/sc", {"fields": "size,shortcutDetails,capabilities"})
+    assert body["shortcutDetails"] == {"targetId": "gen", "targetMimeType": "application/octet-stream"}
+    assert "size" not in body and body["capabilities"]["canListChildren"] is False
+    _, body = basic.json("/drive/v3/files/dirA", {"fields": "size,md5Checksum,capabilities/canListChildren"})
+    assert body == {"capabilities": {"canListChildren": True}}
+
+
+@pytest.mark.parametrize("path, fields, bad", [
+    ("/drive/v3/files", "files(id,bogus)", "bogus"),
+    ("/drive/v3/files", "nextPageToken,nope", "nope"),
+    ("/drive/v3/files/hello", "id,name/x", "x"),
+    ("/drive/v3/files/hello", "id,flavour", "flavour"),
+    ("/drive/v3/about", "user,quota", "quota"),
+])
+def test_invalid_field_selection_is_400(basic, path, fields, bad):
+    status, body = basic.json(path, {"fields": fields})
+    assert status == 400
+    assert body["error"]["message"] == f"Invalid field selection {bad}"
+    assert body["error"]["errors"][0]["location"] == "fields"
+
+
+def test_files_get_root_alias_and_not_found(basic):
+    _, body = basic.json("/drive/v3/files/root", {"fields": "id,name,parents"})
+    assert body == {"id": emudrive.DEFAULT_ROOT_ID, "name": "My Drive"}
+    status, body = basic.json("/drive/v3/files/nope")
+    assert status == 404
+    assert body["error"]["message"] == "File not found: nope."
+    assert body["error"]["errors"][0]["location"] == "fileId"
+    assert error_reason(body) == "notFound"
+
+
+# ---------------------------------------------------------------------------------------------------
+# media
+
+
+GEN = emucontent.generated_bytes(5, 0, 300_000)
+
+
+@pytest.mark.parametrize("range_header, status, first, last", [
+    ("bytes=0-99", 206, 0, 99),
+    ("bytes=299990-400000", 206, 299990, 299999),
+    ("bytes=250000-", 206, 250000, 299999),
+    ("bytes=-10", 206, 299990, 299999),
+    ("bytes=-999999", 206, 0, 299999),
+    (None, 200, 0, 299999),
+    ("bytes=0-1,5-6", 200, 0, 299999),
+    ("items=0-5", 200, 0, 299999),
+    ("bytes=9-3", 200, 0, 299999),
+])
+def test_media_ranges(basic, range_header, status, first, last):
+    headers = {"Range": range_header} if range_header else {}
+    got, resp_headers, body = basic.call("/drive/v3/files/gen", {"alt": "media"}, headers)
+    assert got == status
+    assert body == GEN[first:last + 1]
+    assert resp_headers["Content-Type"] == "application/octet-stream"
+    if status == 206:
+        assert resp_headers["Content-Range"] == f"bytes {first}-{last}/300000"
+    else:
+        assert resp_headers["Content-Range"] is None
+
+
+@pytest.mark.parametrize("file_id, range_header, size", [
+    ("gen", "bytes=300000-", 300000), ("gen", "bytes=400000-400010", 300000),
+    ("empty", "bytes=0-", 0), ("empty", "bytes=0-100", 0), ("empty", "bytes=-5", 0),
+])
+def test_media_unsatisfiable_range_is_416(basic, file_id, range_header, size):
+    status, headers, body = basic.call(f"/drive/v3/files/{file_id}", {"alt": "media"},
+                                       {"Range": range_header})
+    assert status == 416
+    assert headers["Content-Range"] == f"bytes */{size}"
+    assert error_reason(body) == "requestedRangeNotSatisfiable"
+
+
+def test_empty_file_without_range(basic):
+    status, _, body = basic.call("/drive/v3/files/empty", {"alt": "media"})
+    assert (status, body) == (200, b"")
+
+
+def test_revision_media(basic):
+    _, meta = basic.json("/drive/v3/files/hello", {"fields": "headRevisionId"})
+    status, _, body = basic.call(f"/drive/v3/files/hello/revisions/{meta['headRevisionId']}",
+                                 {"alt": "media"}, {"Range": "bytes=6-"})
+    assert (status, body) == (206, b"world\n")
+    status, body = basic.json("/drive/v3/files/hello/revisions/0Bother", {"alt": "media"})
+    assert status == 404 and error_reason(body) == "notFound"
+
+
+# ---------------------------------------------------------------------------------------------------
+# native files and export
+
+
+def test_native_and_folder_media_is_403(basic):
+    for file_id in ("doc", "dirA", "sc"):
+        status, body = basic.json(f"/drive/v3/files/{file_id}", {"alt": "media"})
+        assert status == 403
+        detail = body["error"]["errors"][0]
+        assert detail["reason"] == "fileNotDownloadable" and detail["location"] == "alt"
+        assert detail["message"].startswith("Only files with binary content can be downloaded.")
+    _, meta = basic.json("/drive/v3/files/doc", {"fields": "size,md5Checksum,exportLinks"})
+    assert "size" not in meta and "md5Checksum" not in meta
+    assert "text/plain" in meta["exportLinks"]
+
+
+def test_export(basic):
+    status, headers, body = basic.call("/drive/v3/files/doc/export", {"mimeType": "text/plain"},
+                                       {"Range": "bytes=5-10"})
+    assert status == 200 and headers["Content-Type"] == "text/plain"
+    assert body == emucontent.export_bytes("the plan\n", "text/plain")
+    _, _, pdf = basic.call("/drive/v3/files/doc/export", {"mimeType": "application/pdf"})
+    assert pdf != body and pdf.endswith(b"the plan\n")
+    status, body = basic.json("/drive/v3/files/doc/export", {"mimeType": "text/csv"})
+    assert status == 400 and body["error"]["message"] == "The requested conversion is not supported."
+    status, body = basic.json("/drive/v3/files/hello/export", {"mimeType": "text/plain"})
+    assert status == 403 and error_reason(body) == "fileNotExportable"
+    status, body = basic.json("/drive/v3/files/dirA/export", {"mimeType": "text/plain"})
+    assert status == 403 and error_reason(body) == "fileNotExportable"
+
+
+def test_export_size_limit():
+    spec = {"items": [{"id": "small", "name": "small", "mimeType": DOC, "content": "x" * 50},
+                      {"id": "big", "name": "big", "mimeType": DOC, "content": "x" * 200}]}
+    with serve(spec, export_limit=100) as client:
+        assert client.call("/drive/v3/files/small/export", {"mimeType": "text/plain"})[0] == 200
+        status, body = client.json("/drive/v3/files/big/export", {"mimeType": "text/plain"})
+        assert status == 403 and error_reason(body) == "exportSizeLimitExceeded"
+
+
+# ---------------------------------------------------------------------------------------------------
+# about, changes
+
+
+def test_about(basic):
+    status, body = basic.json("/drive/v3/about")
+    assert status == 400
+    assert body["error"]["message"] == "The 'fields' parameter is required for this method."
+    _, body = basic.json("/drive/v3/about", {"fields": "user(emailAddress),storageQuota,exportFormats"})
+    assert set(body) == {"user", "storageQuota", "exportFormats"}
+    assert body["user"] == {"emailAddress": emudrive.USER["emailAddress"]}
+    assert all(isinstance(v, str) for v in body["storageQuota"].values())
+    assert "text/plain" in body["exportFormats"][DOC]
+
+
+def test_changes_feed():
+    with serve() as client:
+        _, start = client.json("/drive/v3/changes/startPageToken")
+        assert start["kind"] == "drive#startPageToken"
+        token = start["startPageToken"]
+        _, body = client.json("/drive/v3/changes", {"pageToken": token})
+        assert body["changes"] == [] and body["newStartPageToken"] == token
+        status, body = client.json("/drive/v3/changes")
+        assert status == 400 and body["error"]["errors"][0]["location"] == "pageToken"
+        client.emu.drive.update_item("hello", name="renamed.txt")
+        client.emu.drive.remove_item("empty")
+        _, body = client.json("/drive/v3/changes", {"pageToken": token, "pageSize": 1,
+                                                    "fields": "nextPageToken,changes(fileId,removed,file/name)"})
+        assert body == {"nextPageToken": str(int(token) + 1),
+                        "changes": [{"fileId": "hello", "removed": False, "file": {"name": "renamed.txt"}}]}
+        _, body = client.json("/drive/v3/changes", {"pageToken": body["nextPageToken"]})
+        assert [(c["fileId"], c["removed"]) for c in body["changes"]] == [("empty", True)]
+        assert body["newStartPageToken"] == str(int(token) + 2)
+        _, body = client.json("/drive/v3/files/hello", {"fields": "name,version"})
+        assert body == {"name": "renamed.txt", "version": "2"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# auth
+
+
+def test_requests_without_valid_token_get_401(basic):
+    for token in ("", "wrong"):
+        status, headers, body = basic.call("/drive/v3/files", token=token)
+        assert status == 401
+        detail = json.loads(body)["error"]["errors"][0]
+        assert (detail["reason"], detail["location"], detail["message"]) == \
+            ("authError", "Authorization", "Invalid Credentials")
+
+
+def post_form(client, fields, headers=None):
+    data = urllib.parse.urlencode(fields).encode()
+    return client.json("/token", method="POST", data=data, token="",
+                       headers={"Content-Type": "application/x-www-form-urlencoded", **(headers or {})})
+
+
+def test_refresh_grant_and_expiry():
+    auth = emuauth.Auth(client_id="cid", client_secret="csecret", refresh_token="rtok", token_lifetime=1)
+    with serve(auth=auth) as client:
+        status, body = post_form(client, {"grant_type": "refresh_token", "client_id": "cid",
+                                          "client_secret": "csecret", "refresh_token": "rtok"})
+        assert status == 200, body
+        assert body["access_token"].startswith("ya29.") and body["expires_in"] == 1
+        assert body["token_type"] == "Bearer"
+        token = body["access_token"]
+        assert client.call("/drive/v3/files/root", token=token)[0] == 200
+        deadline = time.monotonic() + 5
+        while client.call("/drive/v3/files/root", token=token)[0] == 200:
+            assert time.monotonic() < deadline, "token did not expire"
+            time.sleep(0.1)
+        assert client.call("/drive/v3/files/root", token=token)[0] == 401
+        status, body = post_form(client, {"grant_type": "refresh_token", "client_id": "cid",
+                                          "client_secret": "bad", "refresh_token": "rtok"})
+        assert (status, body["error"]) == (401, "invalid_client")
+        status, body = post_form(client, {"grant_type": "refresh_token", "client_id": "other",
+                                          "client_secret": "csecret", "refresh_token": "rtok"})
+        assert (status, body["error"]) == (401, "invalid_client")
+        status, body = post_form(client, {"grant_type": "refresh_token", "client_id": "cid",
+                                          "client_secret": "csecret", "refresh_token": "old"})
+        assert (status, body["error"]) == (400, "invalid_grant")
+        basic_auth = "Basic " + emuauth.base64.b64encode(b"cid:csecret").decode()
+        status, body = post_form(client, {"grant_type": "refresh_token", "refresh_token": "rtok"},
+                                 {"Authorization": basic_auth})
+        assert status == 200
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_jwt(key_dir, claims, header=None):
+    header = header or {"alg": "RS256", "typ": "JWT", "kid": "k1"}
+    signing_input = (emuauth.b64url_encode(json.dumps(header).encode()) + "." +
+                     emuauth.b64url_encode(json.dumps(claims).encode()))
+    with open(os.path.join(key_dir, "input"), "w") as f:
+        f.write(signing_input)
+    openssl("dgst", "-sha256", "-sign", "key.pem", "-out", "sig", "input", cwd=key_dir)
+    with open(os.path.join(key_dir, "sig"), "rb") as f:
+        return signing_input + "." + emuauth.b64url_encode(f.read())
+
+
+def test_jwt_bearer_grant(tmp_path):
+    key_dir = str(tmp_path)
+    openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "key.pem", cwd=key_dir)
+    openssl("pkey", "-in", "key.pem", "-pubout", "-out", "pub.pem", cwd=key_dir)
+    email = "robot@project.iam.gserviceaccount.com"
+    auth = emuauth.Auth(sa_public_key=os.path.join(key_dir, "pub.pem"), sa_email=email)
+    with serve(auth=auth) as client:
+        now = int(time.time())
+        claims = {"iss": email, "scope": "https://www.googleapis.com/auth/drive.readonly",
+                  "aud": client.emu.base_url + "/token", "iat": now, "exp": now + 3600}
+
+        def grant(assertion):
+            return post_form(client, {"grant_type": emuauth.JWT_BEARER, "assertion": assertion})
+
+        status, body = grant(make_jwt(key_dir, claims))
+        assert status == 200, body
+        assert client.call("/drive/v3/files/hello", {"alt": "media"}, token=body["access_token"])[2] == \
+            b"hello world\n"
+        good = make_jwt(key_dir, claims)
+        head, payload, sig = good.split(".")
+        tampered_sig = emuauth.b64url_encode(bytes([emuauth.b64url_decode(sig)[0] ^ 1]) +
+                                             emuauth.b64url_decode(sig)[1:])
+        forged_claims = emuauth.b64url_encode(json.dumps(dict(claims, iss=email, scope="x y")).encode())
+        for assertion in (f"{head}.{payload}.{tampered_sig}", f"{head}.{forged_claims}.{sig}",
+                          make_jwt(key_dir, dict(claims, iss="other@example.com")),
+                          make_jwt(key_dir, dict(claims, exp=now + 7200)),
+                          make_jwt(key_dir, dict(claims, iat=now - 7200, exp=now - 3600)),
+                          make_jwt(key_dir, dict(claims, aud="https://example.com/other")),
+                          make_jwt(key_dir, {k: v for k, v in claims.items() if k != "scope"}),
+                          "not-a-jwt"):
+            status, body = grant(assertion)
+            assert (status, body["error"]) == (400, "invalid_grant"), assertion
+
+
+def test_https_with_generated_ca(tmp_path):
+    tls_dir = str(tmp_path / "tls")
+    with serve(tls_dir=tls_dir) as client:
+        assert client.emu.base_url.startswith("https://")
+        client.context = ssl.create_default_context(cafile=os.path.join(tls_dir, "ca.pem"))
+        status, body = client.json("/drive/v3/files/hello", {"fields": "size"})
+        assert (status, body) == (200, {"size": "12"})
+        conn = http.client.HTTPSConnection("localhost", client.emu.port, timeout=TIMEOUT,
+                                           context=client.context)
+        try:
+            for _ in range(2):                                   # keep-alive over TLS
+                conn.request("GET", "/drive/v3/files/gen?alt=media", headers={
+                    "Authorization": f"Bearer {TOKEN}", "Range": "bytes=0-9"})
+                resp = conn.getresponse()
+                assert resp.status == 206 and resp.read() == GEN[:10]
+        finally:
+            conn.close()
+        untrusting = ssl.create_default_context()
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(client.emu.base_url + "/_emu/health", timeout=TIMEOUT, context=untrusting)
+
+
+# ---------------------------------------------------------------------------------------------------
+# stats, log, timing, faults
+
+
+def test_stats_and_log(tmp_path):
+    log_path = str(tmp_path / "requests.log")
+    with serve(log_path=log_path) as client:
+        client.call("/_emu/reset", method="POST", data=b"")
+        client.call("/drive/v3/files", {"q": "'dirA' in parents"})
+        client.call("/drive/v3/files/gen", {"fields": "id"})
+        client.call("/drive/v3/files/gen", {"alt": "media"}, {"Range": "bytes=0-999"})
+        client.call("/drive/v3/files/gen", {"alt": "media"})
+        client.call("/drive/v3/files/doc/export", {"mimeType": "text/plain"})
+        client.call("/drive/v3/about", {"fields": "user"})
+        client.call("/drive/v3/changes/startPageToken")
+        client.call("/drive/v3/files", token="nope")
+        client.call("/drive/v3/nothing")
+        _, stats = client.json("/_emu/stats")
+        assert stats["requests"] == 9
+        assert stats["by_kind"] == {"files.list": 2, "files.get": 1, "media": 2, "export": 1, "about": 1,
+                                    "changes": 1, "token": 0, "revisions.get": 0, "error": 1}
+        export_len = len(emucontent.export_bytes("the plan\n", "text/plain"))
+        assert stats["media_bytes"] == 1000 + 300_000 + export_len
+        assert stats["range_requests"] == 1
+        assert stats["status"] == {"200": 6, "206": 1, "401": 1, "404": 1}
+        _, log = client.json("/_emu/log")
+        assert [r["kind"] for r in log][:4] == ["files.list", "files.get", "media", "media"]
+        assert log[2]["range"] == "bytes=0-999" and log[2]["bytes"] == 1000 and log[2]["status"] == 206
+        client.call("/_emu/reset", method="POST", data=b"")
+        _, stats = client.json("/_emu/stats")
+        assert stats["requests"] == 0 and stats["media_bytes"] == 0
+        assert client.json("/_emu/log")[1] == []
+    with open(log_path) as f:
+        lines = [json.loads(line) for line in f]
+    assert len(lines) == 9
+    assert {"t", "method", "path", "kind", "range", "status", "bytes"} <= set(lines[0])
+    text = open(log_path).read()
+    assert TOKEN not in text and "nope" not in text
+
+
+def test_ttfb_and_bandwidth():
+    with serve(ttfb_ms=300, bandwidth=400_000) as client:
+        started = time.monotonic()
+        status, _, _ = client.call("/drive/v3/files/hello", {"alt": "media"})
+        assert status == 200 and time.monotonic() - started >= 0.3
+        started = time.monotonic()
+        client.call("/drive/v3/files/hello", {"fields": "id"})
+        assert time.monotonic() - started < 0.25                 # metadata is not delayed
+        started = time.monotonic()
+        status, _, body = client.call("/drive/v3/files/gen", {"alt": "media"})
+        elapsed = time.monotonic() - started
+        assert body == GEN and 0.3 + 0.6 <= elapsed < 5          # 300 kB at 400 kB/s = 0.75 s
+
+
+def test_keep_alive_and_content_length(basic):
+    conn = http.client.HTTPConnection("127.0.0.1", basic.emu.port, timeout=TIMEOUT)
+    try:
+        for path in ("/drive/v3/files/hello?alt=media", "/drive/v3/files/nope", "/drive/v3/files/empty?alt=media",
+                     "/drive/v3/files?pageSize=1"):
+            conn.request("GET", path, headers={"Authorization": f"Bearer {TOKEN}"})
+            resp = conn.getresponse()
+            assert resp.getheader("Content-Length") is not None
+            resp.read()
+            assert not resp.will_close
+    finally:
+        conn.close()
+
+
+def test_faults():
+    faults = ["kind=media,id=gen,status=503,retry_after=2,every=2",
+              "kind=media,id=hello,reset_after=5",
+              "kind=files.get,truncate=1,count=1",
+              "kind=about,status=403,reason=rateLimitExceeded"]
+    with serve(faults=faults) as client:
+        assert client.call("/drive/v3/files/gen", {"alt": "media"})[0] == 200
+        status, headers, body = client.call("/drive/v3/files/gen", {"alt": "media"})
+        assert (status, headers["Retry-After"], error_reason(body)) == (503, "2", "backendError")
+        status, body = client.json("/drive/v3/about", {"fields": "user"})
+        assert status == 403 and body["error"]["errors"][0]["domain"] == "usageLimits"
+        _, _, cut = client.call("/drive/v3/files/hello")
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(cut)
+        assert client.json("/drive/v3/files/hello")[0] == 200   # count=1: only once
+        with pytest.raises((http.client.IncompleteRead, ConnectionError)):
+            client.call("/drive/v3/files/hello", {"alt": "media"})
+        _, plan = client.json("/_emu/faults")
+        assert [r["fired"] for r in plan["faults"]] == [1, 1, 1, 1]
+        client.call("/_emu/faults", method="POST", data=json.dumps({"faults": []}).encode())
+        assert client.call("/drive/v3/files/hello", {"alt": "media"})[2] == b"hello world\n"
+        _, log = client.json("/_emu/log")
+        assert log[1]["fault"] == faults[0]
+
+
+# ---------------------------------------------------------------------------------------------------
+# other content sources, the command line
+
+
+def test_tree_mode_ids_are_stable(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.txt").write_bytes(b"alpha")
+    (tmp_path / "b.bin").write_bytes(b"\0" * 10)
+    first, second = emudrive.Drive.from_tree(str(tmp_path)), emudrive.Drive.from_tree(str(tmp_path))
+    assert set(first.items) == set(second.items)
+    ids = [i for i in first.items if i != emudrive.DEFAULT_ROOT_ID]
+    assert all(len(i) == 33 and all(c.isalnum() or c in "-_" for c in i) for i in ids)
+    with serve(drive=first) as client:
+        _, body = client.json("/drive/v3/files", {"q": "'root' in parents", "fields": "files(id,name)"})
+        sub = {f["name"]: f["id"] for f in body["files"]}["sub"]
+        _, body = client.json("/drive/v3/files", {"q": f"'{sub}' in parents", "fields": "files(id,mimeType)"})
+        [child] = body["files"]
+        assert child["mimeType"] == "text/plain"
+        assert client.call(f"/drive/v3/files/{child['id']}", {"alt": "media"})[2] == b"alpha"
+
+
+def test_sample_drive(tmp_path):
+    spec = emusample.write_sample(str(tmp_path))
+    with serve(spec) as client:
+        _, body = client.json("/drive/v3/files", {"q": "name = 'Many'", "fields": "files(id)"})
+        ids, _ = list_all(client, {"q": f"'{body['files'][0]['id']}' in parents", "pageSize": 1000})
+        assert len(ids) == emusample.MANY_FILES
+        _, body = client.json("/drive/v3/files", {"q": "name = 'blob.bin'", "fields": "files(id,size,md5Checksum)"})
+        [blob] = body["files"]
+        data = emucontent.generated_bytes(emusample.BLOB_SEED, 0, emusample.BLOB_SIZE)
+        assert blob["size"] == str(len(data)) and blob["md5Checksum"] == hashlib.md5(data).hexdigest()
+        _, body = client.json("/drive/v3/files", {"q": "name = 'report.txt'", "fields": "files(id)"})
+        assert len(body["files"]) == 2
+        _, body = client.json("/drive/v3/files", {"q": "mimeType = 'application/vnd.google-apps.shortcut'"})
+        assert len(body["files"]) == 2
+
+
+def test_command_line(tmp_path):
+    spec_path = tmp_path / "spec.json"
+    (tmp_path / "data.bin").write_bytes(b"0123456789")
+    spec_path.write_text(json.dumps({"items": [{"id": "f", "name": "data.bin", "path": "data.bin"}]}))
+    port_file = tmp_path / "port"
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, "drive_emulator.py"), "--spec", str(spec_path),
+                             "--port-file", str(port_file), "--access-token", "cli-token", "--seed", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 15
+        while not port_file.exists():
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() < deadline, "no port file"
+            time.sleep(0.05)
+        port = int(port_file.read_text())
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/drive/v3/files/f?alt=media",
+                                     headers={"Authorization": "Bearer cli-token", "Range": "bytes=2-4"})
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+            assert (resp.status, resp.read()) == (206, b"234")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        proc.stderr.close()
