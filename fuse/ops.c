@@ -232,33 +232,75 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 		fuse_reply_statfs(req, &st);
 }
 
-/* Control attributes live on the root only. */
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+static void inval_cb(uint64_t ino, void *arg)
 {
-	char val[32];
-	if (ino != FUSE_ROOT_ID || strcmp(name, CFS_XATTR_PID) != 0) {
-		fuse_reply_err(req, ENODATA);
-		return;
-	}
-	int n = snprintf(val, sizeof(val), "%d", (int)getpid());
-	if (size == 0)
-		fuse_reply_xattr(req, (size_t)n);
-	else if (size < (size_t)n)
-		fuse_reply_err(req, ERANGE);
-	else
-		fuse_reply_buf(req, val, (size_t)n);
+	struct cfs_fs *fs = arg;
+	if (fs->se)
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 }
 
-static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+/* Replies to getxattr with a value computed on demand. */
+static void reply_xattr_value(fuse_req_t req, const char *val, size_t n, size_t size)
 {
-	static const char names[] = CFS_XATTR_PID; /* with its NUL */
-	size_t n = ino == FUSE_ROOT_ID ? sizeof(names) : 0;
 	if (size == 0)
 		fuse_reply_xattr(req, n);
 	else if (size < n)
 		fuse_reply_err(req, ERANGE);
 	else
-		fuse_reply_buf(req, names, n);
+		fuse_reply_buf(req, val, n);
+}
+
+/* Control attributes (see src/ctl.h): the daemon's pid, its stats, and
+ * evictions, which are reads with an effect.  A size probe (size 0) of an
+ * eviction only reports an upper bound and evicts nothing. */
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct cfs_fs *fs = fs_of(req);
+	char val[160];
+	if (strcmp(name, CFS_XATTR_PID) == 0) {
+		int n = snprintf(val, sizeof(val), "%d", (int)getpid());
+		reply_xattr_value(req, val, (size_t)n, size);
+	} else if (strcmp(name, CFS_XATTR_STATS) == 0) {
+		struct cfs_buf b = { 0 };
+		if (cfs_stats_json(&fs->stats, &b))
+			fuse_reply_err(req, ENOMEM);
+		else
+			reply_xattr_value(req, b.data, b.len, size);
+		cfs_buf_cleanup(&b);
+	} else if (strcmp(name, CFS_XATTR_EVICT) == 0 ||
+		   strncmp(name, CFS_XATTR_EVICT_TO, strlen(CFS_XATTR_EVICT_TO)) == 0) {
+		if (size == 0) {
+			fuse_reply_xattr(req, sizeof(val));
+			return;
+		}
+		uint64_t bytes = 0, blocks = 0;
+		int rc;
+		if (name[strlen(CFS_XATTR_EVICT)] == '\0') {
+			rc = cfs_vfs_evict(fs->vfs, ino, &bytes, &blocks, inval_cb, fs);
+		} else {
+			char *end;
+			const char *num = name + strlen(CFS_XATTR_EVICT_TO);
+			unsigned long long target = strtoull(num, &end, 10);
+			rc = (*num && !*end) ? cfs_vfs_evict_to(fs->vfs, target, &bytes, &blocks)
+					     : -EINVAL;
+		}
+		if (rc) {
+			reply_status(req, rc);
+			return;
+		}
+		int n = snprintf(val, sizeof(val), "{\"freed_bytes\":%llu,\"freed_blocks\":%llu}",
+				 (unsigned long long)bytes, (unsigned long long)blocks);
+		reply_xattr_value(req, val, (size_t)n, size);
+	} else {
+		fuse_reply_err(req, ENODATA);
+	}
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	(void)ino;
+	static const char names[] = CFS_XATTR_PID "\0" CFS_XATTR_STATS; /* with its NUL */
+	reply_xattr_value(req, names, sizeof(names), size);
 }
 
 const struct fuse_lowlevel_ops cfs_ops = {

@@ -9,6 +9,8 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include "stats.h"
+
 struct cfs_vfs;
 
 /* Largest read the kernel sends us (the max_read mount option). */
@@ -17,6 +19,8 @@ struct cfs_vfs;
 struct cfs_fs {
 	struct cfs_vfs *vfs;
 	double attr_timeout;  /* seconds, for attributes and names */
+	struct cfs_stats_src stats;
+	struct fuse_session *se; /* for cache invalidation after evict */
 };
 
 extern const struct fuse_lowlevel_ops cfs_ops;

@@ -12,7 +12,7 @@
 
 int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 {
-	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout };
+	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats };
 	char opts[4096];
 	/* read-only: the kernel answers EROFS to every write for us */
 	int n = snprintf(opts, sizeof(opts), "ro,fsname=colabfs,subtype=colabfs,max_read=%d%s%s",
@@ -27,6 +27,7 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		CFS_ERROR("cannot create the FUSE session (bad -o option?)");
 		return CFS_E_CONFIG;
 	}
+	fs.se = se;
 	if (fuse_set_signal_handlers(se) != 0) {
 		rc = -EIO;
 		goto out_destroy;

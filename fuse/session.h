@@ -2,6 +2,8 @@
 #ifndef CFS_SESSION_H
 #define CFS_SESSION_H
 
+#include "stats.h"
+
 struct cfs_vfs;
 
 struct cfs_session_opts {
@@ -12,6 +14,7 @@ struct cfs_session_opts {
 	int max_threads;
 	double attr_timeout;
 	const char *log_file;    /* where logging moves when daemonized */
+	struct cfs_stats_src stats;
 };
 
 /* Mounts vfs at mountpoint (read-only), daemonizes unless foreground, serves

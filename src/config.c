@@ -10,7 +10,7 @@
 #include "export.h"
 #include "log.h"
 
-enum type { T_STR, T_LONG, T_FLAG, T_FUSE };
+enum type { T_STR, T_LONG, T_FLAG, T_FUSE, T_SIZE };
 
 struct opt {
 	const char *name; /* long name, without "--" */
@@ -34,6 +34,12 @@ static const struct opt opts[] = {
 	  "ADC credentials file (authorized_user or service_account)" },
 	{ "cache-dir", 0, T_STR, O(cache_dir), "DIR",
 	  "cache folder, mode 0700 (default /dev/shm/colabfs-UID)" },
+	{ "cache-size", 0, T_SIZE, O(cache_size), "SIZE",
+	  "cache budget, e.g. 20G (default: half the cache folder's free space)" },
+	{ "block-size", 0, T_SIZE, O(block_size), "SIZE",
+	  "cache block size, a power of two from 64K to 64M (default 1M)" },
+	{ "verify-always", 0, T_FLAG, O(verify_always), NULL,
+	  "check every cached block's crc32c on every read, not just the first" },
 	{ "log-file", 0, T_STR, O(log_file), "FILE", "log file (default: CACHE-DIR/colabfs.log "
 						     "when in the background, stderr with -f)" },
 	{ "log-level", 0, T_STR, O(log_level), "LEVEL", "debug, info (default), warn or error" },
@@ -59,6 +65,8 @@ void cfs_config_usage(FILE *out)
 {
 	fprintf(out, "usage: colabfs mount [OPTIONS] MOUNTPOINT\n"
 		     "       colabfs umount MOUNTPOINT\n"
+		     "       colabfs stats [PATH] [--json | --prometheus | --watch[=SECONDS]]\n"
+		     "       colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT\n"
 		     "       colabfs --version | --help\n\nmount options:\n");
 	for (size_t i = 0; i < NOPTS; i++) {
 		char left[64];
@@ -110,6 +118,13 @@ static int apply(struct cfs_config *c, const struct opt *o, const char *val, cha
 		*(long *)(base + o->off) = v;
 		return 0;
 	}
+	case T_SIZE:
+		if (cfs_config_parse_size(val, (unsigned long long *)(base + o->off))) {
+			snprintf(why, wcap, "--%s wants a size like 512M or 20G, not \"%.40s\"",
+				 o->name, val);
+			return CFS_E_CONFIG;
+		}
+		return 0;
 	case T_FUSE: {
 		char **dst = (char **)(base + o->off);
 		size_t a = *dst ? strlen(*dst) : 0, b = strlen(val);
@@ -128,6 +143,33 @@ static int apply(struct cfs_config *c, const struct opt *o, const char *val, cha
 	}
 	}
 	return CFS_E_CONFIG;
+}
+
+int cfs_config_parse_size(const char *s, unsigned long long *out)
+{
+	char *end;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	int shift = 0;
+	switch (*end) {
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
+	case 't': case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (shift && *end == 'i')
+		end++;
+	if (*end == 'B' || (*end == 'b' && !shift))
+		end++;
+	if (*end || (shift && v > (~0ULL >> shift)))
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
 }
 
 static const struct opt *find_long(const char *name, size_t len)
@@ -167,6 +209,15 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 		return CFS_E_CONFIG;
 	if (c->ca_file && access(c->ca_file, R_OK) != 0) {
 		snprintf(why, wcap, "--ca-file %s: %s", c->ca_file, strerror(errno));
+		return CFS_E_CONFIG;
+	}
+	if (c->block_size && (c->block_size < (64u << 10) || c->block_size > (64u << 20) ||
+			      (c->block_size & (c->block_size - 1)))) {
+		snprintf(why, wcap, "--block-size must be a power of two from 64K to 64M");
+		return CFS_E_CONFIG;
+	}
+	if (c->cache_size && c->cache_size < (16u << 20)) {
+		snprintf(why, wcap, "--cache-size must be at least 16M");
 		return CFS_E_CONFIG;
 	}
 	if (!c->help && !c->mountpoint) {

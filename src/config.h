@@ -29,12 +29,20 @@ struct cfs_config {
 	long attr_timeout_s;
 	long max_threads;
 	long help;
+	unsigned long long cache_size;  /* 0: automatic */
+	unsigned long long block_size;
+	long verify_always;
 };
 
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0
  * or CFS_E_CONFIG / -ENOMEM with the reason in why. */
 int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, size_t wcap);
 void cfs_config_cleanup(struct cfs_config *c);
+
+/* Parses a size: digits with an optional K, M, G or T suffix (powers of
+ * 1024; "KiB", "MB" and friends accepted, a trailing B optional).
+ * Returns 0 or -EINVAL. */
+int cfs_config_parse_size(const char *s, unsigned long long *out);
 
 /* Prints the option table. */
 void cfs_config_usage(FILE *out);

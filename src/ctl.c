@@ -105,3 +105,20 @@ int cfs_ctl_umount(const char *mp, long timeout_ms, char *why, size_t wcap)
 		nanosleep(&d, NULL);
 	}
 }
+
+int cfs_ctl_get(const char *path, const char *name, char **out)
+{
+	size_t cap = 64 * 1024;
+	char *buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t n = getxattr(path, name, buf, cap - 1);
+	if (n < 0) {
+		int e = errno;
+		free(buf);
+		return -e;
+	}
+	buf[n] = '\0';
+	*out = buf;
+	return 0;
+}

@@ -74,9 +74,35 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->errors = __atomic_load_n(&d->st.errors, __ATOMIC_RELAXED);
 	out->bytes_media = __atomic_load_n(&d->st.bytes_media, __ATOMIC_RELAXED);
 	out->bytes_json = __atomic_load_n(&d->st.bytes_json, __ATOMIC_RELAXED);
+	out->err_net = __atomic_load_n(&d->st.err_net, __ATOMIC_RELAXED);
+	out->err_server = __atomic_load_n(&d->st.err_server, __ATOMIC_RELAXED);
+	out->err_rate = __atomic_load_n(&d->st.err_rate, __ATOMIC_RELAXED);
+	out->err_proto = __atomic_load_n(&d->st.err_proto, __ATOMIC_RELAXED);
+	out->err_auth = __atomic_load_n(&d->st.err_auth, __ATOMIC_RELAXED);
+	out->err_quota = __atomic_load_n(&d->st.err_quota, __ATOMIC_RELAXED);
+	out->err_notfound = __atomic_load_n(&d->st.err_notfound, __ATOMIC_RELAXED);
+	out->err_access = __atomic_load_n(&d->st.err_access, __ATOMIC_RELAXED);
 }
 
 #define COUNT(d, f, n) __atomic_add_fetch(&(d)->st.f, (n), __ATOMIC_RELAXED)
+
+static void count_error(struct cfs_drive *d, int rc)
+{
+	if (!rc)
+		return;
+	COUNT(d, errors, 1);
+	switch (rc) {
+	case CFS_E_NET: COUNT(d, err_net, 1); break;
+	case CFS_E_SERVER: COUNT(d, err_server, 1); break;
+	case CFS_E_RATE: COUNT(d, err_rate, 1); break;
+	case CFS_E_PROTO: COUNT(d, err_proto, 1); break;
+	case CFS_E_AUTH: COUNT(d, err_auth, 1); break;
+	case CFS_E_QUOTA: COUNT(d, err_quota, 1); break;
+	case -ENOENT: COUNT(d, err_notfound, 1); break;
+	case -EACCES: COUNT(d, err_access, 1); break;
+	default: break;
+	}
+}
 
 /* A reply that arrived with a 2xx status is checked by this before it counts
  * as success; CFS_E_PROTO from it means "retry", other codes are final. */
@@ -139,8 +165,7 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 		usleep((useconds_t)wait * 1000);
 	}
 	explicit_bzero(token, sizeof(token));
-	if (rc && rc != -ENOENT)
-		COUNT(d, errors, 1);
+	count_error(d, rc);
 	if (rc && !cfs_retry_transient(rc) && rc != -ENOENT)
 		CFS_ERROR("%s: %s (HTTP %ld)", what, cfs_strerror(rc), r->status);
 	return rc;

@@ -33,6 +33,9 @@ struct cfs_drive_opts {
 /* Counters, updated atomically; read with cfs_drive_stats. */
 struct cfs_drive_stats {
 	uint64_t requests, retries, errors, bytes_media, bytes_json;
+	/* calls that failed for good, by class */
+	uint64_t err_net, err_server, err_rate, err_proto, err_auth, err_quota, err_notfound,
+		err_access;
 };
 
 int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs_drive_opts *o,

@@ -7,24 +7,82 @@
 
 #include "names.h"
 
+/* Open addressing over node pointers, one table per key. */
+struct htab {
+	struct cfs_node **slots;
+	uint64_t nslots; /* power of two */
+};
+
 struct cfs_inode {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	struct cfs_node **nodes; /* nodes[ino - 1] */
-	uint64_t n, cap;
-	uint64_t *slots;         /* open addressing: ino, 0 = empty */
-	uint64_t nslots;         /* power of two */
+	struct htab by_id, by_ino;
+	uint64_t n;
 };
+
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static struct cfs_node **probe_id(const struct htab *h, const char *id)
+{
+	uint64_t i = cfs_names_fnv1a(id) & (h->nslots - 1);
+	while (h->slots[i] && strcmp(h->slots[i]->id, id) != 0)
+		i = (i + 1) & (h->nslots - 1);
+	return &h->slots[i];
+}
+
+static struct cfs_node **probe_ino(const struct htab *h, uint64_t ino)
+{
+	uint64_t i = mix64(ino) & (h->nslots - 1);
+	while (h->slots[i] && h->slots[i]->ino != ino)
+		i = (i + 1) & (h->nslots - 1);
+	return &h->slots[i];
+}
+
+static int htab_init(struct htab *h)
+{
+	h->nslots = 1024;
+	h->slots = calloc(h->nslots, sizeof(*h->slots));
+	return h->slots ? 0 : -ENOMEM;
+}
+
+/* Doubles both tables (they always have the same load). */
+static int grow(struct cfs_inode *t)
+{
+	struct htab id = { calloc(t->by_id.nslots * 2, sizeof(void *)), t->by_id.nslots * 2 };
+	struct htab ino = { calloc(t->by_ino.nslots * 2, sizeof(void *)), t->by_ino.nslots * 2 };
+	if (!id.slots || !ino.slots) {
+		free(id.slots);
+		free(ino.slots);
+		return -ENOMEM;
+	}
+	for (uint64_t i = 0; i < t->by_id.nslots; i++) {
+		struct cfs_node *n = t->by_id.slots[i];
+		if (n) {
+			*probe_id(&id, n->id) = n;
+			*probe_ino(&ino, n->ino) = n;
+		}
+	}
+	free(t->by_id.slots);
+	free(t->by_ino.slots);
+	t->by_id = id;
+	t->by_ino = ino;
+	return 0;
+}
 
 int cfs_inode_new(struct cfs_inode **out)
 {
 	struct cfs_inode *t = calloc(1, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	t->nslots = 1024;
-	t->slots = calloc(t->nslots, sizeof(*t->slots));
-	if (!t->slots) {
-		free(t);
+	if (!t || htab_init(&t->by_id) || htab_init(&t->by_ino)) {
+		if (t) {
+			free(t->by_id.slots);
+			free(t);
+		}
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&t->lock, NULL);
@@ -37,13 +95,15 @@ void cfs_inode_free(struct cfs_inode *t)
 {
 	if (!t)
 		return;
-	for (uint64_t i = 0; i < t->n; i++) {
-		if (t->nodes[i]->listing)
-			cfs_listing_unref(t->nodes[i]->listing);
-		free(t->nodes[i]);
+	for (uint64_t i = 0; i < t->by_id.nslots; i++) {
+		struct cfs_node *n = t->by_id.slots[i];
+		if (n) {
+			cfs_listing_unref(n->listing);
+			free(n);
+		}
 	}
-	free(t->nodes);
-	free(t->slots);
+	free(t->by_id.slots);
+	free(t->by_ino.slots);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->cond);
 	free(t);
@@ -71,7 +131,12 @@ void cfs_inode_broadcast(struct cfs_inode *t)
 
 struct cfs_node *cfs_inode_get(struct cfs_inode *t, uint64_t ino)
 {
-	return ino >= 1 && ino <= t->n ? t->nodes[ino - 1] : NULL;
+	return ino ? *probe_ino(&t->by_ino, ino) : NULL;
+}
+
+struct cfs_node *cfs_inode_find(struct cfs_inode *t, const char *id)
+{
+	return *probe_id(&t->by_id, id);
 }
 
 uint64_t cfs_inode_count(struct cfs_inode *t)
@@ -79,58 +144,22 @@ uint64_t cfs_inode_count(struct cfs_inode *t)
 	return t->n;
 }
 
-static uint64_t *find_slot(uint64_t *slots, uint64_t nslots, struct cfs_node **nodes,
-			   const char *id)
+struct cfs_node *cfs_inode_add(struct cfs_inode *t, const char *id, uint64_t ino)
 {
-	uint64_t i = cfs_names_fnv1a(id) & (nslots - 1);
-	while (slots[i] && strcmp(nodes[slots[i] - 1]->id, id) != 0)
-		i = (i + 1) & (nslots - 1);
-	return &slots[i];
-}
-
-static int grow_slots(struct cfs_inode *t)
-{
-	uint64_t ns = t->nslots * 2;
-	uint64_t *s = calloc(ns, sizeof(*s));
-	if (!s)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < t->nslots; i++)
-		if (t->slots[i])
-			*find_slot(s, ns, t->nodes, t->nodes[t->slots[i] - 1]->id) = t->slots[i];
-	free(t->slots);
-	t->slots = s;
-	t->nslots = ns;
-	return 0;
-}
-
-struct cfs_node *cfs_inode_intern(struct cfs_inode *t, const char *id)
-{
-	if (strlen(id) >= CFS_ID_MAX || !*id)
+	if (!*id || strlen(id) >= CFS_ID_MAX || !ino || *probe_ino(&t->by_ino, ino) ||
+	    *probe_id(&t->by_id, id))
 		return NULL;
-	uint64_t *slot = find_slot(t->slots, t->nslots, t->nodes, id);
-	if (*slot)
-		return t->nodes[*slot - 1];
-	if ((t->n + 1) * 2 > t->nslots) {
-		if (grow_slots(t))
-			return NULL;
-		slot = find_slot(t->slots, t->nslots, t->nodes, id);
-	}
-	if (t->n == t->cap) {
-		uint64_t cap = t->cap ? t->cap * 2 : 1024;
-		struct cfs_node **nn = realloc(t->nodes, cap * sizeof(*nn));
-		if (!nn)
-			return NULL;
-		t->nodes = nn;
-		t->cap = cap;
-	}
+	if ((t->n + 1) * 2 > t->by_id.nslots && grow(t))
+		return NULL;
 	struct cfs_node *n = calloc(1, sizeof(*n));
 	if (!n)
 		return NULL;
-	n->ino = t->n + 1;
+	n->ino = ino;
 	memcpy(n->id, id, strlen(id) + 1);
 	n->size = -1;
-	t->nodes[t->n++] = n;
-	*slot = n->ino;
+	*probe_id(&t->by_id, id) = n;
+	*probe_ino(&t->by_ino, ino) = n;
+	t->n++;
 	return n;
 }
 

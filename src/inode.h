@@ -1,12 +1,13 @@
 /* inode: the table of nodes the kernel knows, by inode number and Drive id.
  *
- * Inode numbers are handed out in order (1 is the root) and never reused
- * while the daemon runs; the same Drive item always gets the same number.
+ * The same Drive item always has the same inode number (1 is the root); the
+ * numbers come from the caller (vfs keeps them in the cache index so they
+ * survive remounts) and are never reused.
  * Nodes are not freed before the table is (the kernel may hold any of them),
  * so a struct cfs_node pointer stays valid for the table's life.  Mutable node
  * fields are protected by the table lock (cfs_inode_lock); a directory's
  * listing is an immutable, reference-counted snapshot that is swapped whole.
- * Persistence (LMDB) comes with the block cache. */
+ * Lookups by number and by id are O(1) hash probes. */
 #ifndef CFS_INODE_H
 #define CFS_INODE_H
 
@@ -60,9 +61,11 @@ void cfs_inode_broadcast(struct cfs_inode *t);
 
 /* Lock held.  The node for ino, or NULL. */
 struct cfs_node *cfs_inode_get(struct cfs_inode *t, uint64_t ino);
-/* Lock held.  The node for Drive id, created (zeroed but for ino and id, size
- * -1) if new.  NULL on -ENOMEM or an id too long. */
-struct cfs_node *cfs_inode_intern(struct cfs_inode *t, const char *id);
+/* Lock held.  The node for Drive id, or NULL. */
+struct cfs_node *cfs_inode_find(struct cfs_inode *t, const char *id);
+/* Lock held.  Creates the node (zeroed but for ino and id, size -1); ino must
+ * be new.  NULL on -ENOMEM, an id too long or an ino already taken. */
+struct cfs_node *cfs_inode_add(struct cfs_inode *t, const char *id, uint64_t ino);
 /* Number of nodes. */
 uint64_t cfs_inode_count(struct cfs_inode *t);
 

@@ -397,3 +397,25 @@ int cfs_json_jwt_parts(const char *kid, const char *iss, const char *scope, cons
 	}
 	return 0;
 }
+
+int cfs_json_flat_ints(const char *txt, size_t len, cfs_json_int_cb cb, void *arg)
+{
+	json_t *root = load(txt, len);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return CFS_E_PROTO;
+	}
+	int rc = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach(root, k, v) {
+		if (!json_is_integer(v)) {
+			rc = CFS_E_PROTO;
+			break;
+		}
+		if ((rc = cb(k, json_integer_value(v), arg)))
+			break;
+	}
+	json_decref(root);
+	return rc;
+}

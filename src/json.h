@@ -90,4 +90,9 @@ int cfs_json_parse_time(const char *s, int64_t *ns);
 int cfs_json_jwt_parts(const char *kid, const char *iss, const char *scope, const char *aud,
 		       int64_t iat, int64_t exp, char **hdr, char **claims);
 
+/* A flat object of integers ({"a":1,"b":2}): calls cb(name, value) in
+ * document order.  Returns 0, CFS_E_PROTO, or cb's non-zero status. */
+typedef int (*cfs_json_int_cb)(const char *name, int64_t v, void *arg);
+int cfs_json_flat_ints(const char *txt, size_t len, cfs_json_int_cb cb, void *arg);
+
 #endif

@@ -2,6 +2,8 @@
  *
  *   colabfs mount [OPTIONS] MOUNTPOINT   serve Drive at MOUNTPOINT
  *   colabfs umount MOUNTPOINT            unmount and wait for the daemon
+ *   colabfs stats [PATH] [--json|--prometheus|--watch[=SECONDS]]
+ *   colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT
  *   colabfs --help | --version
  *
  * Everything else lives in libcolabfs.a; this file wires the layers together. */
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -21,6 +24,8 @@
 #include "http.h"
 #include "log.h"
 #include "session.h"
+#include "stats.h"
+#include "store.h"
 #include "vfs.h"
 
 static int usage_error(const char *why)
@@ -91,6 +96,7 @@ static int cmd_mount(int argc, char **argv)
 	struct cfs_auth *auth = NULL;
 	struct cfs_drive *drive = NULL;
 	struct cfs_vfs *vfs = NULL;
+	struct cfs_store *store = NULL;
 	if (stat(c.mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "colabfs: mountpoint %s is not a folder\n", c.mountpoint);
 		rc = 2;
@@ -120,14 +126,29 @@ static int cmd_mount(int argc, char **argv)
 		 cfs_auth_source(auth), c.api_url);
 	if ((rc = cfs_drive_new(http, auth, &dopt, &drive)))
 		goto fail;
-	if ((rc = cfs_vfs_new(drive, &vo, &vfs))) {
+	struct cfs_store_opts sto = { .dir = c.cache_dir, .block_size = (uint32_t)c.block_size,
+				      .budget = c.cache_size, .verify_always = (int)c.verify_always };
+	if ((rc = cfs_store_open(&sto, &store))) {
+		fprintf(stderr, "colabfs: cannot open the cache in %s: %s\n", c.cache_dir,
+			cfs_strerror(rc));
+		goto fail;
+	}
+	struct cfs_store_stats sst;
+	cfs_store_stats(store, &sst);
+	CFS_INFO("cache %s: %llu MiB of %llu MiB used, block size %u KiB", c.cache_dir,
+		 (unsigned long long)(sst.used_bytes >> 20), (unsigned long long)(sst.budget >> 20),
+		 cfs_store_block_size(store) >> 10);
+	if ((rc = cfs_vfs_new(drive, store, &vo, &vfs))) {
 		fprintf(stderr, "colabfs: cannot open the Drive folder %s: %s\n",
 			c.root_id ? c.root_id : "My Drive", cfs_strerror(rc));
 		goto fail;
 	}
 	if (!c.foreground)
-		fprintf(stderr, "colabfs: serving %s at %s; log: %s\n", cfs_vfs_root_id(vfs),
-			c.mountpoint, log_path);
+		fprintf(stderr, "colabfs: serving %s at %s; cache %s (budget %llu MiB); log: %s\n",
+			cfs_vfs_root_id(vfs), c.mountpoint, c.cache_dir,
+			(unsigned long long)(sst.budget >> 20), log_path);
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
 	struct cfs_session_opts so = {
 		.mountpoint = c.mountpoint,
 		.fuse_opts = c.fuse_opts,
@@ -136,6 +157,8 @@ static int cmd_mount(int argc, char **argv)
 		.max_threads = (int)c.max_threads,
 		.attr_timeout = (double)c.attr_timeout_s,
 		.log_file = log_path,
+		.stats = { .drive = drive, .store = store, .reader = cfs_vfs_reader(vfs),
+			   .started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 },
 	};
 	rc = cfs_session_run(vfs, &so);
 	if (rc)
@@ -144,6 +167,7 @@ fail:
 	rc = rc ? 1 : 0;
 out:
 	cfs_vfs_free(vfs);
+	cfs_store_close(store);
 	cfs_drive_free(drive);
 	cfs_auth_free(auth);
 	cfs_http_free(http);
@@ -165,6 +189,120 @@ static int cmd_umount(int argc, char **argv)
 	return 0;
 }
 
+static int ctl_error(const char *path, int rc)
+{
+	if (rc == -ENODATA || rc == -ENOTSUP)
+		fprintf(stderr, "colabfs: %s is not on a colabfs mount\n", path);
+	else
+		fprintf(stderr, "colabfs: %s: %s\n", path, strerror(-rc));
+	return 1;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+	const char *path = ".", *format = "table";
+	double watch = 0;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--json") == 0)
+			format = "json";
+		else if (strcmp(argv[i], "--prometheus") == 0)
+			format = "prometheus";
+		else if (strcmp(argv[i], "--watch") == 0)
+			watch = 1;
+		else if (strncmp(argv[i], "--watch=", 8) == 0) {
+			char *end;
+			watch = strtod(argv[i] + 8, &end);
+			if (*end || watch < 0.1 || watch > 3600)
+				return usage_error("--watch wants seconds from 0.1 to 3600");
+		} else if (argv[i][0] == '-')
+			return usage_error("usage: colabfs stats [PATH] [--json|--prometheus|--watch[=S]]");
+		else
+			path = argv[i];
+	}
+	char *prev = NULL;
+	double prev_t = 0;
+	for (;;) {
+		char *cur;
+		int rc = cfs_ctl_get(path, CFS_XATTR_STATS, &cur);
+		if (rc) {
+			free(prev);
+			return ctl_error(path, rc);
+		}
+		double t = mono_s();
+		if (watch && isatty(1))
+			fputs("\033[H\033[2J", stdout);
+		if (cfs_stats_render(stdout, cur, prev, t - prev_t, format)) {
+			fprintf(stderr, "colabfs: the daemon sent malformed stats\n");
+			free(cur);
+			free(prev);
+			return 1;
+		}
+		fflush(stdout);
+		free(prev);
+		prev = cur;
+		prev_t = t;
+		if (!watch)
+			break;
+		struct timespec d = { (time_t)watch, (long)((watch - (long)watch) * 1e9) };
+		nanosleep(&d, NULL);
+	}
+	free(prev);
+	return 0;
+}
+
+static int cmd_evict(int argc, char **argv)
+{
+	const char *usage = "usage: colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT";
+	char name[96];
+	int first = 0;
+	if (argc == 2 && strcmp(argv[0], "--all") == 0) {
+		snprintf(name, sizeof(name), "%s", CFS_XATTR_EVICT);
+		first = 1;
+		pid_t pid;
+		int rc = cfs_ctl_pid(argv[1], &pid);
+		struct stat a, b;
+		char parent[4096];
+		snprintf(parent, sizeof(parent), "%s/..", argv[1]);
+		if (rc)
+			return ctl_error(argv[1], rc);
+		if (stat(argv[1], &a) || stat(parent, &b) || a.st_dev == b.st_dev)
+			return usage_error("--all wants the mountpoint itself");
+	} else if (argc == 3 && strcmp(argv[0], "--to") == 0) {
+		unsigned long long target;
+		if (cfs_config_parse_size(argv[1], &target))
+			return usage_error("--to wants a size like 1G");
+		snprintf(name, sizeof(name), "%s%llu", CFS_XATTR_EVICT_TO, target);
+		first = 2;
+	} else if (argc >= 1 && argv[0][0] != '-') {
+		snprintf(name, sizeof(name), "%s", CFS_XATTR_EVICT);
+	} else {
+		return usage_error(usage);
+	}
+	int failed = 0;
+	for (int i = first; i < argc; i++) {
+		char *res;
+		int rc = cfs_ctl_get(argv[i], name, &res);
+		if (rc) {
+			failed |= ctl_error(argv[i], rc);
+			continue;
+		}
+		unsigned long long bytes = 0, blocks = 0;
+		if (sscanf(res, "{\"freed_bytes\":%llu,\"freed_blocks\":%llu}", &bytes, &blocks) != 2)
+			failed |= ctl_error(argv[i], -EPROTO);
+		else
+			printf("%s: freed %.1f MiB (%llu blocks)\n", argv[i], bytes / 1048576.0, blocks);
+		free(res);
+	}
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -182,6 +320,10 @@ int main(int argc, char **argv)
 		return cmd_mount(argc - 2, argv + 2);
 	if (strcmp(cmd, "umount") == 0 || strcmp(cmd, "unmount") == 0)
 		return cmd_umount(argc - 2, argv + 2);
+	if (strcmp(cmd, "stats") == 0)
+		return cmd_stats(argc - 2, argv + 2);
+	if (strcmp(cmd, "evict") == 0)
+		return cmd_evict(argc - 2, argv + 2);
 	fprintf(stderr, "colabfs: unknown command \"%s\" (try colabfs --help)\n", cmd);
 	return 2;
 }

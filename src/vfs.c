@@ -14,12 +14,18 @@
 #include "inode.h"
 #include "log.h"
 #include "names.h"
+#include "nsdb.h"
+#include "reader.h"
+#include "store.h"
 
 #define EXPORT_MAX (64u << 20)
 #define MAX_DEPTH 128
 
 struct cfs_vfs {
 	struct cfs_drive *drive;
+	struct cfs_store *store;
+	struct cfs_nsdb *ns;
+	struct cfs_reader *reader;
 	struct cfs_inode *tab;
 	long dir_ttl_ms;
 	struct cfs_export_map exports;
@@ -34,15 +40,21 @@ struct cfs_vfs_dir {
 struct cfs_vfs_file {
 	uint64_t ino;
 	char content_id[CFS_ID_MAX];
+	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
 	int64_t size;
 	char *data; /* whole export, or NULL for blobs */
 };
 
-static int64_t now_ms(void)
+static int64_t clock_ms(clockid_t c)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(c, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t now_ms(void)
+{
+	return clock_ms(CLOCK_MONOTONIC);
 }
 
 /* The content identity Drive gives: headRevisionId, else md5, else version. */
@@ -56,29 +68,62 @@ static void content_rev(const struct cfs_file_meta *m, char *out, size_t cap)
 		snprintf(out, cap, "v:%" PRId64, m->version);
 }
 
-int cfs_vfs_new(struct cfs_drive *d, const struct cfs_vfs_opts *o, struct cfs_vfs **out)
+/* The root as a one-entry row, for offline remounts. */
+static int load_root_cb(const struct cfs_lrow_entry *e, void *arg)
+{
+	struct cfs_file_meta *m = arg;
+	snprintf(m->id, sizeof(m->id), "%s", e->id);
+	snprintf(m->mime, sizeof(m->mime), "%s", CFS_FOLDER_MIME);
+	m->mtime_ns = e->mtime_ns;
+	m->ctime_ns = e->ctime_ns;
+	return 0;
+}
+
+static int resolve_root(struct cfs_vfs *v, const char *want, struct cfs_file_meta *m)
+{
+	memset(m, 0, sizeof(*m));
+	/* A root resolved before is trusted: the mount comes up at once, even
+	 * with Drive unreachable; its listing is checked as usual. */
+	if (cfs_nsdb_load_root(v->ns, want, load_root_cb, m) == 0 && m->id[0]) {
+		CFS_INFO("root %s is %s (from the cache index)", want, m->id);
+		return 0;
+	}
+	int rc = cfs_drive_get(v->drive, want, m);
+	if (!rc && strcmp(m->mime, CFS_FOLDER_MIME) != 0) {
+		CFS_ERROR("root %s is not a folder (%s)", want, m->mime);
+		rc = -ENOTDIR;
+	}
+	if (!rc) {
+		struct cfs_lrow_entry e = { CFS_ROOT_INO, 1, 0, m->mtime_ns, m->ctime_ns, "/",
+					    m->id, m->id, "", "" };
+		if (cfs_nsdb_save_root(v->ns, want, &e))
+			CFS_WARN("cannot store the root in the cache index");
+	}
+	return rc;
+}
+
+int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_vfs_opts *o,
+		struct cfs_vfs **out)
 {
 	*out = NULL;
 	struct cfs_vfs *v = calloc(1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	v->drive = d;
+	v->store = store;
 	v->dir_ttl_ms = (o->dir_ttl_s > 0 ? o->dir_ttl_s : 300) * 1000L;
 	v->exports = o->exports;
 	int rc = cfs_inode_new(&v->tab);
-	if (rc) {
-		free(v);
-		return rc;
-	}
+	if (!rc)
+		rc = cfs_nsdb_new(store, &v->ns);
+	if (!rc)
+		rc = cfs_reader_new(d, store, &v->reader);
 	struct cfs_file_meta m;
-	const char *want = o->root_id && *o->root_id ? o->root_id : "root";
-	rc = cfs_drive_get(d, want, &m);
-	if (!rc && strcmp(m.mime, CFS_FOLDER_MIME) != 0) {
-		CFS_ERROR("root %s is not a folder (%s)", want, m.mime);
-		rc = -ENOTDIR;
-	}
+	memset(&m, 0, sizeof(m));
+	if (!rc)
+		rc = resolve_root(v, o->root_id && *o->root_id ? o->root_id : "root", &m);
 	if (!rc) {
-		struct cfs_node *n = cfs_inode_intern(v->tab, m.id);
+		struct cfs_node *n = cfs_inode_add(v->tab, m.id, CFS_ROOT_INO);
 		if (!n) {
 			rc = -ENOMEM;
 		} else {
@@ -104,6 +149,8 @@ void cfs_vfs_free(struct cfs_vfs *v)
 {
 	if (!v)
 		return;
+	cfs_reader_free(v->reader);
+	cfs_nsdb_free(v->ns);
 	cfs_inode_free(v->tab);
 	free(v);
 }
@@ -113,6 +160,11 @@ const char *cfs_vfs_root_id(const struct cfs_vfs *v)
 	return v->root_id;
 }
 
+struct cfs_reader *cfs_vfs_reader(struct cfs_vfs *v)
+{
+	return v->reader;
+}
+
 /* ---- listing -------------------------------------------------------------- */
 
 struct item {
@@ -120,9 +172,11 @@ struct item {
 	char id[CFS_ID_MAX];
 	char content_id[CFS_ID_MAX];
 	char rev[CFS_ID_MAX];
-	const char *export_mime;
+	char export_mime[128];
 	int is_dir;
 	int64_t size, mtime_ns, ctime_ns;
+	uint64_t ino;
+	char *final; /* unique name, malloc'd */
 };
 
 struct collect {
@@ -139,7 +193,7 @@ static int add_item(struct collect *c, const struct cfs_file_meta *self,
 {
 	struct item it;
 	memset(&it, 0, sizeof(it));
-	const char *ext = NULL;
+	const char *ext = NULL, *export_mime = NULL;
 	if (m->trashed)
 		return 0;
 	if (strcmp(m->mime, CFS_FOLDER_MIME) == 0) {
@@ -152,7 +206,7 @@ static int add_item(struct collect *c, const struct cfs_file_meta *self,
 			}
 		}
 	} else if (strncmp(m->mime, CFS_GAPPS_PREFIX, sizeof(CFS_GAPPS_PREFIX) - 1) == 0) {
-		if (cfs_export_lookup(&c->v->exports, m->mime, &ext, &it.export_mime))
+		if (cfs_export_lookup(&c->v->exports, m->mime, &ext, &export_mime))
 			return 0; /* a kind we do not show (forms, sites, ...) */
 	} else if (!m->can_download) {
 		CFS_DEBUG("hiding %s: Drive does not allow downloading it", m->id);
@@ -164,7 +218,8 @@ static int add_item(struct collect *c, const struct cfs_file_meta *self,
 	memcpy(it.id, self->id, sizeof(it.id));
 	memcpy(it.content_id, m->id, sizeof(it.content_id));
 	content_rev(m, it.rev, sizeof(it.rev));
-	it.size = it.is_dir ? 0 : it.export_mime ? -1 : m->size < 0 ? 0 : m->size;
+	snprintf(it.export_mime, sizeof(it.export_mime), "%s", export_mime ? export_mime : "");
+	it.size = it.is_dir ? 0 : export_mime ? -1 : m->size < 0 ? 0 : m->size;
 	it.mtime_ns = m->mtime_ns;
 	it.ctime_ns = self->ctime_ns;
 	if (c->n == c->cap) {
@@ -203,66 +258,162 @@ static int on_child(const struct cfs_file_meta *m, void *arg)
 	return rc;
 }
 
-/* Fetches the listing of dir (lock not held) and installs it (lock taken). */
-static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id,
-			 const char *const *anc, int nanc)
+static void free_items(struct item *it, size_t n)
 {
-	struct collect c = { .v = v, .ancestors = anc, .nanc = nanc };
-	int rc = cfs_drive_list(v->drive, content_id, on_child, &c);
-	struct cfs_names_entry *ne = NULL;
-	struct cfs_listing *l = NULL;
-	if (!rc && !(ne = calloc(c.n ? c.n : 1, sizeof(*ne))))
-		rc = -ENOMEM;
-	for (size_t i = 0; !rc && i < c.n; i++) {
-		ne[i].name = c.it[i].name;
-		ne[i].id = c.it[i].id;
-		ne[i].ctime_ns = c.it[i].ctime_ns;
-	}
-	if (!rc)
-		rc = cfs_names_assign(ne, c.n);
-	if (!rc && !(l = cfs_listing_new(c.n)))
-		rc = -ENOMEM;
+	for (size_t i = 0; it && i < n; i++)
+		free(it[i].final);
+	free(it);
+}
+
+/* Makes items the listing of folder ino (lock not held; taken here).  Items
+ * carry final names and inode numbers; the names move into the listing. */
+static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, size_t n,
+			   int64_t listed_at_ms)
+{
+	struct cfs_listing *l = cfs_listing_new(n);
+	if (!l)
+		return -ENOMEM;
+	int rc = 0;
 	cfs_inode_lock(v->tab);
-	for (size_t i = 0; !rc && i < c.n; i++) {
-		struct item *it = &c.it[i];
-		struct cfs_node *n = cfs_inode_intern(v->tab, it->id);
-		if (!n) {
+	for (size_t i = 0; i < n; i++) {
+		struct cfs_node *nd = cfs_inode_find(v->tab, it[i].id);
+		if (!nd)
+			nd = cfs_inode_add(v->tab, it[i].id, it[i].ino);
+		if (!nd) {
+			CFS_ERROR("cannot add %s as inode %llu", it[i].id,
+				  (unsigned long long)it[i].ino);
 			rc = -ENOMEM;
 			break;
 		}
-		n->parent = ino;
-		n->is_dir = it->is_dir;
-		memcpy(n->content_id, it->content_id, sizeof(n->content_id));
-		snprintf(n->export_mime, sizeof(n->export_mime), "%s",
-			 it->export_mime ? it->export_mime : "");
-		if (strcmp(n->rev, it->rev) != 0 || !it->export_mime)
-			n->size = it->size; /* an export keeps its learned size until it changes */
-		memcpy(n->rev, it->rev, sizeof(n->rev));
-		n->mtime_ns = it->mtime_ns;
-		n->ctime_ns = it->ctime_ns;
-		l->e[i].name = ne[i].final;
-		ne[i].final = NULL;
-		l->e[i].ino = n->ino;
-		l->e[i].is_dir = n->is_dir;
+		nd->parent = ino;
+		nd->is_dir = it[i].is_dir;
+		memcpy(nd->content_id, it[i].content_id, sizeof(nd->content_id));
+		memcpy(nd->export_mime, it[i].export_mime, sizeof(nd->export_mime));
+		if (strcmp(nd->rev, it[i].rev) != 0 || !it[i].export_mime[0] || it[i].size >= 0)
+			nd->size = it[i].size; /* an export keeps its learned size until it changes */
+		memcpy(nd->rev, it[i].rev, sizeof(nd->rev));
+		nd->mtime_ns = it[i].mtime_ns;
+		nd->ctime_ns = it[i].ctime_ns;
+		l->e[i].name = it[i].final;
+		it[i].final = NULL;
+		l->e[i].ino = nd->ino;
+		l->e[i].is_dir = nd->is_dir;
 	}
 	if (!rc) {
 		cfs_listing_sort(l);
 		struct cfs_node *d = cfs_inode_get(v->tab, ino);
 		cfs_listing_unref(d->listing);
 		d->listing = l;
-		d->listed_at_ms = now_ms();
+		d->listed_at_ms = listed_at_ms;
 		l = NULL;
 	}
 	cfs_inode_unlock(v->tab);
-	for (size_t i = 0; ne && i < c.n; i++)
-		free(ne[i].final);
-	free(ne);
 	cfs_listing_unref(l);
-	free(c.it);
 	return rc;
 }
 
-/* Returns a reference to a fresh enough listing of folder ino. */
+/* Stores a fetched listing in the index (best effort). */
+static void save_listing(struct cfs_vfs *v, const char *content_id, const struct item *it,
+			 size_t n)
+{
+	struct cfs_lrow_entry *e = calloc(n ? n : 1, sizeof(*e));
+	if (!e)
+		return;
+	for (size_t i = 0; i < n; i++)
+		e[i] = (struct cfs_lrow_entry){ it[i].ino, it[i].is_dir, it[i].size,
+						it[i].mtime_ns, it[i].ctime_ns, it[i].final,
+						it[i].id, it[i].content_id, it[i].rev,
+						it[i].export_mime };
+	int rc = cfs_nsdb_save_listing(v->ns, content_id, e, n, clock_ms(CLOCK_REALTIME));
+	if (rc)
+		CFS_WARN("cannot store the listing of %s: %s", content_id, cfs_strerror(rc));
+	free(e);
+}
+
+/* Fetches the listing of a folder from Drive and installs it. */
+static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id,
+			 const char *const *anc, int nanc)
+{
+	struct collect c = { .v = v, .ancestors = anc, .nanc = nanc };
+	int rc = cfs_drive_list(v->drive, content_id, on_child, &c);
+	struct cfs_names_entry *ne = NULL;
+	const char **ids = NULL;
+	uint64_t *inos = NULL;
+	if (!rc && (!(ne = calloc(c.n + 1, sizeof(*ne))) || !(ids = calloc(c.n + 1, sizeof(*ids))) ||
+		    !(inos = calloc(c.n + 1, sizeof(*inos)))))
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < c.n; i++) {
+		ne[i].name = c.it[i].name;
+		ne[i].id = c.it[i].id;
+		ne[i].ctime_ns = c.it[i].ctime_ns;
+		ids[i] = c.it[i].id;
+	}
+	if (!rc)
+		rc = cfs_names_assign(ne, c.n);
+	if (!rc)
+		rc = cfs_nsdb_inos(v->ns, ids, c.n, inos);
+	for (size_t i = 0; ne && i < c.n; i++) {
+		c.it[i].final = ne[i].final;
+		c.it[i].ino = inos ? inos[i] : 0;
+	}
+	if (!rc) {
+		save_listing(v, content_id, c.it, c.n);
+		rc = install_listing(v, ino, c.it, c.n, now_ms());
+	}
+	free(ne);
+	free(ids);
+	free(inos);
+	free_items(c.it, c.n);
+	return rc;
+}
+
+static int on_stored(const struct cfs_lrow_entry *e, void *arg)
+{
+	struct collect *c = arg;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct item *ni = realloc(c->it, cap * sizeof(*ni));
+		if (!ni)
+			return -ENOMEM;
+		c->it = ni;
+		c->cap = cap;
+	}
+	struct item *it = &c->it[c->n];
+	memset(it, 0, sizeof(*it));
+	snprintf(it->name, sizeof(it->name), "%s", e->name);
+	snprintf(it->id, sizeof(it->id), "%s", e->id);
+	snprintf(it->content_id, sizeof(it->content_id), "%s", e->content_id);
+	snprintf(it->rev, sizeof(it->rev), "%s", e->rev);
+	snprintf(it->export_mime, sizeof(it->export_mime), "%s", e->export_mime);
+	it->is_dir = e->is_dir;
+	it->size = e->size;
+	it->mtime_ns = e->mtime_ns;
+	it->ctime_ns = e->ctime_ns;
+	it->ino = e->ino;
+	if (!(it->final = strdup(e->name)))
+		return -ENOMEM;
+	c->n++;
+	return 0;
+}
+
+/* Installs the listing stored in the index, aged as stored.  Returns 0 or
+ * -ENOENT when there is none. */
+static int load_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id)
+{
+	struct collect c = { .v = v };
+	int64_t fetched = 0;
+	int rc = cfs_nsdb_load_listing(v->ns, content_id, &fetched, on_stored, &c);
+	if (!rc) {
+		int64_t age = clock_ms(CLOCK_REALTIME) - fetched;
+		rc = install_listing(v, ino, c.it, c.n, now_ms() - (age > 0 ? age : 0));
+	}
+	free_items(c.it, c.n);
+	return rc;
+}
+
+/* Returns a reference to a fresh enough listing of folder ino: from memory,
+ * else from the index, else from Drive; when Drive fails, an old listing is
+ * served rather than an error. */
 static int get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **out)
 {
 	int rc = 0;
@@ -283,7 +434,7 @@ static int get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **out
 		char cid[CFS_ID_MAX];
 		char anc_store[MAX_DEPTH][CFS_ID_MAX];
 		const char *anc[MAX_DEPTH];
-		int nanc = 0;
+		int nanc = 0, had = n->listing != NULL;
 		memcpy(cid, n->content_id, sizeof(cid));
 		for (struct cfs_node *a = n; a && nanc < MAX_DEPTH;
 		     a = a->ino == CFS_ROOT_INO ? NULL : cfs_inode_get(v->tab, a->parent)) {
@@ -292,14 +443,20 @@ static int get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **out
 			nanc++;
 		}
 		cfs_inode_unlock(v->tab);
-		int frc = fetch_listing(v, ino, cid, anc, nanc);
+		int frc = had ? -ENOENT : load_listing(v, ino, cid);
 		cfs_inode_lock(v->tab);
+		if (frc || now_ms() - n->listed_at_ms >= v->dir_ttl_ms) {
+			cfs_inode_unlock(v->tab);
+			frc = fetch_listing(v, ino, cid, anc, nanc);
+			cfs_inode_lock(v->tab);
+		}
 		n->listing_busy = 0;
 		cfs_inode_broadcast(v->tab);
 		if (frc) {
 			if (n->listing) {
 				CFS_WARN("listing of %s failed (%s); serving the previous listing", cid,
 					 cfs_strerror(frc));
+				n->listed_at_ms = now_ms(); /* try Drive again after a TTL */
 				break;
 			}
 			rc = frc;
@@ -417,6 +574,7 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 	if (!rc) {
 		f->ino = ino;
 		memcpy(f->content_id, n->content_id, sizeof(f->content_id));
+		snprintf(f->key, sizeof(f->key), "%s@%s", n->content_id, n->rev);
 		memcpy(export_mime, n->export_mime, sizeof(export_mime));
 		f->size = n->size;
 		*keep_cache = !export_mime[0] && strcmp(n->opened_rev, n->rev) == 0;
@@ -462,7 +620,7 @@ int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t 
 		*got = len;
 		return 0;
 	}
-	return cfs_drive_read(v->drive, f->content_id, f->size, off, len, buf, got);
+	return cfs_reader_read(v->reader, f->content_id, f->key, f->size, off, len, buf, got);
 }
 
 void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f)
@@ -484,4 +642,59 @@ int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st)
 	st->f_files = cfs_inode_count(v->tab);
 	cfs_inode_unlock(v->tab);
 	return 0;
+}
+
+/* ---- control -------------------------------------------------------------- */
+
+/* Evicts the blocks of every file below folder l (listings in memory only). */
+static void evict_tree(struct cfs_vfs *v, uint64_t ino, int depth, uint64_t *bytes,
+		       uint64_t *blocks, cfs_vfs_ino_cb inval, void *arg)
+{
+	char prefix[CFS_ID_MAX + 2];
+	struct cfs_listing *l = NULL;
+	int is_dir;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (!n) {
+		cfs_inode_unlock(v->tab);
+		return;
+	}
+	is_dir = n->is_dir;
+	snprintf(prefix, sizeof(prefix), "%s@", n->content_id);
+	if (is_dir && n->listing)
+		l = cfs_listing_ref(n->listing);
+	cfs_inode_unlock(v->tab);
+	if (!is_dir) {
+		uint64_t b = 0, k = 0;
+		if (bytes && cfs_store_evict_prefix(v->store, prefix, &b, &k) == 0) {
+			*bytes += b;
+			*blocks += k;
+		}
+		if (inval)
+			inval(ino, arg);
+		return;
+	}
+	for (size_t i = 0; l && depth < MAX_DEPTH && i < l->n; i++)
+		evict_tree(v, l->e[i].ino, depth + 1, bytes, blocks, inval, arg);
+	cfs_listing_unref(l);
+}
+
+int cfs_vfs_evict(struct cfs_vfs *v, uint64_t ino, uint64_t *bytes, uint64_t *blocks,
+		  cfs_vfs_ino_cb inval, void *arg)
+{
+	*bytes = *blocks = 0;
+	if (ino != CFS_ROOT_INO) {
+		evict_tree(v, ino, 0, bytes, blocks, inval, arg);
+		return 0;
+	}
+	/* everything, including blocks of files no listing shows any more */
+	int rc = cfs_store_evict_prefix(v->store, "", bytes, blocks);
+	evict_tree(v, ino, 0, NULL, NULL, inval, arg);
+	return rc;
+}
+
+int cfs_vfs_evict_to(struct cfs_vfs *v, uint64_t target, uint64_t *bytes, uint64_t *blocks)
+{
+	*bytes = *blocks = 0;
+	return cfs_store_evict_to(v->store, target, bytes, blocks);
 }

@@ -3,8 +3,10 @@
  * Maps the kernel's view (inode numbers, names, offsets) onto Drive: folder
  * listings (every page, names made unique by names.h, shortcuts resolved,
  * trashed and hidden items left out, native files shown exported), attributes,
- * and reads (range downloads; exports fetched whole at open).  Listings are
- * kept for dir_ttl seconds, fetched by one thread while the others wait.
+ * and reads (through the block cache, reader.h; exports fetched whole at
+ * open).  Listings are kept for dir_ttl seconds, fetched by one thread while
+ * the others wait, and stored in the cache index with the inode numbers
+ * (nsdb.h), so a remount lists at once, even offline.
  *
  * Every function returns 0, -errno or a CFS_E_* status; fuse/ turns that into
  * a reply.  All functions are thread-safe. */
@@ -19,6 +21,8 @@
 #include "export.h"
 
 struct cfs_drive;
+struct cfs_reader;
+struct cfs_store;
 struct cfs_vfs;
 struct cfs_vfs_dir;
 struct cfs_vfs_file;
@@ -37,11 +41,14 @@ struct cfs_vfs_attr {
 	int64_t mtime_ns, ctime_ns;
 };
 
-/* Resolves and checks the root folder (one files.get). */
-int cfs_vfs_new(struct cfs_drive *d, const struct cfs_vfs_opts *o, struct cfs_vfs **out);
+/* Resolves and checks the root folder (one files.get, or the stored answer
+ * of an earlier mount).  Blocks, listings and inode numbers live in store. */
+int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_vfs_opts *o,
+		struct cfs_vfs **out);
 void cfs_vfs_free(struct cfs_vfs *v);
 /* The Drive id of the root folder. */
 const char *cfs_vfs_root_id(const struct cfs_vfs *v);
+struct cfs_reader *cfs_vfs_reader(struct cfs_vfs *v);
 
 int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a);
 int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a);
@@ -66,5 +73,14 @@ int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t 
 void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f);
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
+
+/* Drops the cached blocks of a file, of every file below a folder, or (the
+ * root) everything; reports what was freed and calls inval (may be NULL)
+ * for each file whose kernel cache should be dropped too. */
+typedef void (*cfs_vfs_ino_cb)(uint64_t ino, void *arg);
+int cfs_vfs_evict(struct cfs_vfs *v, uint64_t ino, uint64_t *bytes, uint64_t *blocks,
+		  cfs_vfs_ino_cb inval, void *arg);
+/* Drops least recently used blocks until the cache holds at most target bytes. */
+int cfs_vfs_evict_to(struct cfs_vfs *v, uint64_t target, uint64_t *bytes, uint64_t *blocks);
 
 #endif

@@ -70,16 +70,27 @@ def test_umount_leaves_nothing_behind(mount_factory, emulator, tree):
     assert os.listdir(m.mnt) == []
 
 
-def test_foreground_mode(mount_factory, emulator, tree):
+def test_foreground_mode(mount_factory, emulator, tree, colabfs):
     m = mount_factory.new(emulator, name="fg", foreground=True)
     H.compare_stream(m.path("top.txt"), tree.model.lookup("top.txt"))
     assert m.xattr_pid() == m.fg_proc.pid or m.xattr_pid() in H.pids_for_mountpoint(m.mnt)
-    rc, out, err = m.umount(timeout=60)
-    assert rc == 0, (rc, out, err)
+    # run umount in the background and reap the foreground daemon meanwhile (as a
+    # shell would): a umount that waits for the pid must not see our zombie
+    um = H.register_proc(subprocess.Popen([colabfs, "umount", m.mnt], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          env=m.env))
     try:
-        code = m.fg_proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        pytest.fail("colabfs -f did not exit after colabfs umount")
+        try:
+            code = m.fg_proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("colabfs -f did not exit within 30s of colabfs umount")
+        try:
+            out, _ = um.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("colabfs umount did not return within 30s after the daemon exited")
+    finally:
+        H.reap_proc(um)
+    assert um.returncode == 0, "colabfs umount rc=%s: %s" % (um.returncode, out)
     assert code == 0, "colabfs -f exited %s after umount" % code
     assert not H.is_fuse_mounted(m.mnt)
 

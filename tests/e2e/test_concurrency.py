@@ -92,30 +92,37 @@ def test_concurrent_processes(mount_factory, emulator, tree, tmp_path):
         jobs.append(list(same))
     for i in range(3):                      # three read different things
         jobs.append(mixed_ranges(tree, random.Random(SEED + 300 + i), 30))
-    jobs.append([(rel, 0, 1 << 20) for rel in sorted(tree.model.children(tree.ids["many"]))
-                 [:120]])
+    jobs.append([("many/" + name, 0, 1 << 20)
+                 for name in sorted(tree.model.children(tree.ids["many"]))[:120]])
     expected = [[hashlib.sha256(tree.model.lookup(rel).read_source(off, n)).hexdigest()
                  for rel, off, n in job] for job in jobs]
-    procs = []
+    procs, outs = [], []
     try:
         for i, job in enumerate(jobs):
             jf = tmp_path / ("job%d.json" % i)
             jf.write_text(json.dumps({"ranges": [[m.path(rel), off, n] for rel, off, n in job]}))
+            out = open(tmp_path / ("out%d.txt" % i), "w+b")
+            outs.append(out)
             procs.append(H.register_proc(subprocess.Popen(
                 [H.PYTHON, os.path.join(os.path.dirname(H.__file__), "helpers.py"),
                  "read-ranges", str(jf)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)))
+                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)))
         for p in procs:                      # start them together
             p.stdin.write(b"go\n")
             p.stdin.close()
+        H.wait_until(lambda: all(p.poll() is not None for p in procs), 200, interval=0.1,
+                     what="reader processes")
         results = []
-        for p in procs:
-            out, err = p.communicate(timeout=200)
-            assert p.returncode == 0, "reader exited %s: %s" % (p.returncode, err.decode()[-2000:])
-            results.append(json.loads(out))
+        for p, out in zip(procs, outs):
+            out.seek(0)
+            text = out.read().decode("utf-8", "replace")
+            assert p.returncode == 0, "reader exited %s: %s" % (p.returncode, text[-2000:])
+            results.append(json.loads(text))
     finally:
         for p in procs:
             H.reap_proc(p)
+        for out in outs:
+            out.close()
     for i, (job, got, want) in enumerate(zip(jobs, results, expected)):
         bad = [(job[k], got[k]) for k in range(len(job)) if got[k] != want[k]]
         assert not bad, "process %d: %d wrong ranges, e.g. %r" % (i, len(bad), bad[:3])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A Google Drive API v3 emulator for testing colabfs (Python standard library only).
 
-It follows /shared/drive-api-v3.md: files.list (q, paging, orderBy, fields), files.get, alt=media with
+It follows the project's Drive reference (drive-api-v3.md): files.list (q, paging, orderBy, fields), files.get, alt=media with
 Range (200/206/416), export, about, changes, revisions (head only), Drive's error bodies, and an OAuth
 token endpoint (refresh_token and JWT-bearer grants). HTTP/1.1 with keep-alive, optionally over TLS.
 
@@ -63,7 +63,7 @@ Item keys:
                Native types (application/vnd.google-apps.document, spreadsheet, ...) take ``content``
                as their text; an export is ``b"EMULATED-EXPORT <target mime>\\n" + text``.
   trashed      bool; children of a trashed folder report trashed=true, explicitlyTrashed=false
-  createdTime, modifiedTime   RFC 3339; default 2024-01-01T00:00:00.000Z plus the item's index in seconds
+  createdTime, modifiedTime   RFC 3339; default 2024-01-01T00:00:00.000Z plus N seconds for the Nth item
   shortcutDetails             {"targetId": id} for mimeType application/vnd.google-apps.shortcut
   version      int, default 1;   headRevisionId   default a stable hash (blobs only)
   capabilities {"canDownload": false} makes media and export answer 403
@@ -80,6 +80,11 @@ Control endpoints (no auth; not counted in stats or logs)
   GET  /_emu/faults   the fault rules with how often each saw and fired
   POST /_emu/faults   replace the rules: body {"faults": [SPEC, ...]}
   GET  /_emu/health   {"ok": true}
+  POST /_emu/items    add an item: body = one spec item (its "parent" must exist); answers {"id": ...}
+  POST /_emu/items/ID change an item: body {"name", "parent", "trashed", "content" (UTF-8 text)}, all
+                      optional; bumps its version (and revision when the content changes)
+  DELETE /_emu/items/ID   delete an item and everything below it
+  Item changes are appended to the change log that changes.list serves.
 
 A request record is committed to the counters before the last byte of its body is sent, so a client that
 has read a whole response can read /_emu/stats at once and see it.
@@ -194,6 +199,10 @@ def _is_content(record):
     return record["kind"] in BODY_KINDS and record["status"] in (200, 206)
 
 
+def _committed(record):
+    return "_epoch" in record
+
+
 def _public(record):
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
@@ -271,7 +280,7 @@ class Handler(BaseHTTPRequestHandler):
             self._answer(req, route, record, fault, started)
         except _Abort as abort:
             self._close(abort.reset)
-        except (ConnectionError, TimeoutError):
+        except OSError:                      # the client went away while we answered
             self.close_connection = True
 
     def _answer(self, req, route, record, fault, started):
@@ -297,7 +306,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(resp, record, fault)
         finally:
             record["ms"] = round((time.monotonic() - started) * 1000, 1)
-            if "_epoch" not in record:
+            if not _committed(record):
                 self._commit(record, self._body_sent, resp)
             emu.stats.finish(record, self._body_sent)
 
@@ -314,9 +323,7 @@ class Handler(BaseHTTPRequestHandler):
         length = resp.length
         chunks = resp.iter_chunks(256 * 1024)
         if fault and fault.truncate:
-            data = b"".join(chunks)
-            length = len(data) // 2
-            chunks = iter([data[:length]])
+            length //= 2
         self.send_response(resp.status)
         for name, value in resp.headers:
             if fault and fault.bad_range and name == "Content-Range" and not value.startswith("bytes */"):
@@ -340,6 +347,8 @@ class Handler(BaseHTTPRequestHandler):
             if length == 0:
                 self._commit(record, 0, resp)
             for chunk in chunks:
+                if self._body_sent >= length:
+                    break
                 view = memoryview(chunk)[:length - self._body_sent]
                 while view:
                     self._body_fault_events(events, fault)
@@ -349,7 +358,7 @@ class Handler(BaseHTTPRequestHandler):
                     if piece_limit:
                         n = min(n, piece_limit)
                     piece, view = view[:n], view[n:]
-                    if self._body_sent + n >= length and "_epoch" not in record:
+                    if self._body_sent + n >= length and not _committed(record):
                         self._commit(record, length, resp)
                     if paced:
                         for p in pacers:
@@ -383,7 +392,7 @@ class Handler(BaseHTTPRequestHandler):
         if reset:
             try:
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                self.server.reset_requests.add(self.connection)
+                self.server.mark_reset(self.connection)
             except OSError:
                 pass
 
@@ -413,7 +422,14 @@ class EmulatorServer(ThreadingHTTPServer):
         self.emu = emu
         self.ssl_context = ssl_context
         self.reset_requests = set()          # sockets to close with RST (no FIN first)
+        self.open_requests = set()           # connections being served, closed by close_connections()
+        self._requests_lock = threading.Lock()
         super().__init__(address, Handler)
+
+    def process_request(self, request, client_address):
+        with self._requests_lock:
+            self.open_requests.add(request)
+        super().process_request(request, client_address)
 
     def get_request(self):
         sock, addr = super().get_request()
@@ -431,12 +447,30 @@ class EmulatorServer(ThreadingHTTPServer):
                 return
         super().finish_request(request, client_address)
 
+    def mark_reset(self, request):
+        """Close ``request`` without shutting it down first (with SO_LINGER 0 that sends an RST)."""
+        with self._requests_lock:
+            self.reset_requests.add(request)
+
     def shutdown_request(self, request):
-        if request in self.reset_requests:
+        with self._requests_lock:
+            self.open_requests.discard(request)
+            reset = request in self.reset_requests
             self.reset_requests.discard(request)
+        if reset:
             self.close_request(request)
         else:
             super().shutdown_request(request)
+
+    def close_connections(self):
+        """Wake every connection thread (idle keep-alive ones included) so that it ends."""
+        with self._requests_lock:
+            requests = list(self.open_requests)
+        for request in requests:
+            try:
+                request.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def handle_error(self, request, client_address):
         if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError, ssl.SSLError)):
@@ -477,6 +511,7 @@ class Emulator:
             context.load_cert_chain(cert, key)
             self.tls = True
         self.server = EmulatorServer((host, port), self, context)
+        self.drive.hash_large_files()
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, name="drive-emulator",
                                         kwargs={"poll_interval": 0.1}, daemon=True)
@@ -493,6 +528,7 @@ class Emulator:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+            self.server.close_connections()
             self._thread.join(timeout=10)
             self.server = None
         self.stats.close()
@@ -521,14 +557,27 @@ class Emulator:
             return reply({"ok": True})
         if path == "/_emu/faults" and method == "GET":
             return reply({"faults": self.faults.describe()})
-        if path == "/_emu/faults" and method == "POST":
-            try:
-                value = json.loads(body or b"{}")
-                specs = value.get("faults", []) if isinstance(value, dict) else value
-                self.faults.replace(specs)
-            except (ValueError, AttributeError, TypeError) as exc:
-                return reply({"error": str(exc)}, 400)
-            return reply({"faults": self.faults.describe()})
+        try:
+            value = json.loads(body or b"{}")
+            if path == "/_emu/faults" and method == "POST":
+                self.faults.replace(value.get("faults", []) if isinstance(value, dict) else value)
+                return reply({"faults": self.faults.describe()})
+            if path == "/_emu/items" and method == "POST":
+                return reply({"id": self.drive.add_item(value)})
+            if path.startswith("/_emu/items/") and method in ("POST", "DELETE"):
+                item_id = path[len("/_emu/items/"):]
+                if method == "DELETE":
+                    self.drive.remove_item(item_id)
+                else:
+                    content = value.get("content")
+                    self.drive.update_item(item_id, name=value.get("name"), parent=value.get("parent"),
+                                           trashed=value.get("trashed"),
+                                           content=None if content is None else content.encode("utf-8"))
+                return reply({"id": item_id})
+        except KeyError as exc:
+            return reply({"error": f"no item {exc.args[0]}"}, 404)
+        except (ValueError, AttributeError, TypeError) as exc:
+            return reply({"error": str(exc)}, 400)
         return reply({"error": f"no control endpoint {method} {path}"}, 404)
 
 
@@ -536,33 +585,44 @@ class Emulator:
 # command line
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description="Google Drive API v3 emulator for colabfs tests "
-                                            "(see the module docstring for details).")
+    p = argparse.ArgumentParser(description="Google Drive API v3 emulator for colabfs tests. The spec "
+                                            "format, fault syntax and control endpoints are described "
+                                            "in the module docstring of this file.")
     content = p.add_mutually_exclusive_group()
-    content.add_argument("--spec", metavar="FILE", help="JSON tree spec")
-    content.add_argument("--tree", metavar="DIR", help="serve a real directory tree")
-    content.add_argument("--sample", metavar="DIR", help="generate a demo drive into DIR and serve it")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--port-file", metavar="FILE")
-    p.add_argument("--tls-dir", metavar="DIR")
-    p.add_argument("--ttfb-ms", type=float, default=0)
-    p.add_argument("--bandwidth", type=int, default=0, metavar="BYTES_PER_S")
-    p.add_argument("--total-bandwidth", type=int, default=0, metavar="BYTES_PER_S")
-    p.add_argument("--page-size-cap", type=int, default=0, metavar="N")
-    p.add_argument("--short-pages", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--export-limit", type=int, default=emuapi.DEFAULT_EXPORT_LIMIT, metavar="BYTES")
-    p.add_argument("--access-token", action="append", default=[], metavar="TOK")
-    p.add_argument("--client-id")
-    p.add_argument("--client-secret")
-    p.add_argument("--refresh-token")
-    p.add_argument("--token-lifetime", type=float, default=3600, metavar="S")
-    p.add_argument("--sa-public-key", metavar="PEM")
-    p.add_argument("--sa-email")
-    p.add_argument("--fault", action="append", default=[], metavar="SPEC")
-    p.add_argument("--log", metavar="FILE")
-    p.add_argument("--verbose", action="store_true")
+    content.add_argument("--spec", metavar="FILE", help="serve the JSON tree spec FILE")
+    content.add_argument("--tree", metavar="DIR", help="serve the directory DIR (ids from relative paths)")
+    content.add_argument("--sample", metavar="DIR", help="write a demo drive into DIR and serve it")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
+    p.add_argument("--port-file", metavar="FILE", help="write the port here once accepting")
+    p.add_argument("--tls-dir", metavar="DIR", help="serve HTTPS; make a test CA and certificate in DIR "
+                                                    "when missing (clients trust DIR/ca.pem)")
+    p.add_argument("--ttfb-ms", type=float, default=0, metavar="N",
+                   help="delay before the first byte of media and export responses")
+    p.add_argument("--bandwidth", type=int, default=0, metavar="BYTES_PER_S",
+                   help="media bytes per second per connection (0 = unlimited)")
+    p.add_argument("--total-bandwidth", type=int, default=0, metavar="BYTES_PER_S",
+                   help="media bytes per second for all connections together (0 = unlimited)")
+    p.add_argument("--page-size-cap", type=int, default=0, metavar="N",
+                   help="at most N items per files.list/changes.list page")
+    p.add_argument("--short-pages", action="store_true",
+                   help="randomly return short and empty pages before the end of a listing")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for all randomness")
+    p.add_argument("--export-limit", type=int, default=emuapi.DEFAULT_EXPORT_LIMIT, metavar="BYTES",
+                   help="largest export in bytes (default 10 MiB)")
+    p.add_argument("--access-token", action="append", default=[], metavar="TOK",
+                   help="a bearer token valid forever (repeatable)")
+    p.add_argument("--client-id", metavar="ID", help="OAuth client id for the refresh_token grant")
+    p.add_argument("--client-secret", metavar="S", help="OAuth client secret")
+    p.add_argument("--refresh-token", metavar="R", help="the refresh token the grant accepts")
+    p.add_argument("--token-lifetime", type=float, default=3600, metavar="S",
+                   help="seconds an issued token stays valid (default 3600)")
+    p.add_argument("--sa-public-key", metavar="PEM", help="service-account key that signs JWT grants")
+    p.add_argument("--sa-email", metavar="EMAIL", help="service-account email (the JWT iss)")
+    p.add_argument("--fault", action="append", default=[], metavar="SPEC",
+                   help="a fault rule (repeatable; syntax in emufaults.py)")
+    p.add_argument("--log", metavar="FILE", help="append one JSON line per request to FILE")
+    p.add_argument("--verbose", action="store_true", help="print each request to stderr")
     args = p.parse_args(argv)
     if bool(args.sa_public_key) != bool(args.sa_email):
         p.error("--sa-public-key and --sa-email go together")

@@ -239,11 +239,7 @@ class DriveApi:
 
     def _page_size(self, req):
         text = req.params.get("pageSize", "100")
-        try:
-            size = int(text)
-        except ValueError:
-            raise invalid("pageSize", f"Invalid value '{text}'. Values must be within the range: "
-                                      f"[1, {MAX_PAGE_SIZE}]") from None
+        size = int(text) if text.strip().isdigit() else 0
         if not 1 <= size <= MAX_PAGE_SIZE:
             raise invalid("pageSize", f"Invalid value '{text}'. Values must be within the range: "
                                       f"[1, {MAX_PAGE_SIZE}]")
@@ -340,7 +336,7 @@ class DriveApi:
     def revision(self, req, file_id, revision):
         """revisions.get: only the head revision of a blob exists; with alt=media it is downloaded."""
         item = self._item(file_id)
-        if item.head_revision is None or revision not in (item.head_revision, "head"):
+        if item.head_revision is None or revision != item.head_revision:
             raise ApiError(404, "notFound", f"Revision not found: {revision}.", "revisionId")
         if req.params.get("alt") == "media":
             return self.media(req, file_id)
@@ -349,7 +345,7 @@ class DriveApi:
                  "modifiedTime": emudrive.rfc3339(item.modified_ms), "keepForever": False,
                  "published": False, "size": str(item.source.size), "originalFilename": item.name}
         if emuquery.selected(mask, "md5Checksum")[0]:
-            value["md5Checksum"] = item.source.digests()["md5"]
+            value["md5Checksum"] = item.source.digest("md5")
         return self._json(req, emuquery.project(value, mask))
 
     def media(self, req, file_id):

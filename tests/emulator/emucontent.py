@@ -21,6 +21,7 @@ Native Google files (Docs, Sheets, ...) hold a text. Their export to a target MI
 per format. ``EXPORT_FORMATS`` is the export map from drive-api-v3.md section 1.4.
 """
 
+import concurrent.futures
 import hashlib
 import os
 import threading
@@ -30,6 +31,10 @@ _GENERATED_DOMAIN = b"colabfs-drive-emulator/v1"
 
 # How much a source hands out per chunk when the caller does not say.
 DEFAULT_CHUNK = 256 * 1024
+# Checksums computed together in one pass over the content; others get a pass of their own.
+MAIN_DIGESTS = ("md5", "sha256")
+_HASH_CHUNK = 4 << 20
+_PARALLEL_HASH_MIN = 64 << 20
 
 _DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 _XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -97,7 +102,7 @@ class ContentSource:
 
     def __init__(self):
         self._digest_lock = threading.Lock()
-        self._digests = None
+        self._digests = {}
 
     def _read(self, offset, length):
         raise NotImplementedError
@@ -119,19 +124,32 @@ class ContentSource:
     def read(self, start, end):
         return b"".join(self.chunks(start, end))
 
-    def digests(self):
-        """{"md5": hex, "sha1": hex, "sha256": hex} of the whole content, computed once and cached.
+    def digest(self, name):
+        """The lowercase hex checksum ``name`` (md5, sha1, sha256) of the whole content.
 
-        Concurrent callers wait for the one computation instead of repeating it.
+        Computed once and cached; md5 and sha256 come from one pass. Concurrent callers wait for the
+        one computation instead of repeating it.
         """
         with self._digest_lock:
-            if self._digests is None:
-                hashes = {"md5": hashlib.md5(), "sha1": hashlib.sha1(), "sha256": hashlib.sha256()}
-                for piece in self.chunks(0, self.size, 1 << 20):
-                    for h in hashes.values():
-                        h.update(piece)
-                self._digests = {name: h.hexdigest() for name, h in hashes.items()}
-            return self._digests
+            if name not in self._digests:
+                names = MAIN_DIGESTS if name in MAIN_DIGESTS else (name,)
+                self._digests.update(self._hash_pass(names))
+            return self._digests[name]
+
+    def _hash_pass(self, names):
+        hashes = [hashlib.new(n) for n in names]
+        pieces = self.chunks(0, self.size, _HASH_CHUNK)
+        if len(hashes) > 1 and self.size >= _PARALLEL_HASH_MIN:
+            # hashlib releases the GIL on large buffers: hash each piece with all algorithms at once.
+            with concurrent.futures.ThreadPoolExecutor(len(hashes)) as pool:
+                for piece in pieces:
+                    for future in [pool.submit(h.update, piece) for h in hashes]:
+                        future.result()
+        else:
+            for piece in pieces:
+                for h in hashes:
+                    h.update(piece)
+        return {n: h.hexdigest() for n, h in zip(names, hashes)}
 
 
 class BytesSource(ContentSource):

@@ -8,9 +8,9 @@ Ids: the root defaults to ``DEFAULT_ROOT_ID``; other items default to ``stable_i
 (spec) or ``stable_id("tree", relative path)`` (directory tree): "1" followed by 32 characters of the
 URL-safe base64 of a SHA-256, 33 characters from [A-Za-z0-9_-], stable across runs.
 
-All reads and writes of the item table go through ``Drive.lock``; ``generation`` increases on every
-change so that cached listings are dropped. ``add_item``, ``update_item`` and ``remove_item`` append to
-the change log that changes.list serves (the static CLI never calls them; a control API may).
+Changes to the item table and listings hold ``Drive.lock``; ``generation`` increases on every change so
+that cached listings are dropped. ``add_item``, ``update_item`` and ``remove_item`` (reached through the
+/_emu/items control endpoints) append to the change log that changes.list serves.
 """
 
 import base64
@@ -287,6 +287,8 @@ class Drive:
 
     def add_item(self, raw, base_dir="."):
         """Add one item given in spec form; returns its id."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise SpecError("an item needs an object with a string 'name'")
         with self.lock:
             parent = raw.get("parent", "root")
             parent = self.root.id if parent == "root" else parent
@@ -399,6 +401,23 @@ class Drive:
             if value is not None:
                 out[name] = emuquery.project(value, sub)
         return out
+
+    def hash_large_files(self, threshold=256 << 20):
+        """Start hashing the content of local files of ``threshold`` bytes or more in a background
+        thread, so that the first request for their checksums does not wait long."""
+        with self.lock:
+            sources = [i.source for i in self.items.values()
+                       if isinstance(i.source, emucontent.PathSource) and i.source.size >= threshold]
+
+        def work():
+            for source in sources:
+                try:
+                    source.digest("md5")
+                except OSError:
+                    pass                    # a request for the checksum will report it
+
+        if sources:
+            threading.Thread(target=work, name="drive-emulator-hash", daemon=True).start()
 
     def about(self):
         with self.lock:
@@ -525,9 +544,9 @@ _FILE_FIELDS = {
     "fileExtension": _blob(lambda i: _extension(i.name)),
     "size": _blob(lambda i: str(i.source.size)),
     "quotaBytesUsed": lambda d, i, b: str(i.source.size) if i.source is not None else "0",
-    "md5Checksum": _blob(lambda i: i.source.digests()["md5"]),
-    "sha1Checksum": _blob(lambda i: i.source.digests()["sha1"]),
-    "sha256Checksum": _blob(lambda i: i.source.digests()["sha256"]),
+    "md5Checksum": _blob(lambda i: i.source.digest("md5")),
+    "sha1Checksum": _blob(lambda i: i.source.digest("sha1")),
+    "sha256Checksum": _blob(lambda i: i.source.digest("sha256")),
     "headRevisionId": _blob(lambda i: i.head_revision),
 }
 

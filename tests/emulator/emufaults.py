@@ -23,7 +23,7 @@ What it does (one of):
     status=CODE     answer with a Drive error: [reason=R] [message=M] [retry_after=SECONDS]
                     (default reasons: 403 userRateLimitExceeded, 429 rateLimitExceeded, 5xx backendError)
     outage=SECONDS  from the moment it fires, answer every request it sees with ``status`` (default 503)
-                    for SECONDS
+                    for SECONDS (an outage rule fires once unless ``count`` says otherwise)
     reset_after=B   send the headers and B bytes of the body, then reset the connection (RST)
     drop=1          close the connection without any answer
     stall_ms=MS     pause MS ms before answering, or with ``stall_after=B`` after B bytes of the body
@@ -85,7 +85,8 @@ class FaultRule:
         self.file_id = values.get("id")
         self.after = values.get("after", 0)
         self.every = max(1, values.get("every", 1))
-        self.count = values.get("count")
+        # An outage rule that fired again at once would never end: by default it fires once.
+        self.count = values.get("count", 1 if "outage" in values else None)
         self.prob = values.get("prob", 1.0)
         for key in ("status", "reason", "message", "retry_after", "outage", "reset_after", "drop",
                     "stall_ms", "stall_after", "truncate", "bad_range"):

@@ -393,6 +393,29 @@ def test_about(basic):
     assert "text/plain" in body["exportFormats"][DOC]
 
 
+def test_control_api_changes_items():
+    with serve() as client:
+        _, start = client.json("/drive/v3/changes/startPageToken")
+
+        def control(path, value, method="POST"):
+            return client.json(path, method=method, data=json.dumps(value).encode(), token="")
+
+        status, body = control("/_emu/items", {"name": "new.txt", "parent": "dirA", "content": "new"})
+        assert status == 200
+        new_id = body["id"]
+        assert client.call(f"/drive/v3/files/{new_id}", {"alt": "media"})[2] == b"new"
+        assert control("/_emu/items/hello", {"content": "changed", "trashed": True})[0] == 200
+        assert control("/_emu/items/gen", {}, method="DELETE")[0] == 200
+        assert control("/_emu/items/nope", {})[0] == 404
+        assert control("/_emu/items", {"parent": "dirA"})[0] == 400
+        _, body = client.json("/drive/v3/files/hello", {"fields": "trashed,size"})
+        assert body == {"trashed": True, "size": "7"}
+        _, body = client.json("/drive/v3/changes", {"pageToken": start["startPageToken"],
+                                                    "fields": "changes(fileId,removed)"})
+        assert body["changes"] == [{"fileId": new_id, "removed": False}, {"fileId": "hello", "removed": False},
+                                   {"fileId": "gen", "removed": True}]
+
+
 def test_changes_feed():
     with serve() as client:
         _, start = client.json("/drive/v3/changes/startPageToken")
@@ -417,6 +440,12 @@ def test_changes_feed():
 
 # ---------------------------------------------------------------------------------------------------
 # auth
+
+
+def test_any_token_when_no_auth_is_configured():
+    with serve(auth=emuauth.Auth()) as client:
+        assert client.call("/drive/v3/files/root", token="whatever")[0] == 200
+        assert client.call("/drive/v3/files/root", token="")[0] == 401
 
 
 def test_requests_without_valid_token_get_401(basic):
@@ -576,17 +605,17 @@ def test_stats_and_log(tmp_path):
 
 
 def test_ttfb_and_bandwidth():
-    with serve(ttfb_ms=300, bandwidth=400_000) as client:
+    with serve(ttfb_ms=400, bandwidth=400_000) as client:
         started = time.monotonic()
         status, _, _ = client.call("/drive/v3/files/hello", {"alt": "media"})
-        assert status == 200 and time.monotonic() - started >= 0.3
+        assert status == 200 and time.monotonic() - started >= 0.4
         started = time.monotonic()
         client.call("/drive/v3/files/hello", {"fields": "id"})
-        assert time.monotonic() - started < 0.25                 # metadata is not delayed
+        assert time.monotonic() - started < 0.35                 # metadata is not delayed
         started = time.monotonic()
         status, _, body = client.call("/drive/v3/files/gen", {"alt": "media"})
         elapsed = time.monotonic() - started
-        assert body == GEN and 0.3 + 0.6 <= elapsed < 5          # 300 kB at 400 kB/s = 0.75 s
+        assert body == GEN and 0.4 + 0.6 <= elapsed < 5          # 300 kB at 400 kB/s = 0.75 s
 
 
 def test_keep_alive_and_content_length(basic):
@@ -626,6 +655,29 @@ def test_faults():
         assert client.call("/drive/v3/files/hello", {"alt": "media"})[2] == b"hello world\n"
         _, log = client.json("/_emu/log")
         assert log[1]["fault"] == faults[0]
+
+
+def test_more_faults():
+    faults = ["kind=media,id=gen,stall_ms=300,stall_after=1000,count=1",
+              "kind=media,id=hello,bad_range=1",
+              "kind=files.get,id=hello,drop=1,count=1",
+              "kind=about,outage=0.4,after=1"]
+    with serve(faults=faults) as client:
+        started = time.monotonic()
+        assert client.call("/drive/v3/files/gen", {"alt": "media"})[2] == GEN
+        assert time.monotonic() - started >= 0.3
+        status, headers, body = client.call("/drive/v3/files/hello", {"alt": "media"}, {"Range": "bytes=0-4"})
+        assert (status, headers["Content-Range"], body) == (206, "bytes 1-5/12", b"hello")
+        with pytest.raises((http.client.RemoteDisconnected, ConnectionError, urllib.error.URLError)):
+            client.call("/drive/v3/files/hello")
+        assert client.call("/drive/v3/files/hello")[0] == 200
+        assert client.call("/drive/v3/about", {"fields": "kind"})[0] == 200      # after=1
+        assert client.call("/drive/v3/about", {"fields": "kind"})[0] == 503      # outage starts
+        assert client.call("/drive/v3/about", {"fields": "kind"})[0] == 503
+        deadline = time.monotonic() + 5
+        while client.call("/drive/v3/about", {"fields": "kind"})[0] == 503:
+            assert time.monotonic() < deadline, "outage did not end"
+            time.sleep(0.05)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -53,5 +53,24 @@ int main(void)
 	CHECK_EQ(parse(none, 1, &c, why, sizeof(why)), CFS_E_CONFIG);
 	CHECK(strstr(why, "MOUNTPOINT") != NULL);
 	cfs_config_cleanup(&c);
+	const char *sz[] = { "--cache-size=2G", "--block-size", "256K", "/m" };
+	CHECK_EQ(parse(sz, 4, &c, why, sizeof(why)), 0);
+	CHECK(c.cache_size == 2ULL << 30);
+	CHECK(c.block_size == 256ULL << 10);
+	cfs_config_cleanup(&c);
+	const char *badsz[] = { "--block-size=100K", "/m" };
+	CHECK_EQ(parse(badsz, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+	cfs_config_cleanup(&c);
+	unsigned long long v;
+	CHECK_EQ(cfs_config_parse_size("512", &v), 0);
+	CHECK(v == 512);
+	CHECK_EQ(cfs_config_parse_size("1MiB", &v), 0);
+	CHECK(v == 1048576);
+	CHECK_EQ(cfs_config_parse_size("3gb", &v), 0);
+	CHECK(v == 3ULL << 30);
+	CHECK(cfs_config_parse_size("", &v) != 0);
+	CHECK(cfs_config_parse_size("-1", &v) != 0);
+	CHECK(cfs_config_parse_size("5X", &v) != 0);
+	CHECK(cfs_config_parse_size("99999999999T", &v) != 0);
 	return check_done("test_config");
 }

@@ -1,0 +1,569 @@
+/* index: the LMDB environment (see index.h).  The only file that includes
+ * <lmdb.h>.
+ *
+ * Map growth.  mdb_env_set_mapsize may only run while this process has no
+ * transaction open, so every transaction holds ix->lk shared and a resize
+ * takes it exclusively (writer-preferring, so readers cannot starve it).  A
+ * write that fails with MDB_MAP_FULL is aborted, the map doubled (up to
+ * map_max) and the whole write run again; that is why writes are expressed as
+ * functions of a fresh transaction. */
+#define _GNU_SOURCE
+#include "index.h"
+
+#include <errno.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+struct cfs_index {
+	MDB_env *env;
+	MDB_dbi dbi[CFS_IX_NTABLES];
+	pthread_rwlock_t lk;
+	uint64_t map_size; /* current map size; changes under lk held exclusively */
+	uint64_t map_max;
+};
+
+static const char *const table_names[CFS_IX_NTABLES] = {
+	[CFS_IX_BLOCKS] = "blocks", [CFS_IX_DIRS] = "dirs", [CFS_IX_INODES] = "inodes",
+	[CFS_IX_INOS] = "inos",     [CFS_IX_META] = "meta", [CFS_IX_STORE] = "store",
+};
+
+/* Translates an LMDB status where it enters. */
+static int ix_err(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_KEYEXIST:
+		return -EEXIST;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+		return -ENOSPC;
+	case MDB_BAD_VALSIZE:
+		return -EINVAL;
+	case MDB_READERS_FULL:
+		return -EAGAIN;
+	default:
+		if (rc > 0)
+			return rc == EDQUOT ? -ENOSPC : -rc;
+		return -EIO;
+	}
+}
+
+int cfs_index_table(const char *name)
+{
+	for (int t = CFS_IX_DIRS; t <= CFS_IX_META; t++)
+		if (name && strcmp(name, table_names[t]) == 0)
+			return t;
+	return -EINVAL;
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+	uint32_t v = 0;
+	for (int i = 3; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_INDEX_ROW_SIZE])
+{
+	memset(out, 0, CFS_INDEX_ROW_SIZE);
+	out[0] = 1; /* version */
+	out[1] = r->log2;
+	put_le32(out + 4, r->len);
+	put_le32(out + 8, r->crc);
+	put_le64(out + 16, r->slot);
+	put_le64(out + 24, r->gen);
+}
+
+int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r)
+{
+	const unsigned char *b = p;
+	if (n != CFS_INDEX_ROW_SIZE || b[0] != 1)
+		return -EINVAL;
+	r->log2 = b[1];
+	r->len = get_le32(b + 4);
+	r->crc = get_le32(b + 8);
+	r->slot = get_le64(b + 16);
+	r->gen = get_le64(b + 24);
+	return 0;
+}
+
+/* "<key>\0<be64 block>" into buf (CFS_INDEX_KEY_MAX + 9 bytes); -EINVAL for a
+ * bad key. */
+static int block_key(const char *key, uint64_t block, unsigned char *buf, MDB_val *v)
+{
+	size_t kl = key ? strnlen(key, CFS_INDEX_KEY_MAX + 1) : 0;
+	if (kl == 0 || kl > CFS_INDEX_KEY_MAX)
+		return -EINVAL;
+	memcpy(buf, key, kl);
+	buf[kl] = 0;
+	for (int i = 0; i < 8; i++)
+		buf[kl + 1 + i] = (unsigned char)(block >> (8 * (7 - i)));
+	v->mv_data = buf;
+	v->mv_size = kl + 9;
+	return 0;
+}
+
+/* 0 and the block number if raw is a well-formed block key. */
+static int parse_block_key(const MDB_val *k, uint64_t *block)
+{
+	const char *p = k->mv_data;
+	size_t kl;
+	if (k->mv_size < 10 || k->mv_size > CFS_INDEX_KEY_MAX + 9)
+		return -EINVAL;
+	kl = k->mv_size - 9;
+	if (p[kl] != 0 || strnlen(p, kl) != kl)
+		return -EINVAL;
+	*block = 0;
+	for (size_t i = 0; i < 8; i++)
+		*block = (*block << 8) | (unsigned char)p[kl + 1 + i];
+	return 0;
+}
+
+/* Grows the map after MDB_MAP_FULL seen with map size `seen`. */
+static int ix_grow(struct cfs_index *ix, uint64_t seen)
+{
+	int rc = 0;
+	pthread_rwlock_wrlock(&ix->lk);
+	if (ix->map_size == seen) {
+		uint64_t n = seen * 2 < ix->map_max ? seen * 2 : ix->map_max;
+		if (n <= seen) {
+			rc = -ENOSPC;
+		} else if ((rc = ix_err(mdb_env_set_mapsize(ix->env, (size_t)n))) == 0) {
+			ix->map_size = n;
+			CFS_INFO("cache index: map grown to %llu KiB", (unsigned long long)(n >> 10));
+		}
+	}
+	pthread_rwlock_unlock(&ix->lk);
+	return rc;
+}
+
+/* Adopts a map size another process set (MDB_MAP_RESIZED). */
+static int ix_adopt(struct cfs_index *ix)
+{
+	MDB_envinfo info;
+	int rc;
+	pthread_rwlock_wrlock(&ix->lk);
+	rc = ix_err(mdb_env_set_mapsize(ix->env, 0));
+	if (rc == 0 && mdb_env_info(ix->env, &info) == 0)
+		ix->map_size = info.me_mapsize;
+	pthread_rwlock_unlock(&ix->lk);
+	return rc;
+}
+
+/* Starts a transaction holding ix->lk shared; on success *seen is the map
+ * size it runs under.  The caller ends it with ix_end. */
+static int ix_begin(struct cfs_index *ix, unsigned flags, MDB_txn **txn, uint64_t *seen)
+{
+	for (;;) {
+		pthread_rwlock_rdlock(&ix->lk);
+		*seen = ix->map_size;
+		int rc = mdb_txn_begin(ix->env, NULL, flags, txn);
+		if (rc == 0)
+			return 0;
+		pthread_rwlock_unlock(&ix->lk);
+		if (rc != MDB_MAP_RESIZED)
+			return ix_err(rc);
+		if ((rc = ix_adopt(ix)) != 0)
+			return rc;
+	}
+}
+
+static void ix_end(struct cfs_index *ix, MDB_txn *txn)
+{
+	if (txn)
+		mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&ix->lk);
+}
+
+typedef int (*ix_txn_fn)(struct cfs_index *ix, MDB_txn *txn, void *arg);
+
+/* Runs fn in a write transaction and commits, growing the map and running it
+ * again when the map is full.  fn returns an MDB status. */
+static int ix_write(struct cfs_index *ix, ix_txn_fn fn, void *arg)
+{
+	for (;;) {
+		MDB_txn *txn;
+		uint64_t seen;
+		int rc = ix_begin(ix, 0, &txn, &seen);
+		if (rc)
+			return rc;
+		rc = fn(ix, txn, arg);
+		if (rc == 0)
+			rc = mdb_txn_commit(txn);
+		else
+			mdb_txn_abort(txn);
+		ix_end(ix, NULL);
+		if (rc != MDB_MAP_FULL)
+			return ix_err(rc);
+		if ((rc = ix_grow(ix, seen)) != 0)
+			return rc;
+	}
+}
+
+static int open_dbis(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	for (int t = 0; t < CFS_IX_NTABLES; t++) {
+		int rc = mdb_dbi_open(txn, table_names[t], MDB_CREATE, &ix->dbi[t]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct cfs_index **out)
+{
+	struct cfs_index *ix;
+	MDB_envinfo info;
+	pthread_rwlockattr_t ra;
+	int rc, dead;
+
+	*out = NULL;
+	ix = calloc(1, sizeof(*ix));
+	if (!ix)
+		return -ENOMEM;
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&ix->lk, &ra);
+	pthread_rwlockattr_destroy(&ra);
+	ix->map_max = map_max < map_size ? map_size : map_max;
+	rc = mdb_env_create(&ix->env);
+	if (rc) {
+		ix->env = NULL;
+		goto out;
+	}
+	if ((rc = mdb_env_set_maxdbs(ix->env, CFS_IX_NTABLES + 2)) != 0 ||
+	    (rc = mdb_env_set_maxreaders(ix->env, 256)) != 0 ||
+	    (rc = mdb_env_set_mapsize(ix->env, (size_t)map_size)) != 0)
+		goto out;
+	rc = mdb_env_open(ix->env, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_NOMETASYNC, 0600);
+	if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_VERSION_MISMATCH ||
+	    rc == MDB_PAGE_NOTFOUND) {
+		cfs_index_close(ix);
+		return -EUCLEAN;
+	}
+	if (rc)
+		goto out;
+	mdb_reader_check(ix->env, &dead);
+	mdb_env_info(ix->env, &info);
+	ix->map_size = info.me_mapsize;
+	rc = ix_write(ix, open_dbis, NULL);
+	if (rc == -EIO)
+		rc = -EUCLEAN;
+	if (rc) {
+		cfs_index_close(ix);
+		return rc;
+	}
+	*out = ix;
+	return 0;
+out:
+	rc = ix_err(rc);
+	cfs_index_close(ix);
+	return rc;
+}
+
+void cfs_index_close(struct cfs_index *ix)
+{
+	if (!ix)
+		return;
+	if (ix->env)
+		mdb_env_close(ix->env);
+	pthread_rwlock_destroy(&ix->lk);
+	free(ix);
+}
+
+uint64_t cfs_index_map_size(struct cfs_index *ix)
+{
+	uint64_t v;
+	pthread_rwlock_rdlock(&ix->lk);
+	v = ix->map_size;
+	pthread_rwlock_unlock(&ix->lk);
+	return v;
+}
+
+/* --- block rows ------------------------------------------------------------ */
+
+struct put_arg {
+	MDB_val k;
+	unsigned char row[CFS_INDEX_ROW_SIZE];
+};
+
+static int do_block_put(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	struct put_arg *a = arg;
+	MDB_val v = { .mv_size = sizeof(a->row), .mv_data = a->row };
+	return mdb_put(txn, ix->dbi[CFS_IX_BLOCKS], &a->k, &v, 0);
+}
+
+int cfs_index_block_put(struct cfs_index *ix, const char *key, uint64_t block,
+			const struct cfs_index_row *row)
+{
+	unsigned char kb[CFS_INDEX_KEY_MAX + 9];
+	struct put_arg a;
+	int rc = block_key(key, block, kb, &a.k);
+	if (rc)
+		return rc;
+	cfs_index_row_encode(row, a.row);
+	return ix_write(ix, do_block_put, &a);
+}
+
+struct del_arg {
+	const struct cfs_index_bkey *k;
+	size_t n;
+};
+
+static int do_block_del(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	struct del_arg *a = arg;
+	unsigned char kb[CFS_INDEX_KEY_MAX + 9];
+	MDB_val k;
+	for (size_t i = 0; i < a->n; i++) {
+		if (block_key(a->k[i].key, a->k[i].block, kb, &k) != 0)
+			continue;
+		int rc = mdb_del(txn, ix->dbi[CFS_IX_BLOCKS], &k, NULL);
+		if (rc && rc != MDB_NOTFOUND)
+			return rc;
+	}
+	return 0;
+}
+
+int cfs_index_block_del(struct cfs_index *ix, const struct cfs_index_bkey *k, size_t n)
+{
+	struct del_arg a = { k, n };
+	return n ? ix_write(ix, do_block_del, &a) : 0;
+}
+
+struct raw_arg {
+	MDB_val *k;
+	size_t n;
+};
+
+static int do_raw_del(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	struct raw_arg *a = arg;
+	for (size_t i = 0; i < a->n; i++) {
+		int rc = mdb_del(txn, ix->dbi[CFS_IX_BLOCKS], &a->k[i], NULL);
+		if (rc && rc != MDB_NOTFOUND)
+			return rc;
+	}
+	return 0;
+}
+
+int cfs_index_block_scan(struct cfs_index *ix, cfs_index_scan_fn fn, void *arg)
+{
+	struct raw_arg bad = { NULL, 0 };
+	size_t cap = 0;
+	MDB_txn *txn;
+	MDB_cursor *cur = NULL;
+	MDB_val k, v;
+	uint64_t seen, block;
+	int rc = ix_begin(ix, MDB_RDONLY, &txn, &seen);
+
+	if (rc)
+		return rc;
+	rc = ix_err(mdb_cursor_open(txn, ix->dbi[CFS_IX_BLOCKS], &cur));
+	for (int op = MDB_FIRST; rc == 0; op = MDB_NEXT) {
+		int mrc = mdb_cursor_get(cur, &k, &v, op);
+		if (mrc == MDB_NOTFOUND)
+			break;
+		if ((rc = ix_err(mrc)) != 0)
+			break;
+		if (parse_block_key(&k, &block) == 0) {
+			rc = fn(arg, k.mv_data, block, v.mv_data, v.mv_size);
+			continue;
+		}
+		if (bad.n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			MDB_val *nk = realloc(bad.k, nc * sizeof(*nk));
+			if (!nk) {
+				rc = -ENOMEM;
+				break;
+			}
+			bad.k = nk;
+			cap = nc;
+		}
+		bad.k[bad.n].mv_size = k.mv_size;
+		if (!(bad.k[bad.n].mv_data = malloc(k.mv_size))) {
+			rc = -ENOMEM;
+			break;
+		}
+		memcpy(bad.k[bad.n++].mv_data, k.mv_data, k.mv_size);
+	}
+	if (cur)
+		mdb_cursor_close(cur);
+	ix_end(ix, txn);
+	if (rc == 0 && bad.n) {
+		CFS_WARN("cache index: dropping %zu malformed block rows", bad.n);
+		rc = ix_write(ix, do_raw_del, &bad);
+	}
+	for (size_t i = 0; i < bad.n; i++)
+		free(bad.k[i].mv_data);
+	free(bad.k);
+	return rc;
+}
+
+static int do_block_clear(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	return mdb_drop(txn, ix->dbi[CFS_IX_BLOCKS], 0);
+}
+
+int cfs_index_block_clear(struct cfs_index *ix)
+{
+	return ix_write(ix, do_block_clear, NULL);
+}
+
+/* --- generic rows ---------------------------------------------------------- */
+
+static int check_kv(int table, size_t kl)
+{
+	return table < 0 || table >= CFS_IX_NTABLES || kl == 0 || kl > 511 ? -EINVAL : 0;
+}
+
+struct many_arg {
+	const struct cfs_index_kv *kv;
+	size_t n;
+};
+
+static int do_put_many(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	struct many_arg *a = arg;
+	for (size_t i = 0; i < a->n; i++) {
+		const struct cfs_index_kv *p = &a->kv[i];
+		MDB_val k = { .mv_size = p->kl, .mv_data = (void *)p->k };
+		MDB_val v = { .mv_size = p->vl, .mv_data = p->v ? (void *)p->v : (void *)"" };
+		int rc = mdb_put(txn, ix->dbi[p->table], &k, &v, 0);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size_t n)
+{
+	struct many_arg a = { kv, n };
+	for (size_t i = 0; i < n; i++)
+		if (check_kv(kv[i].table, kv[i].kl) || !kv[i].k || (!kv[i].v && kv[i].vl))
+			return -EINVAL;
+	return n ? ix_write(ix, do_put_many, &a) : 0;
+}
+
+int cfs_index_put(struct cfs_index *ix, int table, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct cfs_index_kv kv = { table, k, kl, v, vl };
+	return cfs_index_put_many(ix, &kv, 1);
+}
+
+int cfs_index_get(struct cfs_index *ix, int table, const void *k, size_t kl, void **v, size_t *vl)
+{
+	MDB_txn *txn;
+	MDB_val mk = { .mv_size = kl, .mv_data = (void *)k }, mv;
+	uint64_t seen;
+	int rc;
+
+	*v = NULL;
+	*vl = 0;
+	if (check_kv(table, kl))
+		return -EINVAL;
+	if ((rc = ix_begin(ix, MDB_RDONLY, &txn, &seen)) != 0)
+		return rc;
+	rc = ix_err(mdb_get(txn, ix->dbi[table], &mk, &mv));
+	if (rc == 0) {
+		*v = malloc(mv.mv_size ? mv.mv_size : 1);
+		if (*v) {
+			memcpy(*v, mv.mv_data, mv.mv_size);
+			*vl = mv.mv_size;
+		} else {
+			rc = -ENOMEM;
+		}
+	}
+	ix_end(ix, txn);
+	return rc;
+}
+
+struct one_arg {
+	int table;
+	MDB_val k;
+	uint64_t start, val;
+	int notfound;
+};
+
+static int do_del(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	struct one_arg *a = arg;
+	int rc = mdb_del(txn, ix->dbi[a->table], &a->k, NULL);
+	a->notfound = rc == MDB_NOTFOUND;
+	return a->notfound ? 0 : rc;
+}
+
+int cfs_index_del(struct cfs_index *ix, int table, const void *k, size_t kl)
+{
+	struct one_arg a = { .table = table, .k = { .mv_size = kl, .mv_data = (void *)k } };
+	int rc;
+	if (check_kv(table, kl))
+		return -EINVAL;
+	rc = ix_write(ix, do_del, &a);
+	return rc ? rc : a.notfound ? -ENOENT : 0;
+}
+
+static int do_next(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	struct one_arg *a = arg;
+	unsigned char b[8];
+	MDB_val v;
+	int rc = mdb_get(txn, ix->dbi[a->table], &a->k, &v);
+	if (rc == MDB_NOTFOUND)
+		a->val = a->start;
+	else if (rc)
+		return rc;
+	else if (v.mv_size != 8)
+		return MDB_CORRUPTED;
+	else
+		a->val = get_le64(v.mv_data) + 1;
+	put_le64(b, a->val);
+	v.mv_size = 8;
+	v.mv_data = b;
+	return mdb_put(txn, ix->dbi[a->table], &a->k, &v, 0);
+}
+
+int cfs_index_next(struct cfs_index *ix, int table, const void *k, size_t kl, uint64_t start,
+		   uint64_t *out)
+{
+	struct one_arg a = { .table = table, .k = { .mv_size = kl, .mv_data = (void *)k },
+			     .start = start };
+	int rc;
+	if (check_kv(table, kl))
+		return -EINVAL;
+	rc = ix_write(ix, do_next, &a);
+	if (rc == 0)
+		rc = ix_err(mdb_env_sync(ix->env, 1));
+	if (rc == 0)
+		*out = a.val;
+	return rc;
+}

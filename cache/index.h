@@ -1,0 +1,98 @@
+/* index: the LMDB environment of the cache folder ("index.mdb", 0600).
+ *
+ * Owns every use of LMDB.  Named databases ("tables"):
+ *   blocks  key "<content key>\0<block number, 8 bytes big-endian>" -> a
+ *           32-byte row (struct cfs_index_row, layout in store.h)
+ *   dirs, inodes, inos, meta   rows of the namespace, opaque here
+ *   store   the store's own header row
+ * The environment is opened MDB_NOSUBDIR | MDB_NOTLS | MDB_NOMETASYNC: any
+ * thread may use any call; a commit is crash-safe, and after a system crash at
+ * most the last commit may be undone (cfs_index_next syncs, so counters are
+ * durable).  Every write is one short transaction.  When the map is full it is
+ * grown (doubled, up to map_max) and the transaction is run again; a map that
+ * cannot grow, or a full file system, gives -ENOSPC.  MDB_* codes never leave
+ * this module: -ENOENT (absent), -EINVAL (bad size), -ENOSPC, -EAGAIN (reader
+ * slots full), -EIO (anything else), and at open -EUCLEAN for a file that is
+ * not a valid environment (the caller may remove it and start afresh). */
+#ifndef CFS_INDEX_H
+#define CFS_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFS_INDEX_KEY_MAX 200  /* longest content key */
+#define CFS_INDEX_ROW_SIZE 32
+
+enum cfs_index_table {
+	CFS_IX_BLOCKS,
+	CFS_IX_DIRS,
+	CFS_IX_INODES,
+	CFS_IX_INOS,
+	CFS_IX_META,
+	CFS_IX_STORE,
+	CFS_IX_NTABLES
+};
+
+struct cfs_index;
+
+/* A block row (see store.h for its 32 bytes on disk). */
+struct cfs_index_row {
+	uint8_t log2;    /* size class: slot size 1 << log2 */
+	uint32_t len;    /* bytes stored */
+	uint32_t crc;    /* crc32c of those bytes */
+	uint64_t slot;   /* slot number in the class's arena file */
+	uint64_t gen;    /* generation: unique per write of a slot */
+};
+
+struct cfs_index_bkey {
+	const char *key;
+	uint64_t block;
+};
+
+struct cfs_index_kv {
+	int table;
+	const void *k;
+	size_t kl;
+	const void *v;
+	size_t vl;
+};
+
+/* map_size: initial map (bytes, multiple of the page size); map_max: the most
+ * it may grow to. */
+int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct cfs_index **out);
+void cfs_index_close(struct cfs_index *ix); /* NULL-safe */
+uint64_t cfs_index_map_size(struct cfs_index *ix);
+
+/* The table id of a namespace table name ("dirs", "inodes", "inos", "meta"),
+ * or -EINVAL.  "blocks" and "store" are not reachable by name. */
+int cfs_index_table(const char *name);
+
+void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_INDEX_ROW_SIZE]);
+/* -EINVAL if the bytes are not a version-1 row. */
+int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r);
+
+/* Block rows.  key: 1..CFS_INDEX_KEY_MAX bytes, NUL-terminated. */
+int cfs_index_block_put(struct cfs_index *ix, const char *key, uint64_t block,
+			const struct cfs_index_row *row);
+/* Deletes n rows in one transaction; absent rows are fine. */
+int cfs_index_block_del(struct cfs_index *ix, const struct cfs_index_bkey *k, size_t n);
+/* Calls fn for every block row in key order from one read transaction; rows
+ * whose key is malformed are deleted instead.  fn returns 0 to go on or a
+ * negative status to stop (returned). */
+typedef int (*cfs_index_scan_fn)(void *arg, const char *key, uint64_t block, const void *row,
+				 size_t rowlen);
+int cfs_index_block_scan(struct cfs_index *ix, cfs_index_scan_fn fn, void *arg);
+/* Deletes every block row. */
+int cfs_index_block_clear(struct cfs_index *ix);
+
+/* Generic rows (any table).  cfs_index_get returns a malloc'd copy. */
+int cfs_index_put(struct cfs_index *ix, int table, const void *k, size_t kl, const void *v, size_t vl);
+int cfs_index_get(struct cfs_index *ix, int table, const void *k, size_t kl, void **v, size_t *vl);
+int cfs_index_del(struct cfs_index *ix, int table, const void *k, size_t kl);
+int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size_t n);
+/* Counter row (8 bytes little-endian) in table: absent -> start, else +1;
+ * stored and synced before returning the new value in *out. */
+int cfs_index_next(struct cfs_index *ix, int table, const void *k, size_t kl, uint64_t start,
+		   uint64_t *out);
+
+#endif

@@ -1,0 +1,245 @@
+/* store_open: opening a store — index, header check, arenas, rebuilding the
+ * in-memory table from the block rows — and closing it (see store.h). */
+#define _GNU_SOURCE
+#include "store.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "store_int.h"
+
+#define MAP_INITIAL (256ull << 20)
+#define MAP_MAX (64ull << 30)
+#define MIN_AUTO_BUDGET (64ull << 20)
+#define HEADER_SIZE 64
+#define HEADER_VERSION 1
+#define DROP_BATCH 1024
+
+static const char header_key[] = "header";
+static const char header_magic[8] = { 'C', 'F', 'S', 'S', 'T', 'O', 'R', '1' };
+
+static void put_le(unsigned char *p, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+	for (int i = n - 1; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static int path_in(const char *dir, const char *name, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "%s/%s", dir, name);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* Opens index.mdb; one that is not a valid environment is replaced by an
+ * empty one (with the arenas it described). */
+static int open_index(struct cfs_store *s, const char *dir)
+{
+	char path[PATH_MAX], lock[PATH_MAX];
+	int rc;
+
+	if ((rc = path_in(dir, "index.mdb", path, sizeof(path))) != 0 ||
+	    (rc = path_in(dir, "index.mdb-lock", lock, sizeof(lock))) != 0)
+		return rc;
+	rc = cfs_index_open(path, MAP_INITIAL, MAP_MAX, &s->ix);
+	if (rc != -EUCLEAN)
+		return rc;
+	CFS_WARN("cache: %s is not a valid index; starting with an empty cache", path);
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	unlink(lock);
+	if ((rc = cfs_arenas_remove(dir)) != 0)
+		return rc;
+	return cfs_index_open(path, MAP_INITIAL, MAP_MAX, &s->ix);
+}
+
+/* Checks the header row: a missing one, or one for another format or block
+ * size, empties the block cache.  Then writes it back with the next epoch. */
+static int check_header(struct cfs_store *s, const char *dir)
+{
+	unsigned char h[HEADER_SIZE] = { 0 };
+	uint32_t sizes[CFS_ARENA_MAX_CLASSES];
+	uint64_t epoch = 0;
+	void *v;
+	size_t vl;
+	unsigned n;
+	int reset = 1, rc;
+
+	rc = cfs_index_get(s->ix, CFS_IX_STORE, header_key, strlen(header_key), &v, &vl);
+	if (rc == 0) {
+		const unsigned char *b = v;
+		if (vl == HEADER_SIZE && memcmp(b, header_magic, 8) == 0) {
+			epoch = get_le(b + 16, 8);
+			reset = get_le(b + 8, 4) != HEADER_VERSION ||
+				get_le(b + 12, 4) != s->block_size;
+		}
+		free(v);
+		if (reset)
+			CFS_INFO("cache: block size or format changed; emptying the block cache");
+	} else if (rc != -ENOENT) {
+		return rc;
+	}
+	if (reset && ((rc = cfs_index_block_clear(s->ix)) != 0 || (rc = cfs_arenas_remove(dir)) != 0))
+		return rc;
+	s->epoch = (epoch + 1) & ((1ull << (64 - CFS_STORE_EPOCH_SHIFT)) - 1);
+	memcpy(h, header_magic, 8);
+	put_le(h + 8, HEADER_VERSION, 4);
+	put_le(h + 12, s->block_size, 4);
+	put_le(h + 16, s->epoch, 8);
+	n = cfs_arena_classes(s->block_size, sizes);
+	put_le(h + 24, n, 4);
+	for (unsigned i = 0; i < n; i++)
+		put_le(h + 28 + 4 * i, sizes[i], 4);
+	return cfs_index_put(s->ix, CFS_IX_STORE, header_key, strlen(header_key), h, sizeof(h));
+}
+
+struct rebuild {
+	struct cfs_store *s;
+	struct cfs_index_bkey *drop; /* rows to delete (keys malloc'd) */
+	size_t ndrop, cap;
+};
+
+static int drop_row(struct rebuild *rb, const char *key, uint64_t block)
+{
+	if (rb->ndrop == rb->cap) {
+		size_t nc = rb->cap ? rb->cap * 2 : 64;
+		struct cfs_index_bkey *d = realloc(rb->drop, nc * sizeof(*d));
+		if (!d)
+			return -ENOMEM;
+		rb->drop = d;
+		rb->cap = nc;
+	}
+	rb->drop[rb->ndrop].key = strdup(key);
+	if (!rb->drop[rb->ndrop].key)
+		return -ENOMEM;
+	rb->drop[rb->ndrop++].block = block;
+	return 0;
+}
+
+/* One block row: keep it (claim its slot, add an entry) or mark it for
+ * deletion. */
+static int rebuild_row(void *arg, const char *key, uint64_t block, const void *p, size_t n)
+{
+	struct rebuild *rb = arg;
+	struct cfs_store *s = rb->s;
+	struct cfs_index_row r;
+	struct cfs_arena *a;
+	struct cfs_tent *e;
+	int cls = -1;
+
+	if (cfs_index_row_decode(p, n, &r) == 0)
+		cls = cfs_arenas_class_of_log2(&s->ar, r.log2);
+	if (cls < 0 || r.len == 0 || r.len > s->ar.a[cls].size || r.len > s->block_size ||
+	    cfs_arena_claim(&s->ar.a[cls], r.slot) != 0)
+		return drop_row(rb, key, block);
+	a = &s->ar.a[cls];
+	e = cfs_table_new(&s->tab, key, block);
+	if (!e) {
+		cfs_arena_clear(a, r.slot);
+		return -ENOMEM;
+	}
+	e->cls = (uint8_t)cls;
+	e->slot = r.slot;
+	e->len = r.len;
+	e->crc = r.crc;
+	e->gen = r.gen;
+	cfs_table_link(&s->tab, e, 0);
+	s->used += a->size;
+	return 0;
+}
+
+static int rebuild(struct cfs_store *s)
+{
+	struct rebuild rb = { .s = s };
+	int rc = cfs_index_block_scan(s->ix, rebuild_row, &rb);
+
+	if (rc == 0 && rb.ndrop)
+		CFS_WARN("cache: dropping %zu block rows that name no valid slot", rb.ndrop);
+	for (size_t i = 0; rc == 0 && i < rb.ndrop; i += DROP_BATCH)
+		rc = cfs_index_block_del(s->ix, rb.drop + i,
+					 rb.ndrop - i < DROP_BATCH ? rb.ndrop - i : DROP_BATCH);
+	for (size_t i = 0; i < rb.ndrop; i++)
+		free((char *)rb.drop[i].key);
+	free(rb.drop);
+	/* slots no row names (torn writes, crashed puts) give their memory back */
+	for (unsigned i = 0; rc == 0 && i < s->ar.n; i++)
+		cfs_arena_punch_free(&s->ar.a[i]);
+	return rc;
+}
+
+static int auto_budget(struct cfs_store *s, const char *dir, uint64_t *out)
+{
+	struct statvfs v;
+	uint64_t b;
+
+	if (statvfs(dir, &v) < 0)
+		return -errno;
+	b = ((uint64_t)v.f_bavail * v.f_frsize + cfs_arenas_allocated(&s->ar)) / 2;
+	*out = b < MIN_AUTO_BUDGET ? MIN_AUTO_BUDGET : b;
+	return 0;
+}
+
+int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out)
+{
+	struct cfs_store *s;
+	uint32_t bs;
+	int rc;
+
+	*out = NULL;
+	if (!o || !o->dir)
+		return -EINVAL;
+	bs = o->block_size ? o->block_size : 1u << 20;
+	if (bs < (64u << 10) || bs > (1u << CFS_ARENA_MAX_LOG2) || (bs & (bs - 1)))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_mutex_init(&s->wmu, NULL);
+	s->block_size = bs;
+	s->verify_always = o->verify_always;
+	if ((rc = cfs_table_init(&s->tab)) != 0 || (rc = open_index(s, o->dir)) != 0 ||
+	    (rc = check_header(s, o->dir)) != 0 || (rc = cfs_arenas_open(&s->ar, o->dir, bs)) != 0 ||
+	    (rc = rebuild(s)) != 0)
+		goto fail;
+	s->budget = o->budget;
+	if (!s->budget && (rc = auto_budget(s, o->dir, &s->budget)) != 0)
+		goto fail;
+	if (s->used > s->budget)
+		cfs_store_evict_to(s, s->budget, NULL, NULL);
+	CFS_INFO("cache: %s: %zu blocks, %llu of %llu MiB used, block size %u KiB", o->dir,
+		 s->tab.ecount, (unsigned long long)(s->used >> 20),
+		 (unsigned long long)(s->budget >> 20), bs >> 10);
+	*out = s;
+	return 0;
+fail:
+	CFS_ERROR("cache: cannot open %s: %s", o->dir, cfs_strerror(rc));
+	cfs_store_close(s);
+	return rc;
+}
+
+void cfs_store_close(struct cfs_store *s)
+{
+	if (!s)
+		return;
+	cfs_index_close(s->ix);
+	cfs_arenas_close(&s->ar);
+	cfs_table_cleanup(&s->tab);
+	pthread_mutex_destroy(&s->mu);
+	pthread_mutex_destroy(&s->wmu);
+	free(s);
+}

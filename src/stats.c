@@ -1,0 +1,148 @@
+/* stats: gathering and rendering (see stats.h). */
+#include "stats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "drive.h"
+#include "err.h"
+#include "json.h"
+#include "reader.h"
+#include "store.h"
+
+struct field {
+	const char *name;
+	uint64_t v;
+};
+
+int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
+{
+	struct cfs_drive_stats d = { 0 };
+	struct cfs_store_stats c = { 0 };
+	struct cfs_reader_stats r = { 0 };
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (s->drive)
+		cfs_drive_stats(s->drive, &d);
+	if (s->store)
+		cfs_store_stats(s->store, &c);
+	if (s->reader)
+		cfs_reader_stats(s->reader, &r);
+	const struct field f[] = {
+		{ "uptime_seconds", (uint64_t)((now - s->started_ms) / 1000) },
+		{ "cache_hits_total", r.hits },
+		{ "cache_misses_total", r.misses },
+		{ "bytes_from_cache_total", r.bytes_cache },
+		{ "bytes_from_drive_total", r.bytes_drive },
+		{ "cache_used_bytes", c.used_bytes },
+		{ "cache_budget_bytes", c.budget },
+		{ "cache_blocks", c.blocks },
+		{ "cache_files", c.keys },
+		{ "cache_evictions_total", c.evictions },
+		{ "cache_evicted_bytes_total", c.evicted_bytes },
+		{ "cache_checksum_failures_total", c.crc_failures },
+		{ "cache_full_retries_total", c.enospc_retries },
+		{ "blocks_served_uncached_total", r.uncached },
+		{ "downloads_total", r.downloads },
+		{ "downloads_joined_total", r.joined },
+		{ "downloads_in_flight", r.inflight },
+		{ "drive_requests_total", d.requests },
+		{ "drive_retries_total", d.retries },
+		{ "drive_errors_total", d.errors },
+		{ "drive_errors_network_total", d.err_net },
+		{ "drive_errors_server_total", d.err_server },
+		{ "drive_errors_rate_limit_total", d.err_rate },
+		{ "drive_errors_malformed_total", d.err_proto },
+		{ "drive_errors_auth_total", d.err_auth },
+		{ "drive_errors_quota_total", d.err_quota },
+		{ "drive_errors_not_found_total", d.err_notfound },
+		{ "drive_errors_permission_total", d.err_access },
+		{ "drive_media_bytes_total", d.bytes_media },
+		{ "drive_json_bytes_total", d.bytes_json },
+	};
+	int rc = cfs_buf_append(out, "{", 1);
+	for (size_t i = 0; !rc && i < sizeof(f) / sizeof(f[0]); i++) {
+		char line[128];
+		int n = snprintf(line, sizeof(line), "%s\"%s\":%" PRIu64, i ? "," : "", f[i].name,
+				 f[i].v);
+		rc = cfs_buf_append(out, line, (size_t)n);
+	}
+	if (!rc)
+		rc = cfs_buf_append(out, "}\n", 2);
+	return rc;
+}
+
+struct kv {
+	char name[64];
+	int64_t v;
+};
+
+struct kvs {
+	struct kv e[96];
+	size_t n;
+};
+
+static int collect(const char *name, int64_t v, void *arg)
+{
+	struct kvs *k = arg;
+	if (k->n < sizeof(k->e) / sizeof(k->e[0])) {
+		snprintf(k->e[k->n].name, sizeof(k->e[0].name), "%s", name);
+		k->e[k->n++].v = v;
+	}
+	return 0;
+}
+
+static void human(char *buf, size_t cap, const char *name, double v)
+{
+	if (strstr(name, "bytes") && v >= 1024) {
+		const char *u = "KMGTP";
+		int i = -1;
+		while (v >= 1024 && i < 4) {
+			v /= 1024;
+			i++;
+		}
+		snprintf(buf, cap, "%.1f %ciB", v, u[i]);
+	} else {
+		snprintf(buf, cap, "%.0f", v);
+	}
+}
+
+int cfs_stats_render(FILE *out, const char *json, const char *prev, double dt_s,
+		     const char *format)
+{
+	struct kvs cur = { 0 }, old = { 0 };
+	if (cfs_json_flat_ints(json, strlen(json), collect, &cur))
+		return CFS_E_PROTO;
+	if (prev && cfs_json_flat_ints(prev, strlen(prev), collect, &old))
+		prev = NULL;
+	if (strcmp(format, "json") == 0) {
+		fputs(json, out);
+		return 0;
+	}
+	if (strcmp(format, "prometheus") == 0) {
+		for (size_t i = 0; i < cur.n; i++) {
+			const char *type = strstr(cur.e[i].name, "_total") ? "counter" : "gauge";
+			fprintf(out, "# TYPE colabfs_%s %s\ncolabfs_%s %" PRId64 "\n", cur.e[i].name,
+				type, cur.e[i].name, cur.e[i].v);
+		}
+		return 0;
+	}
+	fprintf(out, "%-34s %16s%s\n", "", "value", prev ? "          per s" : "");
+	for (size_t i = 0; i < cur.n; i++) {
+		char val[32], rate[32] = "";
+		human(val, sizeof(val), cur.e[i].name, (double)cur.e[i].v);
+		if (prev && dt_s > 0 && strstr(cur.e[i].name, "_total")) {
+			for (size_t j = 0; j < old.n; j++)
+				if (strcmp(old.e[j].name, cur.e[i].name) == 0)
+					human(rate, sizeof(rate), cur.e[i].name,
+					      (double)(cur.e[i].v - old.e[j].v) / dt_s);
+		}
+		fprintf(out, "%-34s %16s %14s\n", cur.e[i].name, val, rate);
+	}
+	return 0;
+}
