@@ -58,7 +58,7 @@ cmd_run() {
 			token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 			umask 077
 			printf '%s' "$token" >"$demo/token"
-			nohup python3 tests/emulator/drive_emulator.py --sample "$demo/drive" \
+			nohup /usr/bin/python3 tests/emulator/drive_emulator.py --sample "$demo/drive" \
 				--port 0 --port-file "$demo/port" --access-token "$token" --ttfb-ms 20 \
 				>"$demo/emulator.log" 2>&1 &
 			echo $! >"$demo/emulator.pid"
@@ -89,7 +89,7 @@ cmd_test() {
 	[ "$unit_fail" -eq 0 ] || cat tests/unit/*.log tests/*.log 2>/dev/null | tail -50
 	echo "== emulator and end-to-end tests (pytest)"
 	set +e
-	COLABFS_BIN="$top/colabfs" timeout 1500 python3 -m pytest -q -rfE -p no:cacheprovider \
+	COLABFS_BIN="$top/colabfs" timeout 1500 /usr/bin/python3 -m pytest -q -rfE -p no:cacheprovider \
 		tests/emulator tests/e2e 2>&1 | tee /tmp/colabfs-pytest.log
 	set -e
 	summary=$(grep -E '(passed|failed|error)' /tmp/colabfs-pytest.log | tail -n 1)

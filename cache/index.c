@@ -474,7 +474,8 @@ int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size
 	return n ? ix_write(ix, do_put_many, &a) : 0;
 }
 
-int cfs_index_put(struct cfs_index *ix, int table, const void *k, size_t kl, const void *v, size_t vl)
+int cfs_index_put(struct cfs_index *ix, int table, const void *k, size_t kl, const void *v,
+		  size_t vl)
 {
 	struct cfs_index_kv kv = { table, k, kl, v, vl };
 	return cfs_index_put_many(ix, &kv, 1);

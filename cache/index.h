@@ -86,7 +86,8 @@ int cfs_index_block_scan(struct cfs_index *ix, cfs_index_scan_fn fn, void *arg);
 int cfs_index_block_clear(struct cfs_index *ix);
 
 /* Generic rows (any table).  cfs_index_get returns a malloc'd copy. */
-int cfs_index_put(struct cfs_index *ix, int table, const void *k, size_t kl, const void *v, size_t vl);
+int cfs_index_put(struct cfs_index *ix, int table, const void *k, size_t kl, const void *v,
+		  size_t vl);
 int cfs_index_get(struct cfs_index *ix, int table, const void *k, size_t kl, void **v, size_t *vl);
 int cfs_index_del(struct cfs_index *ix, int table, const void *k, size_t kl);
 int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size_t n);

@@ -2,7 +2,8 @@
  * layout in store.h).
  *
  * Locks.  s->mu guards the table, the arenas' slot bitmaps and the counters;
- * it is held only for memory work, never across I/O or an index call.
+ * it is held only for memory work (and the ftruncate that grows an arena),
+ * never across block I/O or an index call.
  * s->wmu serializes the write flows (a put's commit, every eviction), each of
  * which is "index transaction, then the matching table change", so the table
  * and the index never disagree for another writer to see.  Order: wmu, then
@@ -199,7 +200,8 @@ static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls
 	pthread_mutex_lock(&s->wmu);
 	pthread_mutex_lock(&s->mu);
 	e = cfs_table_new(&s->tab, key, block);
-	row.gen = (s->epoch << CFS_STORE_EPOCH_SHIFT) | (++s->seq & ((1ull << CFS_STORE_EPOCH_SHIFT) - 1));
+	s->seq = (s->seq + 1) & ((1ull << CFS_STORE_EPOCH_SHIFT) - 1);
+	row.gen = s->epoch << CFS_STORE_EPOCH_SHIFT | s->seq;
 	pthread_mutex_unlock(&s->mu);
 	if (!e) {
 		pthread_mutex_unlock(&s->wmu);
@@ -332,7 +334,7 @@ int cfs_store_evict_prefix(struct cfs_store *s, const char *prefix, uint64_t *fr
 
 /* --- reads ----------------------------------------------------------------- */
 
-/* Drops a pinned entry whose slot failed its check, then unpins it. */
+/* Drops a pinned entry whose slot failed its check, then unpins it; a miss. */
 static void drop_bad(struct cfs_store *s, struct cfs_tent *e, int crc_mismatch)
 {
 	int mine, rc = 0, rel;
@@ -348,9 +350,12 @@ static void drop_bad(struct cfs_store *s, struct cfs_tent *e, int crc_mismatch)
 	pthread_mutex_unlock(&s->mu);
 	if (mine) {
 		struct cfs_index_bkey k = { e->key->name, e->block };
+		CFS_WARN("cache: block %llu of %s %s; dropped", (unsigned long long)e->block,
+			 e->key->name, crc_mismatch ? "failed its crc32c check" : "cannot be read");
 		rc = cfs_index_block_del(s->ix, &k, 1);
 	}
 	pthread_mutex_lock(&s->mu);
+	s->st.misses++;
 	if (mine) {
 		e->state = CFS_TENT_DEAD;
 		e->leak = rc != 0; /* a row may still name the slot: never reuse it */
@@ -358,9 +363,40 @@ static void drop_bad(struct cfs_store *s, struct cfs_tent *e, int crc_mismatch)
 	rel = unpin_locked(e);
 	pthread_mutex_unlock(&s->mu);
 	pthread_mutex_unlock(&s->wmu);
-	if (mine)
-		CFS_WARN("cache: block %llu of %s %s; dropped", (unsigned long long)e->block,
-			 e->key->name, crc_mismatch ? "failed its crc32c check" : "cannot be read");
+	if (rel)
+		release_entry(s, e);
+}
+
+struct cfs_tent *cfs_store_pin(struct cfs_store *s, const char *key, uint64_t block, int *verify)
+{
+	struct cfs_tkey *k;
+	struct cfs_tent *e = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	k = cfs_table_key(&s->tab, key);
+	if (k)
+		e = cfs_table_find(&s->tab, k, block);
+	if (e) {
+		e->pins++;
+		cfs_table_touch(&s->tab, e);
+		*verify = s->verify_always || !e->verified;
+	} else {
+		s->st.misses++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return e;
+}
+
+void cfs_store_unpin(struct cfs_store *s, struct cfs_tent *e, unsigned flags)
+{
+	int rel;
+	pthread_mutex_lock(&s->mu);
+	if (flags & CFS_STORE_UNPIN_VERIFIED)
+		e->verified = 1;
+	if (flags & CFS_STORE_UNPIN_HIT)
+		s->st.hits++;
+	rel = unpin_locked(e);
+	pthread_mutex_unlock(&s->mu);
 	if (rel)
 		release_entry(s, e);
 }
@@ -368,36 +404,25 @@ static void drop_bad(struct cfs_store *s, struct cfs_tent *e, int crc_mismatch)
 int cfs_store_read(struct cfs_store *s, const char *key, uint64_t block, uint32_t off, uint32_t len,
 		   char *buf, uint32_t *got)
 {
-	struct cfs_tkey *k;
-	struct cfs_tent *e = NULL;
-	char *tmp = NULL;
+	struct cfs_tent *e;
+	char *tmp;
 	uint32_t n = 0;
-	int verify, rc = 0, bad = 0, rel;
+	int verify = 0, rc = 0, bad = 0;
 
 	if (got)
 		*got = 0;
 	if (!s || !key_ok(key) || (!buf && len))
 		return -EINVAL;
-	pthread_mutex_lock(&s->mu);
-	k = cfs_table_key(&s->tab, key);
-	if (k)
-		e = cfs_table_find(&s->tab, k, block);
-	if (!e) {
-		s->st.misses++;
-		pthread_mutex_unlock(&s->mu);
+	e = cfs_store_pin(s, key, block, &verify);
+	if (!e)
 		return -ENOENT;
-	}
-	e->pins++;
-	cfs_table_touch(&s->tab, e);
-	verify = s->verify_always || !e->verified;
-	pthread_mutex_unlock(&s->mu);
-
 	/* e's slot, len and crc do not change while it is pinned */
 	if (off < e->len)
 		n = len < e->len - off ? len : e->len - off;
 	if (!verify) {
 		rc = cfs_arena_read(arena_of(s, e), e->slot, off, buf, n);
 	} else {
+		/* the whole block is checked, read straight into buf if it fits */
 		tmp = off == 0 && n == e->len ? buf : malloc(e->len);
 		if (!tmp)
 			rc = -ENOMEM;
@@ -409,28 +434,14 @@ int cfs_store_read(struct cfs_store *s, const char *key, uint64_t block, uint32_
 			free(tmp);
 	}
 	if (rc == -ENOMEM) {
-		pthread_mutex_lock(&s->mu);
-		rel = unpin_locked(e);
-		pthread_mutex_unlock(&s->mu);
-		if (rel)
-			release_entry(s, e);
+		cfs_store_unpin(s, e, 0);
 		return rc;
 	}
 	if (rc || bad) {
 		drop_bad(s, e, bad);
-		pthread_mutex_lock(&s->mu);
-		s->st.misses++;
-		pthread_mutex_unlock(&s->mu);
 		return -ENOENT;
 	}
-	pthread_mutex_lock(&s->mu);
-	if (verify)
-		e->verified = 1;
-	s->st.hits++;
-	rel = unpin_locked(e);
-	pthread_mutex_unlock(&s->mu);
-	if (rel)
-		release_entry(s, e);
+	cfs_store_unpin(s, e, CFS_STORE_UNPIN_HIT | (verify ? CFS_STORE_UNPIN_VERIFIED : 0));
 	if (got)
 		*got = n;
 	return 0;

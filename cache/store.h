@@ -39,6 +39,7 @@
  *                                       unique per write, changes when a
  *                                       slot is rewritten)
  *     "dirs", "inodes", "inos", "meta"   namespace rows (cfs_store_meta_*)
+ *   store.lock  flock'd by the process that has the store open (writer)
  *   arena-<class>.dat   one per class ("arena-4k.dat" ... "arena-1m.dat"):
  *               slot i of a class of size S is bytes [i*S, i*S + len).
  * A reader in another process (the GPU loader) opens the environment
@@ -73,7 +74,8 @@ struct cfs_store_opts {
 };
 
 /* Opens (creating) the store in o->dir.  An index that is not a valid LMDB
- * environment is removed and started afresh (logged). */
+ * environment is removed and started afresh (logged).  -EBUSY if another
+ * store has the folder open (an flock on "store.lock"). */
 int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out);
 void cfs_store_close(struct cfs_store *s); /* NULL-safe; no call may be running */
 uint32_t cfs_store_block_size(const struct cfs_store *s);

@@ -4,10 +4,12 @@
 #include "store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -43,6 +45,22 @@ static int path_in(const char *dir, const char *name, char *out, size_t cap)
 {
 	int n = snprintf(out, cap, "%s/%s", dir, name);
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* Takes the folder's lock: a second store on the same folder (another
+ * daemon) would hand out the same slots.  -EBUSY if it is taken. */
+static int lock_dir(struct cfs_store *s, const char *dir)
+{
+	char path[PATH_MAX];
+	int rc = path_in(dir, "store.lock", path, sizeof(path));
+	if (rc)
+		return rc;
+	s->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->lockfd < 0)
+		return -errno;
+	if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	return 0;
 }
 
 /* Opens index.mdb; one that is not a valid environment is replaced by an
@@ -210,9 +228,11 @@ int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out)
 		return -ENOMEM;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_mutex_init(&s->wmu, NULL);
+	s->lockfd = -1;
 	s->block_size = bs;
 	s->verify_always = o->verify_always;
-	if ((rc = cfs_table_init(&s->tab)) != 0 || (rc = open_index(s, o->dir)) != 0 ||
+	if ((rc = lock_dir(s, o->dir)) != 0 || (rc = cfs_table_init(&s->tab)) != 0 ||
+	    (rc = open_index(s, o->dir)) != 0 ||
 	    (rc = check_header(s, o->dir)) != 0 || (rc = cfs_arenas_open(&s->ar, o->dir, bs)) != 0 ||
 	    (rc = rebuild(s)) != 0)
 		goto fail;
@@ -239,6 +259,8 @@ void cfs_store_close(struct cfs_store *s)
 	cfs_index_close(s->ix);
 	cfs_arenas_close(&s->ar);
 	cfs_table_cleanup(&s->tab);
+	if (s->lockfd >= 0)
+		close(s->lockfd);
 	pthread_mutex_destroy(&s->mu);
 	pthread_mutex_destroy(&s->wmu);
 	free(s);

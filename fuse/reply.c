@@ -23,6 +23,8 @@ int cfs_reply_errno(int status)
 		return EFBIG;
 	case CFS_E_CONFIG:
 		return EINVAL;
+	case CFS_E_TLS:
+		return EIO;
 	default: /* NET, PROTO, QUOTA, RATE, SERVER, BADREQ */
 		return EIO;
 	}

@@ -14,6 +14,7 @@ static const char *const cfs_msgs[] = {
 	[CFS_E_TOOBIG - CFS_E_FIRST] = "export larger than Drive allows",
 	[CFS_E_BADREQ - CFS_E_FIRST] = "Drive rejected the request",
 	[CFS_E_CONFIG - CFS_E_FIRST] = "invalid configuration",
+	[CFS_E_TLS - CFS_E_FIRST] = "TLS certificate verification failed (see --ca-file)",
 };
 
 int cfs_err_is_cfs(int status)

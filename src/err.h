@@ -20,6 +20,7 @@ enum {
 	CFS_E_TOOBIG,              /* export larger than Drive allows */
 	CFS_E_BADREQ,              /* Drive refused the request as malformed (400) */
 	CFS_E_CONFIG,              /* bad option or configuration */
+	CFS_E_TLS,                 /* the server's certificate does not verify: not transient */
 	CFS_E_LAST
 };
 

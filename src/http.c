@@ -226,6 +226,24 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
 	return len;
 }
 
+/* Which curl failures no retry can fix. */
+static int classify_curl(CURLcode cc)
+{
+	switch (cc) {
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		return CFS_E_TLS;
+	case CURLE_URL_MALFORMAT:
+	case CURLE_UNSUPPORTED_PROTOCOL:
+		return CFS_E_CONFIG;
+	default:
+		return CFS_E_NET;
+	}
+}
+
 int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 {
 	CURL *c = take_handle(h);
@@ -305,7 +323,7 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 		rc = CFS_E_PROTO;
 	} else if (cc != CURLE_OK) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
-		rc = CFS_E_NET;
+		rc = classify_curl(cc);
 	}
 	/* The option list held the token: wipe it before freeing. */
 	for (struct curl_slist *s = hdrs; s; s = s->next)

@@ -8,7 +8,9 @@
  *
  * cfs_http_perform returns 0 when an HTTP response arrived, whatever its
  * status (the caller classifies it), CFS_E_NET for a transport failure
- * (r->errmsg says which), CFS_E_PROTO when a 2xx body overflowed the caller's
+ * (r->errmsg says which), CFS_E_TLS when the peer's certificate does not
+ * verify or the CA file is unusable (retrying cannot help), CFS_E_CONFIG for
+ * a malformed URL, CFS_E_PROTO when a 2xx body overflowed the caller's
  * buffer, -EFBIG when a body outgrew the limit of out, or -ENOMEM.  The bearer token is sent as a header and never logged. */
 #ifndef CFS_HTTP_H
 #define CFS_HTTP_H

@@ -8,6 +8,8 @@
  *
  * Everything else lives in libcolabfs.a; this file wires the layers together. */
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +53,18 @@ static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *
 	if ((st.st_mode & 0777) != 0700 && chmod(c->cache_dir, 0700) != 0) {
 		snprintf(why, wcap, "cannot chmod 0700 %s: %s", c->cache_dir, strerror(errno));
 		return -errno;
+	}
+	/* One daemon per cache folder: two would hand out the same arena slots.
+	 * The lock is held by the open file, which the daemon inherits. */
+	char lock[PATH_MAX];
+	snprintf(lock, sizeof(lock), "%.4000s/lock", c->cache_dir);
+	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		snprintf(why, wcap, "cache folder %s is in use by another colabfs mount "
+				    "(give each mount its own --cache-dir)", c->cache_dir);
+		if (fd >= 0)
+			close(fd);
+		return -EBUSY;
 	}
 	const char *lf = c->log_file;
 	char tmp[PATH_MAX];
@@ -135,9 +149,6 @@ static int cmd_mount(int argc, char **argv)
 	}
 	struct cfs_store_stats sst;
 	cfs_store_stats(store, &sst);
-	CFS_INFO("cache %s: %llu MiB of %llu MiB used, block size %u KiB", c.cache_dir,
-		 (unsigned long long)(sst.used_bytes >> 20), (unsigned long long)(sst.budget >> 20),
-		 cfs_store_block_size(store) >> 10);
 	if ((rc = cfs_vfs_new(drive, store, &vo, &vfs))) {
 		fprintf(stderr, "colabfs: cannot open the Drive folder %s: %s\n",
 			c.root_id ? c.root_id : "My Drive", cfs_strerror(rc));

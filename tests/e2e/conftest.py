@@ -26,6 +26,8 @@ import faulthandler
 import json
 import os
 import random
+import shutil
+import signal
 import sys
 import threading
 import time
@@ -47,6 +49,71 @@ SEED = 20240501
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "deadline(seconds): per-test watchdog deadline")
+    _install_term_handler()
+
+
+def pytest_unconfigure(config):
+    # normally every fixture has cleaned up already; this catches what an
+    # interrupted run (Ctrl-C) left behind
+    H.emergency_cleanup()
+
+
+def _install_term_handler():
+    """On SIGTERM/SIGHUP (e.g. ``timeout 600 pytest``) unmount and reap what we
+    started, then exit.
+
+    The work is done by a thread: woken through signal.set_wakeup_fd when the
+    main thread is running, or -- when the main thread is stuck in a FUSE request
+    (killable sleep, so no handler can run there and the signal stays pending)
+    -- by seeing it pending in /proc, twice a second."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        signal.set_wakeup_fd(w)
+    except ValueError:
+        return
+    sigs = (signal.SIGTERM, signal.SIGHUP)
+    for sig in sigs:
+        signal.signal(sig, lambda signum, frame: None)
+    status_files = ["/proc/self/status",  # ShdPnd: process-wide pending
+                    "/proc/self/task/%d/status" % threading.main_thread().native_id]
+    mask = sum(1 << (s - 1) for s in sigs)
+
+    def pending_on_main():
+        v = 0
+        for path in status_files:
+            try:
+                with open(path) as f:
+                    for line in f:
+                        if line.startswith(("SigPnd:", "ShdPnd:")):
+                            v |= int(line.split()[1], 16) & mask
+            except (OSError, ValueError):
+                pass
+        return (v & -v).bit_length() or None
+
+    def finish(sig):
+        sys.__stderr__.write("\n*** e2e: signal %d: unmounting and exiting\n" % sig)
+        H.emergency_cleanup()
+        os._exit(128 + sig)
+
+    def watch():
+        import select
+        while True:
+            ready, _, _ = select.select([r], [], [], 0.5)
+            if ready:
+                b = os.read(r, 64)
+                if not b:
+                    return
+                for sig in b:
+                    if sig in sigs:
+                        finish(sig)
+            else:
+                sig = pending_on_main()
+                if sig:
+                    finish(sig)
+    threading.Thread(target=watch, name="e2e-term", daemon=True).start()
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
@@ -339,6 +406,21 @@ def emulator_factory(tmp_path_factory):
             e.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _start_main_emulator_early(request):
+    """Start the main emulator with the session: it hashes the 5 GiB file in the
+    background (the first listing waits for that), which then overlaps with
+    tests that do not need it.  Failures surface in the tests that use it."""
+    if H.EMULATOR_PY.is_file():
+        try:
+            request.getfixturevalue("emulator")
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: B902 - skip/fail: reported by the tests that need it
+            pass
+    yield
+
+
 @pytest.fixture(scope="session")
 def emulator(tree, emulator_factory):
     """The main emulator: plain HTTP, static token, 37-item pages with short and
@@ -386,6 +468,9 @@ class MountFactory:
         for m in reversed(self.mounts):
             for p in m.cleanup():
                 problems.append("%s: %s" % (m.mnt, p))
+            if not H.is_fuse_mounted(m.mnt):
+                # the block cache can hold GiBs; keep the log for post-mortems
+                shutil.rmtree(m.workdir / "cache", ignore_errors=True)
         self.mounts = []
         return problems
 
@@ -416,13 +501,23 @@ class SessionMount:
         self.m = None
         self.remounts = 0
         self.problems = []
+        self.broken = None
 
     def get(self):
+        if self.broken:
+            pytest.fail("session mount unavailable: " + self.broken, pytrace=False)
         if self.m is None or not self.m.alive():
             if self.m is not None:
                 self.remounts += 1
                 self.problems += self.m.cleanup()
-            self.m = self.f.new(self.emu, name="session")
+                if self.remounts > 3:
+                    self.broken = "the daemon died or was killed %d times" % self.remounts
+                    pytest.fail(self.broken, pytrace=False)
+            try:
+                self.m = self.f.new(self.emu, name="session")
+            except AssertionError as e:
+                self.broken = str(e)  # later tests fail at once instead of waiting again
+                raise
         return self.m
 
     def close(self):

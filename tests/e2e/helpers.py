@@ -493,7 +493,9 @@ class Mount:
             if rc is None:
                 self._adopt_pids()
                 if check:
-                    raise AssertionError("colabfs mount did not return within %ss" % timeout)
+                    raise AssertionError("colabfs mount did not return within %ss\nstdout: %s\n"
+                                         "stderr (tail): %s%s" % (timeout, out[-2000:], err[-3000:],
+                                                                  self.log_tail()))
                 return self.result
             if rc != 0:
                 self._adopt_pids()
@@ -616,6 +618,29 @@ class Mount:
             with _REG_LOCK:
                 LIVE_MOUNTS.discard(self)
         return problems
+
+
+def emergency_cleanup():
+    """Unmount every mount and reap every process still registered (signal or
+    interrupted run).  Gentle first (colabfs umount, 10 s), then hard."""
+    with _REG_LOCK:
+        mounts = list(LIVE_MOUNTS)
+        procs = list(LIVE_PROCS)
+    for m in mounts:
+        try:
+            if is_fuse_mounted(m.mnt):
+                subprocess.run([str(colabfs_bin()), "umount", m.mnt], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+        except Exception:
+            pass
+        try:
+            m.kill_hard()
+        except Exception:
+            pass
+        with _REG_LOCK:
+            LIVE_MOUNTS.discard(m)
+    for p in procs:
+        reap_proc(p, term_timeout=5)
 
 
 def abort_everything():

@@ -2,12 +2,14 @@
  * temporary folder. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "index.h"
+#include "log.h"
 
 static char dir[64];
 
@@ -154,6 +156,79 @@ static void test_map_growth(void)
 	cfs_index_close(ix);
 }
 
+/* Writers that make the map grow while readers read: every row lands. */
+struct grower {
+	struct cfs_index *ix;
+	int id, writer, bad;
+};
+
+static void *grow_work(void *arg)
+{
+	struct grower *g = arg;
+	char val[1500];
+	for (int i = 0; i < 400; i++) {
+		int k = g->id * 1000 + i;
+		void *v;
+		size_t vl;
+		if (g->writer) {
+			memset(val, 'a' + g->id, sizeof(val));
+			if (cfs_index_put(g->ix, CFS_IX_INODES, &k, sizeof(k), val, sizeof(val)))
+				g->bad++;
+			uint64_t c;
+			if (i % 50 == 0 && cfs_index_next(g->ix, CFS_IX_META, "n", 1, 1, &c))
+				g->bad++;
+		} else {
+			k = (g->id % 4) * 1000 + i;
+			int rc = cfs_index_get(g->ix, CFS_IX_INODES, &k, sizeof(k), &v, &vl);
+			if (rc == 0)
+				free(v);
+			else if (rc != -ENOENT)
+				g->bad++;
+		}
+	}
+	return NULL;
+}
+
+static void test_concurrent_growth(void)
+{
+	char p[128];
+	struct cfs_index *ix;
+	pthread_t t[8];
+	struct grower g[8];
+	path(p, sizeof(p), "c.mdb");
+	unlink(p);
+	CHECK_EQ(cfs_index_open(p, 128 << 10, 256 << 20, &ix), 0);
+	for (int i = 0; i < 8; i++) {
+		g[i] = (struct grower){ .ix = ix, .id = i, .writer = i < 4 };
+		pthread_create(&t[i], NULL, grow_work, &g[i]);
+	}
+	int bad = 0;
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		bad += g[i].bad;
+	}
+	CHECK_EQ(bad, 0);
+	CHECK(cfs_index_map_size(ix) > (1u << 20));
+	int all = 1;
+	for (int w = 0; w < 4; w++)
+		for (int i = 0; i < 400; i++) {
+			int k = w * 1000 + i;
+			void *v;
+			size_t vl;
+			if (cfs_index_get(ix, CFS_IX_INODES, &k, sizeof(k), &v, &vl) != 0) {
+				all = 0;
+				continue;
+			}
+			all &= vl == 1500 && ((char *)v)[1499] == 'a' + w;
+			free(v);
+		}
+	CHECK(all);
+	uint64_t c;
+	CHECK_EQ(cfs_index_next(ix, CFS_IX_META, "n", 1, 1, &c), 0);
+	CHECK_EQ(c, 33);
+	cfs_index_close(ix);
+}
+
 int main(void)
 {
 	snprintf(dir, sizeof(dir), "/tmp/cfs-test-index.XXXXXX");
@@ -161,8 +236,10 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
+	cfs_log_set_level(CFS_LOG_WARN);
 	test_rows();
 	test_map_growth();
+	test_concurrent_growth();
 	cleanup();
 	return check_done("test_index");
 }
