@@ -75,7 +75,7 @@ struct cfs_store_opts {
 
 /* Opens (creating) the store in o->dir.  An index that is not a valid LMDB
  * environment is removed and started afresh (logged).  -EBUSY if another
- * store has the folder open (an flock on "store.lock"). */
+ * store keeps the folder open (an flock on "store.lock") for 3 s. */
 int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out);
 void cfs_store_close(struct cfs_store *s); /* NULL-safe; no call may be running */
 uint32_t cfs_store_block_size(const struct cfs_store *s);

@@ -23,6 +23,7 @@
 #define HEADER_SIZE 64
 #define HEADER_VERSION 1
 #define DROP_BATCH 1024
+#define LOCK_WAIT_MS 3000
 
 static const char header_key[] = "header";
 static const char header_magic[8] = { 'C', 'F', 'S', 'S', 'T', 'O', 'R', '1' };
@@ -48,7 +49,8 @@ static int path_in(const char *dir, const char *name, char *out, size_t cap)
 }
 
 /* Takes the folder's lock: a second store on the same folder (another
- * daemon) would hand out the same slots.  -EBUSY if it is taken. */
+ * daemon) would hand out the same slots.  Waits a little for a daemon that
+ * is still exiting (a remount), then gives -EBUSY. */
 static int lock_dir(struct cfs_store *s, const char *dir)
 {
 	char path[PATH_MAX];
@@ -58,8 +60,15 @@ static int lock_dir(struct cfs_store *s, const char *dir)
 	s->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (s->lockfd < 0)
 		return -errno;
-	if (flock(s->lockfd, LOCK_EX | LOCK_NB) < 0)
-		return errno == EWOULDBLOCK ? -EBUSY : -errno;
+	for (int i = 0; flock(s->lockfd, LOCK_EX | LOCK_NB) < 0; i++) {
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if (i == LOCK_WAIT_MS / 50)
+			return -EBUSY;
+		if (i == 0)
+			CFS_INFO("cache: %s is in use; waiting up to %d s", dir, LOCK_WAIT_MS / 1000);
+		usleep(50 * 1000);
+	}
 	return 0;
 }
 

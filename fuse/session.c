@@ -45,6 +45,8 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		}
 		if (o->log_file && (rc = cfs_log_open(o->log_file, cfs_log_get_level())) != 0)
 			goto out_unmount;
+		if (o->after_fork && (rc = o->after_fork(o->after_fork_arg, &fs.vfs, &fs.stats)) != 0)
+			goto out_unmount;
 	}
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
 	if (!lc) {

@@ -15,6 +15,10 @@ struct cfs_session_opts {
 	double attr_timeout;
 	const char *log_file;    /* where logging moves when daemonized */
 	struct cfs_stats_src stats;
+	/* Called in the daemon after daemonizing (not with foreground): reopens
+	 * what cannot cross a fork and hands back the vfs to serve. */
+	int (*after_fork)(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *stats);
+	void *after_fork_arg;
 };
 
 /* Mounts vfs at mountpoint (read-only), daemonizes unless foreground, serves

@@ -33,7 +33,7 @@ static const struct opt opts[] = {
 	{ "credentials", 0, T_STR, O(credentials), "FILE",
 	  "ADC credentials file (authorized_user or service_account)" },
 	{ "cache-dir", 0, T_STR, O(cache_dir), "DIR",
-	  "cache folder, mode 0700 (default /dev/shm/colabfs-UID)" },
+	  "cache folder, mode 0700 (default: one per mountpoint under /dev/shm/colabfs-UID)" },
 	{ "cache-size", 0, T_SIZE, O(cache_size), "SIZE",
 	  "cache budget, e.g. 20G (default: half the cache folder's free space)" },
 	{ "block-size", 0, T_SIZE, O(block_size), "SIZE",
@@ -164,7 +164,7 @@ int cfs_config_parse_size(const char *s, unsigned long long *out)
 	}
 	if (shift && *end == 'i')
 		end++;
-	if (*end == 'B' || (*end == 'b' && !shift))
+	if (*end == 'B' || *end == 'b')
 		end++;
 	if (*end || (shift && v > (~0ULL >> shift)))
 		return -EINVAL;
@@ -230,15 +230,11 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, size_t wcap)
 {
 	memset(c, 0, sizeof(*c));
-	char dir[64];
-	snprintf(dir, sizeof(dir), "/dev/shm/colabfs-%u", (unsigned)getuid());
 	c->io_timeout_s = 300;
 	c->dir_ttl_s = 300;
 	c->attr_timeout_s = 60;
 	c->max_threads = 64;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
-	if (!rc)
-		rc = set_str(&c->cache_dir, dir);
 	if (!rc)
 		rc = set_str(&c->log_level, "info");
 	if (!rc)

@@ -7,9 +7,8 @@
  *   colabfs --help | --version
  *
  * Everything else lives in libcolabfs.a; this file wires the layers together. */
+#define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <sys/file.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include "err.h"
 #include "http.h"
 #include "log.h"
+#include "names.h"
 #include "session.h"
 #include "stats.h"
 #include "store.h"
@@ -36,40 +36,62 @@ static int usage_error(const char *why)
 	return 2;
 }
 
-/* Creates the cache folder (0700) and returns the absolute log path to use
- * in the background. */
-static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *why, size_t wcap)
+/* mkdir -p with mode 0700 for the folders it creates; an existing folder
+ * must be ours and is narrowed to 0700. */
+static int make_private_dir(const char *path, char *why, size_t wcap)
 {
-	if (mkdir(c->cache_dir, 0700) != 0 && errno != EEXIST) {
-		snprintf(why, wcap, "cannot create cache folder %s: %s", c->cache_dir,
-			 strerror(errno));
+	if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+		snprintf(why, wcap, "cannot create cache folder %s: %s", path, strerror(errno));
 		return -errno;
 	}
 	struct stat st;
-	if (stat(c->cache_dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-		snprintf(why, wcap, "cache folder %s is not a folder owned by you", c->cache_dir);
+	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+		snprintf(why, wcap, "cache folder %s is not a folder owned by you", path);
 		return -EPERM;
 	}
-	if ((st.st_mode & 0777) != 0700 && chmod(c->cache_dir, 0700) != 0) {
-		snprintf(why, wcap, "cannot chmod 0700 %s: %s", c->cache_dir, strerror(errno));
+	if ((st.st_mode & 0777) != 0700 && chmod(path, 0700) != 0) {
+		snprintf(why, wcap, "cannot chmod 0700 %s: %s", path, strerror(errno));
 		return -errno;
 	}
-	/* One daemon per cache folder: two would hand out the same arena slots.
-	 * The lock is held by the open file, which the daemon inherits. */
-	char lock[PATH_MAX];
-	snprintf(lock, sizeof(lock), "%.4000s/lock", c->cache_dir);
-	int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-	if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
-		snprintf(why, wcap, "cache folder %s is in use by another colabfs mount "
-				    "(give each mount its own --cache-dir)", c->cache_dir);
-		if (fd >= 0)
-			close(fd);
-		return -EBUSY;
-	}
-	const char *lf = c->log_file;
+	return 0;
+}
+
+/* Without --cache-dir each mountpoint gets its own folder under
+ * /dev/shm/colabfs-UID, named after the mountpoint's path, so remounting the
+ * same path finds its cache and two mounts never share one. */
+static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
+{
+	char base[64], real[PATH_MAX], name[160], *dir;
+	snprintf(base, sizeof(base), "/dev/shm/colabfs-%u", (unsigned)getuid());
+	int rc = make_private_dir(base, why, wcap);
+	if (rc)
+		return rc;
+	if (!realpath(c->mountpoint, real))
+		return -errno;
+	size_t o = 0;
+	for (const char *p = real + 1; *p && o < 100; p++)
+		name[o++] = (*p == '/' || *p == '.') ? '-' : *p;
+	snprintf(name + o, sizeof(name) - o, "%s%.8llx", o ? "." : "root.",
+		 (unsigned long long)(cfs_names_fnv1a(real) >> 32));
+	if (asprintf(&dir, "%s/%s", base, name) < 0)
+		return -ENOMEM;
+	free(c->cache_dir);
+	c->cache_dir = dir;
+	return 0;
+}
+
+/* Creates the cache folder (0700) and works out the absolute log path. */
+static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *why, size_t wcap)
+{
+	int rc = c->cache_dir ? 0 : default_cache_dir(c, why, wcap);
+	if (!rc)
+		rc = make_private_dir(c->cache_dir, why, wcap);
+	if (rc)
+		return rc;
 	char tmp[PATH_MAX];
+	const char *lf = c->log_file;
 	if (!lf) {
-		snprintf(tmp, sizeof(tmp), "%s/colabfs.log", c->cache_dir);
+		snprintf(tmp, sizeof(tmp), "%.4000s/colabfs.log", c->cache_dir);
 		lf = tmp;
 	}
 	if (lf[0] == '/') {
@@ -85,78 +107,117 @@ static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *
 	return 0;
 }
 
+/* What a mount is made of, below the FUSE session. */
+struct mount {
+	struct cfs_config *c;
+	struct cfs_http *http;
+	struct cfs_auth *auth;
+	struct cfs_drive *drive;
+	struct cfs_store *store;
+	struct cfs_vfs *vfs;
+	char why[512];
+};
+
+/* Opens the cache and the file system core.  Called before daemonizing to
+ * catch every error on the terminal, and again in the daemon: LMDB cannot
+ * cross a fork. */
+static int open_core(struct mount *m)
+{
+	struct cfs_config *c = m->c;
+	struct cfs_store_opts sto = { .dir = c->cache_dir, .block_size = (uint32_t)c->block_size,
+				      .budget = c->cache_size, .verify_always = (int)c->verify_always };
+	struct cfs_vfs_opts vo = { .root_id = c->root_id, .dir_ttl_s = c->dir_ttl_s };
+	cfs_export_parse(c->export_formats, &vo.exports, m->why, sizeof(m->why));
+	int rc = cfs_store_open(&sto, &m->store);
+	if (rc) {
+		snprintf(m->why, sizeof(m->why), "cannot open the cache in %s: %s", c->cache_dir,
+			 rc == -EBUSY ? "another colabfs mount is using it (give each mount its "
+					"own --cache-dir)"
+				      : cfs_strerror(rc));
+		return rc;
+	}
+	rc = cfs_vfs_new(m->drive, m->store, &vo, &m->vfs);
+	if (rc)
+		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s",
+			 c->root_id ? c->root_id : "My Drive", cfs_strerror(rc));
+	return rc;
+}
+
+static void close_core(struct mount *m)
+{
+	cfs_vfs_free(m->vfs);
+	cfs_store_close(m->store);
+	m->vfs = NULL;
+	m->store = NULL;
+}
+
+static int reopen_core(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *st)
+{
+	struct mount *m = arg;
+	close_core(m);
+	int rc = open_core(m);
+	if (rc) {
+		CFS_ERROR("%s", m->why);
+		return rc;
+	}
+	*vfs = m->vfs;
+	st->store = m->store;
+	st->reader = cfs_vfs_reader(m->vfs);
+	return 0;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct cfs_config c;
-	char why[512] = "";
-	int rc = cfs_config_parse(argc, argv, &c, why, sizeof(why));
-	if (rc) {
+	struct mount m = { .c = &c };
+	char log_path[PATH_MAX];
+	int rc = cfs_config_parse(argc, argv, &c, m.why, sizeof(m.why));
+	if (rc || c.help) {
+		if (rc)
+			fprintf(stderr, "colabfs: %s\n", m.why);
+		else
+			cfs_config_usage(stdout);
 		cfs_config_cleanup(&c);
-		fprintf(stderr, "colabfs: %s\n", why);
-		return 2;
-	}
-	if (c.help) {
-		cfs_config_usage(stdout);
-		cfs_config_cleanup(&c);
-		return 0;
+		return rc ? 2 : 0;
 	}
 	enum cfs_log_level lvl = CFS_LOG_INFO;
 	cfs_log_parse_level(c.log_level, &lvl);
 	if (c.debug)
 		lvl = CFS_LOG_DEBUG;
 	struct stat st;
-	char log_path[PATH_MAX];
-	struct cfs_http *http = NULL;
-	struct cfs_auth *auth = NULL;
-	struct cfs_drive *drive = NULL;
-	struct cfs_vfs *vfs = NULL;
-	struct cfs_store *store = NULL;
 	if (stat(c.mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "colabfs: mountpoint %s is not a folder\n", c.mountpoint);
-		rc = 2;
-		goto out;
+		cfs_config_cleanup(&c);
+		return 2;
 	}
-	if ((rc = prepare_dirs(&c, log_path, sizeof(log_path), why, sizeof(why)))) {
-		fprintf(stderr, "colabfs: %s\n", why);
-		rc = 1;
-		goto out;
+	if ((rc = prepare_dirs(&c, log_path, sizeof(log_path), m.why, sizeof(m.why)))) {
+		fprintf(stderr, "colabfs: %s\n", m.why[0] ? m.why : strerror(-rc));
+		cfs_config_cleanup(&c);
+		return 1;
 	}
 	/* In the foreground we log to stderr unless told otherwise. */
-	cfs_log_open(c.foreground ? c.log_file ? log_path : NULL : NULL, lvl);
+	cfs_log_open(c.foreground && c.log_file ? log_path : NULL, lvl);
 	struct cfs_http_opts ho = { .ca_file = c.ca_file, .user_agent = "colabfs/" CFS_VERSION };
 	struct cfs_auth_opts ao = { .credentials = c.credentials, .token_url = c.token_url };
 	struct cfs_drive_opts dopt = { .api_url = c.api_url, .io_timeout_ms = c.io_timeout_s * 1000 };
-	struct cfs_vfs_opts vo = { .root_id = c.root_id, .dir_ttl_s = c.dir_ttl_s };
-	cfs_export_parse(c.export_formats, &vo.exports, why, sizeof(why));
-	if ((rc = cfs_http_new(&ho, &http))) {
-		fprintf(stderr, "colabfs: cannot start the HTTP client: %s\n", cfs_strerror(rc));
-		goto fail;
-	}
-	if ((rc = cfs_auth_new(http, &ao, &auth, why, sizeof(why)))) {
-		fprintf(stderr, "colabfs: %s\n", why);
-		goto fail;
-	}
-	CFS_INFO("colabfs %s: credentials from %s, Drive API at %s", CFS_VERSION,
-		 cfs_auth_source(auth), c.api_url);
-	if ((rc = cfs_drive_new(http, auth, &dopt, &drive)))
-		goto fail;
-	struct cfs_store_opts sto = { .dir = c.cache_dir, .block_size = (uint32_t)c.block_size,
-				      .budget = c.cache_size, .verify_always = (int)c.verify_always };
-	if ((rc = cfs_store_open(&sto, &store))) {
-		fprintf(stderr, "colabfs: cannot open the cache in %s: %s\n", c.cache_dir,
-			cfs_strerror(rc));
-		goto fail;
+	if ((rc = cfs_http_new(&ho, &m.http)))
+		snprintf(m.why, sizeof(m.why), "cannot start the HTTP client: %s", cfs_strerror(rc));
+	else if ((rc = cfs_auth_new(m.http, &ao, &m.auth, m.why, sizeof(m.why))) == 0)
+		CFS_INFO("colabfs %s: credentials from %s, Drive API at %s", CFS_VERSION,
+			 cfs_auth_source(m.auth), c.api_url);
+	if (!rc && (rc = cfs_drive_new(m.http, m.auth, &dopt, &m.drive)))
+		snprintf(m.why, sizeof(m.why), "%s", cfs_strerror(rc));
+	if (!rc)
+		rc = open_core(&m);
+	if (rc) {
+		fprintf(stderr, "colabfs: %s\n", m.why);
+		goto out;
 	}
 	struct cfs_store_stats sst;
-	cfs_store_stats(store, &sst);
-	if ((rc = cfs_vfs_new(drive, store, &vo, &vfs))) {
-		fprintf(stderr, "colabfs: cannot open the Drive folder %s: %s\n",
-			c.root_id ? c.root_id : "My Drive", cfs_strerror(rc));
-		goto fail;
-	}
+	cfs_store_stats(m.store, &sst);
 	if (!c.foreground)
 		fprintf(stderr, "colabfs: serving %s at %s; cache %s (budget %llu MiB); log: %s\n",
-			cfs_vfs_root_id(vfs), c.mountpoint, c.cache_dir,
+			cfs_vfs_root_id(m.vfs), c.mountpoint, c.cache_dir,
 			(unsigned long long)(sst.budget >> 20), log_path);
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
@@ -168,23 +229,22 @@ static int cmd_mount(int argc, char **argv)
 		.max_threads = (int)c.max_threads,
 		.attr_timeout = (double)c.attr_timeout_s,
 		.log_file = log_path,
-		.stats = { .drive = drive, .store = store, .reader = cfs_vfs_reader(vfs),
+		.stats = { .drive = m.drive, .store = m.store, .reader = cfs_vfs_reader(m.vfs),
 			   .started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 },
+		.after_fork = reopen_core,
+		.after_fork_arg = &m,
 	};
-	rc = cfs_session_run(vfs, &so);
+	rc = cfs_session_run(m.vfs, &so);
 	if (rc)
 		fprintf(stderr, "colabfs: %s\n", cfs_strerror(rc));
-fail:
-	rc = rc ? 1 : 0;
 out:
-	cfs_vfs_free(vfs);
-	cfs_store_close(store);
-	cfs_drive_free(drive);
-	cfs_auth_free(auth);
-	cfs_http_free(http);
+	close_core(&m);
+	cfs_drive_free(m.drive);
+	cfs_auth_free(m.auth);
+	cfs_http_free(m.http);
 	cfs_config_cleanup(&c);
 	cfs_log_close();
-	return rc;
+	return rc ? 1 : 0;
 }
 
 static int cmd_umount(int argc, char **argv)

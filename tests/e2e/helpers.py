@@ -373,13 +373,13 @@ def proc_state(pid):
 
 
 def pid_gone(pid):
-    """True when pid no longer runs (absent, or a zombie waiting for its parent)."""
-    try:
-        r, _ = os.waitpid(pid, os.WNOHANG)
-        if r == pid:
-            return True
-    except ChildProcessError:
-        pass
+    """True when pid no longer runs (absent, or a zombie waiting for its parent).
+    Our own Popen children are asked through Popen.poll(), which also reaps
+    them (never waitpid() them behind Popen's back: it would lose the status)."""
+    with _REG_LOCK:
+        mine = [p for p in LIVE_PROCS if p.pid == pid]
+    if mine:
+        return mine[0].poll() is not None
     st = proc_state(pid)
     return st is None or st in ("Z", "X")
 
@@ -569,54 +569,72 @@ class Mount:
 
     def cleanup(self):
         """Unmount and reap, whatever state things are in.  Returns a list of
-        problems found (empty when the daemon shut down cleanly)."""
+        problems found (empty when the daemon shut down cleanly).  Every step
+        is guarded on its own so a failing step cannot skip the later ones."""
         problems = []
-        try:
+
+        def step(what, fn):
+            try:
+                fn()
+            except Exception as e:  # cleanup must never hide the real failure
+                problems.append("%s: %r" % (what, e))
+
+        def gentle():
             if is_fuse_mounted(self.mnt):
                 rc, out, err = self.umount(timeout=30)
                 if rc != 0:
-                    problems.append("colabfs umount rc=%r: %s %s" % (rc, out.strip(), err.strip()))
+                    problems.append("colabfs umount rc=%r: %s %s" % (rc, out.strip()[-500:],
+                                                                    err.strip()[-500:]))
+
+        def lazy():
             if is_fuse_mounted(self.mnt):
                 problems.append("still mounted after colabfs umount; used umount -l")
                 subprocess.run(["umount", "-l", self.mnt], stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+
+        def reap_daemons():
             pids = set(pids_for_mountpoint(self.mnt))
             if self.pid and not pid_gone(self.pid) and is_colabfs_exe(self.pid):
                 pids.add(self.pid)
-            if pids:
-                try:
-                    wait_until(lambda: all(pid_gone(p) for p in pids), 5,
-                               what="daemon exit")
-                except Timeout:
-                    problems.append("daemon pid(s) %s still running after unmount; killed"
-                                    % sorted(pids))
-                    for p in pids:
+            if self.fg_proc is not None:
+                pids.discard(self.fg_proc.pid)  # reaped below through its Popen
+            if not pids:
+                return
+            try:
+                wait_until(lambda: all(pid_gone(p) for p in pids), 5, what="daemon exit")
+                return
+            except Timeout:
+                problems.append("daemon pid(s) %s still running after unmount; killed" % sorted(pids))
+            for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+                for p in pids:
+                    if not pid_gone(p) and is_colabfs_exe(p):
                         try:
-                            os.kill(p, signal.SIGTERM)
+                            os.kill(p, sig)
                         except OSError:
                             pass
-                    try:
-                        wait_until(lambda: all(pid_gone(p) for p in pids), 10, what="SIGTERM")
-                    except Timeout:
-                        for p in pids:
-                            try:
-                                os.kill(p, signal.SIGKILL)
-                            except OSError:
-                                pass
-                        wait_until(lambda: all(pid_gone(p) for p in pids), 10, what="SIGKILL")
+                try:
+                    wait_until(lambda: all(pid_gone(p) for p in pids), grace, what="daemon exit")
+                    return
+                except Timeout:
+                    pass
+            problems.append("daemon pid(s) %s survived SIGKILL" % sorted(pids))
+
+        def reap_fg():
             if self.fg_proc is not None:
                 try:
                     self.fg_proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     problems.append("foreground colabfs did not exit; killed")
                 reap_proc(self.fg_proc)
-            if is_fuse_mounted(self.mnt):
-                problems.append("mountpoint still mounted at the end of cleanup")
-        except Exception as e:  # cleanup must never hide the real failure
-            problems.append("cleanup error: %r" % (e,))
-        finally:
-            with _REG_LOCK:
-                LIVE_MOUNTS.discard(self)
+
+        step("colabfs umount", gentle)
+        step("umount -l", lazy)
+        step("reaping the daemon", reap_daemons)
+        step("reaping the foreground daemon", reap_fg)
+        step("final check", lambda: problems.append("mountpoint still mounted at the end of cleanup")
+             if is_fuse_mounted(self.mnt) else None)
+        with _REG_LOCK:
+            LIVE_MOUNTS.discard(self)
         return problems
 
 

@@ -1,127 +1,41 @@
 /* Unit tests: the block store (arenas + index + eviction) and its namespace
- * rows, in temporary folders under /tmp (and a 2 MiB tmpfs when we may mount
- * one). */
+ * rows, in temporary folders under /tmp.  Threads, pins and a full tmpfs are
+ * in test_store_mt.c. */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "index.h"
 #include "log.h"
 #include "store.h"
-#include "store_int.h"
+#include "store_util.h"
 
-#define K64 (64u << 10)
-
-static uint64_t mix(uint64_t x)
+static void *close_later(void *arg)
 {
-	x ^= x >> 31;
-	x *= 0x9e3779b97f4a7c15ULL;
-	x ^= x >> 29;
-	return x;
+	usleep(300 * 1000);
+	cfs_store_close(arg);
+	return NULL;
 }
 
-/* The bytes of (key, block): different for every pair. */
-static void fill(char *buf, const char *key, uint64_t block, uint32_t len, uint64_t salt)
+/* A second open waits for a store that is closing (a remount). */
+static void test_lock_wait(void)
 {
-	uint64_t x = mix(block + 1 + salt);
-	for (const char *p = key; *p; p++)
-		x = mix(x ^ (unsigned char)*p);
-	for (uint32_t i = 0; i < len; i++) {
-		if (i % 8 == 0)
-			x = mix(x + i);
-		buf[i] = (char)(x >> (8 * (i % 8)));
-	}
-}
-
-static int same(const char *buf, const char *key, uint64_t block, uint32_t off, uint32_t n,
-		uint32_t len, uint64_t salt)
-{
-	char *want = malloc(len ? len : 1);
-	fill(want, key, block, len, salt);
-	int ok = memcmp(buf, want + off, n) == 0;
-	free(want);
-	return ok;
-}
-
-static void mkdir_tmp(char *dir, size_t cap)
-{
-	snprintf(dir, cap, "/tmp/cfs-test-store.XXXXXX");
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
-		exit(1);
-	}
-}
-
-static void rm_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[512];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-}
-
-static int file_exists(const char *dir, const char *name)
-{
-	char p[512];
-	snprintf(p, sizeof(p), "%s/%s", dir, name);
-	return access(p, F_OK) == 0;
-}
-
-static struct cfs_store *open_store(const char *dir, uint32_t bs, uint64_t budget, int verify)
-{
-	struct cfs_store_opts o = { .dir = dir, .block_size = bs, .budget = budget,
-				    .verify_always = verify };
-	struct cfs_store *s = NULL;
-	int rc = cfs_store_open(&o, &s);
-	CHECK_EQ(rc, 0);
-	if (rc) {
-		fprintf(stderr, "cannot open store in %s: %d\n", dir, rc);
-		exit(1);
-	}
-	return s;
-}
-
-static int put(struct cfs_store *s, const char *key, uint64_t block, uint32_t len)
-{
-	char *buf = malloc(len ? len : 1);
-	fill(buf, key, block, len, 0);
-	int rc = cfs_store_put(s, key, block, buf, len);
-	free(buf);
-	return rc;
-}
-
-/* 1 if the whole block reads back as put() wrote it with length len. */
-static int read_ok(struct cfs_store *s, const char *key, uint64_t block, uint32_t len)
-{
-	char *buf = malloc(len + 16);
-	uint32_t got = 0;
-	int rc = cfs_store_read(s, key, block, 0, len + 16, buf, &got);
-	int ok = rc == 0 && got == len && same(buf, key, block, 0, len, len, 0);
-	free(buf);
-	return ok;
-}
-
-static struct cfs_store_stats stats(struct cfs_store *s)
-{
-	struct cfs_store_stats st;
-	cfs_store_stats(s, &st);
-	return st;
+	char dir[64];
+	pthread_t t;
+	mkdir_tmp(dir, sizeof(dir));
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	CHECK_EQ(put(s, "w@1", 0, 10), 0);
+	pthread_create(&t, NULL, close_later, s);
+	s = open_store(dir, K64, 64u << 20, 0);
+	pthread_join(t, NULL);
+	CHECK(read_ok(s, "w@1", 0, 10));
+	cfs_store_close(s);
+	rm_dir(dir);
 }
 
 static void test_roundtrip(void)
@@ -144,9 +58,9 @@ static void test_roundtrip(void)
 	CHECK(read_ok(s, "A@r1", 2, 300000));
 	/* offsets and clipping */
 	CHECK_EQ(cfs_store_read(s, "A@r1", 1, 1000, 5000, buf, &got), 0);
-	CHECK(got == 5000 && same(buf, "A@r1", 1, 1000, 5000, 1u << 20, 0));
+	CHECK(got == 5000 && same(buf, "A@r1", 1, 1000, 5000, 1u << 20));
 	CHECK_EQ(cfs_store_read(s, "A@r1", 2, 299990, 100, buf, &got), 0);
-	CHECK(got == 10 && same(buf, "A@r1", 2, 299990, 10, 300000, 0));
+	CHECK(got == 10 && same(buf, "A@r1", 2, 299990, 10, 300000));
 	CHECK_EQ(cfs_store_read(s, "A@r1", 2, 300000, 100, buf, &got), 0);
 	CHECK_EQ(got, 0);
 	/* misses */
@@ -173,10 +87,10 @@ static void test_roundtrip(void)
 	CHECK_EQ(cfs_store_put(s, "A@r1", 0, buf, (1u << 20) + 1), -EINVAL);
 	CHECK_EQ(cfs_store_read(s, "", 0, 0, 10, buf, &got), -EINVAL);
 	/* a put replaces: new bytes, new length, the old slot freed */
-	fill(buf, "other", 9, 500, 0);
+	fill(buf, "other", 9, 500);
 	CHECK_EQ(cfs_store_put(s, "A@r1", 0, buf, 500), 0);
 	CHECK_EQ(cfs_store_read(s, "A@r1", 0, 0, 8192, buf, &got), 0);
-	CHECK(got == 500 && same(buf, "other", 9, 0, 500, 500, 0));
+	CHECK(got == 500 && same(buf, "other", 9, 0, 500, 500));
 	st = stats(s);
 	CHECK_EQ(st.blocks, 4);
 	CHECK_EQ(st.used_bytes, (2u << 20) + (4u << 10) + (4u << 10));
@@ -235,11 +149,6 @@ static void test_classes(void)
 	CHECK(cfs_store_budget(s) >= (64u << 20));
 	cfs_store_close(s);
 	rm_dir(dir);
-}
-
-static uint32_t len_of(int k, uint64_t b)
-{
-	return (uint32_t)(mix((uint64_t)k * 131 + b) % K64) + 1;
 }
 
 static void test_reopen_and_corruption(void)
@@ -518,208 +427,15 @@ static void test_meta(void)
 
 /* White box: a pinned block is not evicted, and its slot is not reused
  * before the last pin goes, even once evict_prefix took it. */
-static void test_pinned(void)
-{
-	char dir[64], key[16], *buf = malloc(K64);
-	uint64_t bytes, blocks;
-	int verify = -1;
-	mkdir_tmp(dir, sizeof(dir));
-	struct cfs_store *s = open_store(dir, K64, 4 * K64, 0);
-
-	CHECK_EQ(put(s, "p@1", 0, K64), 0);
-	CHECK_EQ(put(s, "q@1", 0, K64), 0);
-	struct cfs_tent *e = cfs_store_pin(s, "p@1", 0, &verify);
-	CHECK(e != NULL);
-	CHECK_EQ(verify, 0);
-	CHECK(cfs_store_pin(s, "p@1", 1, &verify) == NULL);
-	CHECK(read_ok(s, "q@1", 0, K64)); /* p is the oldest now */
-	CHECK_EQ(cfs_store_evict_to(s, 0, &bytes, &blocks), 0);
-	CHECK(bytes == K64 && blocks == 1);
-	CHECK_EQ(cfs_store_cached_bytes(s, "p@1"), K64);
-	for (int i = 0; i < 6; i++) {
-		snprintf(key, sizeof(key), "r%d", i);
-		CHECK_EQ(put(s, key, 0, K64), 0);
-	}
-	CHECK_EQ(cfs_store_cached_bytes(s, "p@1"), K64);
-	CHECK_EQ(cfs_store_evict_prefix(s, "p@", &bytes, &blocks), 0);
-	CHECK(bytes == K64 && blocks == 1);
-	CHECK_EQ(cfs_store_cached_bytes(s, "p@1"), 0);
-	CHECK_EQ(cfs_store_read(s, "p@1", 0, 0, 10, buf, NULL), -ENOENT);
-	CHECK_EQ(stats(s).used_bytes, 4 * K64); /* p's slot is still taken */
-	CHECK_EQ(stats(s).blocks, 3);
-	for (int i = 6; i < 12; i++) {
-		snprintf(key, sizeof(key), "r%d", i);
-		CHECK_EQ(put(s, key, 0, K64), 0);
-	}
-	CHECK_EQ(stats(s).used_bytes, 4 * K64);
-	CHECK_EQ(cfs_arena_read(&s->ar.a[e->cls], e->slot, 0, buf, K64), 0);
-	CHECK(same(buf, "p@1", 0, 0, K64, K64, 0));
-	cfs_store_unpin(s, e, 0);
-	CHECK_EQ(stats(s).used_bytes, 3 * K64);
-	CHECK_EQ(put(s, "r12", 0, K64), 0);
-	CHECK_EQ(stats(s).blocks, 4);
-	cfs_store_close(s);
-	free(buf);
-	rm_dir(dir);
-}
-
-/* --- many threads ------------------------------------------------------------ */
-
-struct worker {
-	struct cfs_store *s;
-	int id, ops;
-	int bad, put_enospc, hits;
-};
-
-static void *work(void *arg)
-{
-	struct worker *w = arg;
-	char key[16];
-	char *buf = malloc(K64);
-	uint64_t x = (uint64_t)w->id * 7919 + 1;
-
-	for (int i = 0; i < w->ops; i++) {
-		x = mix(x + (uint64_t)i);
-		int k = (int)(x % 24);
-		uint64_t b = (x >> 8) % 8;
-		uint32_t len = len_of(k, b), got;
-		snprintf(key, sizeof(key), "c%d@r", k);
-		int op = (int)((x >> 16) % 100);
-		if (op < 45) {
-			int rc = put(w->s, key, b, len);
-			if (rc == -ENOSPC)
-				w->put_enospc++;
-			else if (rc)
-				w->bad++;
-		} else if (op < 98) {
-			uint32_t off = (uint32_t)((x >> 24) % len);
-			int rc = cfs_store_read(w->s, key, b, off, K64, buf, &got);
-			if (rc == 0) {
-				w->hits++;
-				if (got != len - off || !same(buf, key, b, off, got, len, 0))
-					w->bad++;
-			} else if (rc != -ENOENT) {
-				w->bad++;
-			}
-		} else if (op < 99) {
-			if (cfs_store_evict_prefix(w->s, key, NULL, NULL))
-				w->bad++;
-		} else if (cfs_store_evict_to(w->s, 8 * K64, NULL, NULL)) {
-			w->bad++;
-		}
-	}
-	free(buf);
-	return NULL;
-}
-
-static void test_threads(void)
-{
-	char dir[64], key[16];
-	pthread_t t[8];
-	struct worker w[8];
-	mkdir_tmp(dir, sizeof(dir));
-	struct cfs_store *s = open_store(dir, K64, 24 * K64, 0);
-
-	for (int i = 0; i < 8; i++) {
-		w[i] = (struct worker){ .s = s, .id = i, .ops = 1500 };
-		pthread_create(&t[i], NULL, work, &w[i]);
-	}
-	int bad = 0, enospc = 0, hits = 0;
-	for (int i = 0; i < 8; i++) {
-		pthread_join(t[i], NULL);
-		bad += w[i].bad;
-		enospc += w[i].put_enospc;
-		hits += w[i].hits;
-	}
-	CHECK_EQ(bad, 0);
-	CHECK(hits > 100);
-	struct cfs_store_stats st = stats(s);
-	CHECK(st.used_bytes <= 24 * K64);
-	CHECK(st.evictions > 0);
-	CHECK_EQ(st.crc_failures, 0);
-	printf("threads: %d hits, %d puts refused, %llu evictions\n", hits, enospc,
-	       (unsigned long long)st.evictions);
-	cfs_store_close(s);
-	/* every block left reads back right after a reopen (crc checked) */
-	s = open_store(dir, K64, 24 * K64, 0);
-	int all = 1;
-	uint64_t n = 0;
-	for (int k = 0; k < 24; k++)
-		for (uint64_t b = 0; b < 8; b++) {
-			snprintf(key, sizeof(key), "c%d@r", k);
-			uint32_t got;
-			char c;
-			if (cfs_store_read(s, key, b, 0, 1, &c, &got) != 0)
-				continue;
-			n++;
-			all &= read_ok(s, key, b, len_of(k, b));
-		}
-	CHECK(all);
-	CHECK_EQ(n, stats(s).blocks);
-	CHECK_EQ(stats(s).crc_failures, 0);
-	cfs_store_close(s);
-	rm_dir(dir);
-}
-
-/* A budget larger than the file system: puts evict on ENOSPC and go on. */
-static void test_enospc(void)
-{
-	char dir[64], key[16];
-	mkdir_tmp(dir, sizeof(dir));
-	if (mount("tmpfs", dir, "tmpfs", 0, "size=2m,mode=0700") != 0) {
-		printf("test_enospc: skipped (cannot mount tmpfs: %s)\n", strerror(errno));
-		rmdir(dir);
-		return;
-	}
-	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
-	int fails = 0, all = 1;
-	for (int i = 0; i < 120; i++) {
-		snprintf(key, sizeof(key), "t%d", i);
-		uint32_t len = i % 5 == 4 ? 5000 : K64 - (uint32_t)i;
-		if (put(s, key, 0, len) != 0)
-			fails++;
-		else
-			all &= read_ok(s, key, 0, len);
-	}
-	CHECK_EQ(fails, 0);
-	CHECK(all);
-	struct cfs_store_stats st = stats(s);
-	CHECK(st.enospc_retries > 0);
-	CHECK(st.evictions > 0);
-	CHECK(st.used_bytes <= (2u << 20));
-	printf("enospc: %llu retries, %llu evictions, %llu blocks kept\n",
-	       (unsigned long long)st.enospc_retries, (unsigned long long)st.evictions,
-	       (unsigned long long)st.blocks);
-	cfs_store_close(s);
-	s = open_store(dir, K64, 64u << 20, 0);
-	int n = 0;
-	for (int i = 0; i < 120; i++) {
-		snprintf(key, sizeof(key), "t%d", i);
-		uint32_t len = i % 5 == 4 ? 5000 : K64 - (uint32_t)i;
-		if (cfs_store_cached_bytes(s, key)) {
-			n++;
-			all &= read_ok(s, key, 0, len);
-		}
-	}
-	CHECK(n > 5);
-	CHECK(all);
-	CHECK_EQ(stats(s).crc_failures, 0);
-	cfs_store_close(s);
-	umount2(dir, MNT_DETACH);
-	rmdir(dir);
-}
-
 int main(void)
 {
 	cfs_log_set_level(CFS_LOG_WARN);
 	test_roundtrip();
+	test_lock_wait();
 	test_classes();
 	test_reopen_and_corruption();
 	test_lru();
 	test_evict();
 	test_meta();
-	test_pinned();
-	test_threads();
-	test_enospc();
 	return check_done("test_store");
 }
