@@ -5,9 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/bio.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "crypto.h"
 #include "err.h"
 #include "http.h"
 #include "json.h"
@@ -239,33 +237,22 @@ static int make_jwt(struct cfs_auth *a, struct cfs_buf *out)
 	size_t hl = strlen(hdr), cl = strlen(claims);
 	char *signing = malloc(4 * (hl + cl) / 3 + 16);
 	unsigned char *sig = NULL;
-	EVP_PKEY *key = NULL;
-	EVP_MD_CTX *md = NULL;
-	BIO *bio = NULL;
+	char *s64 = NULL;
+	size_t slen = 0;
 	rc = -ENOMEM;
 	if (!signing)
 		goto out;
 	size_t n = cfs_auth_b64url((unsigned char *)hdr, hl, signing);
 	signing[n++] = '.';
 	n += cfs_auth_b64url((unsigned char *)claims, cl, signing + n);
-	rc = CFS_E_AUTH;
-	bio = BIO_new_mem_buf(a->cred.private_key, -1);
-	key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
-	if (!key) {
-		CFS_ERROR("service account private key cannot be read (not a PEM private key)");
+	rc = cfs_crypto_rs256(a->cred.private_key, signing, n, &sig, &slen);
+	if (rc) {
+		CFS_ERROR("cannot sign the service account JWT: the private key is not a usable "
+			  "PEM RSA key");
+		rc = CFS_E_AUTH;
 		goto out;
 	}
-	size_t slen = 0;
-	md = EVP_MD_CTX_new();
-	if (!md || EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) != 1 ||
-	    EVP_DigestSign(md, NULL, &slen, (unsigned char *)signing, n) != 1 ||
-	    !(sig = malloc(slen)) ||
-	    EVP_DigestSign(md, sig, &slen, (unsigned char *)signing, n) != 1) {
-		CFS_ERROR("signing the service account JWT failed");
-		goto out;
-	}
-	char *s64 = malloc(4 * slen / 3 + 8);
-	if (!s64) {
+	if (!(s64 = malloc(4 * slen / 3 + 8))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -275,11 +262,8 @@ static int make_jwt(struct cfs_auth *a, struct cfs_buf *out)
 		rc = cfs_buf_append(out, ".", 1);
 	if (!rc)
 		rc = cfs_buf_append(out, s64, strlen(s64));
-	free(s64);
 out:
-	EVP_MD_CTX_free(md);
-	EVP_PKEY_free(key);
-	BIO_free(bio);
+	free(s64);
 	free(sig);
 	free(signing);
 	free(hdr);

@@ -1,4 +1,4 @@
-/* auth: where the bearer token comes from, and keeping it fresh (owns OpenSSL).
+/* auth: where the bearer token comes from, and keeping it fresh.
  *
  * Sources, first found wins: --credentials FILE; $GOOGLE_APPLICATION_CREDENTIALS;
  * ~/.config/gcloud/application_default_credentials.json (or

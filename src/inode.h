@@ -42,6 +42,8 @@ struct cfs_node {
 	int64_t mtime_ns, ctime_ns;
 	char rev[CFS_ID_MAX];         /* content identity: headRevisionId, md5 or version */
 	char opened_rev[CFS_ID_MAX];  /* rev when last opened (kernel cache validity) */
+	char md5[33], sha256[65];     /* whole-file checksums from Drive, or "" */
+	char checked_rev[CFS_ID_MAX]; /* rev whose cached copy passed the whole-file check */
 	/* directories */
 	struct cfs_listing *listing;  /* NULL: never listed */
 	int64_t listed_at_ms;

@@ -6,7 +6,8 @@
 
 #include "err.h"
 
-#define MAGIC 0x314c4643u /* "CFL1" */
+#define MAGIC 0x324c4643u /* "CFL2" */
+#define NSTR 7
 #define STR_MAX 1023
 
 static int put(struct cfs_buf *b, const void *p, size_t n)
@@ -55,9 +56,9 @@ int cfs_lrow_encode(const struct cfs_lrow_entry *e, size_t n, int64_t fetched_ms
 			rc = put_u64(out, (uint64_t)e[i].mtime_ns);
 		if (!rc)
 			rc = put_u64(out, (uint64_t)e[i].ctime_ns);
-		const char *s[5] = { e[i].name, e[i].id, e[i].content_id, e[i].rev,
-				     e[i].export_mime };
-		for (int k = 0; !rc && k < 5; k++)
+		const char *s[NSTR] = { e[i].name, e[i].id, e[i].content_id, e[i].rev,
+					e[i].export_mime, e[i].md5, e[i].sha256 };
+		for (int k = 0; !rc && k < NSTR; k++)
 			rc = put_str(out, s[k]);
 	}
 	return rc;
@@ -107,12 +108,12 @@ int cfs_lrow_decode(const void *row, size_t len, int64_t *fetched_ms, size_t *n,
 	get_u64(&r, &f);
 	uint32_t cnt = r.p[0] | r.p[1] << 8 | r.p[2] << 16 | (uint32_t)r.p[3] << 24;
 	r.p += 4;
-	/* an entry takes at least 43 bytes: refuse counts the row cannot hold */
-	if (cnt > (size_t)(r.end - r.p) / 43)
+	/* an entry takes at least 47 bytes: refuse counts the row cannot hold */
+	if (cnt > (size_t)(r.end - r.p) / 47)
 		return CFS_E_PROTO;
 	*fetched_ms = (int64_t)f;
 	*n = cnt;
-	char scratch[5 * (STR_MAX + 1)];
+	char scratch[NSTR * (STR_MAX + 1)];
 	for (uint32_t i = 0; i < cnt; i++) {
 		struct cfs_lrow_entry e;
 		uint64_t sz, mt, ct;
@@ -125,8 +126,9 @@ int cfs_lrow_decode(const void *row, size_t len, int64_t *fetched_ms, size_t *n,
 		e.size = (int64_t)sz;
 		e.mtime_ns = (int64_t)mt;
 		e.ctime_ns = (int64_t)ct;
-		const char **dst[5] = { &e.name, &e.id, &e.content_id, &e.rev, &e.export_mime };
-		for (int k = 0; k < 5; k++)
+		const char **dst[NSTR] = { &e.name,	   &e.id,  &e.content_id, &e.rev,
+					   &e.export_mime, &e.md5, &e.sha256 };
+		for (int k = 0; k < NSTR; k++)
 			if (get_str(&r, &s, scratch + sizeof(scratch), dst[k]))
 				return CFS_E_PROTO;
 		if (!e.ino || !*e.name || !*e.id)

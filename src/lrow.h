@@ -3,10 +3,10 @@
  * A listing row keeps what colabfs needs to serve a folder with Drive
  * unreachable: for every entry its inode number, kind, size, times, name,
  * Drive id, content id, revision and export type.  Layout (little endian):
- *   u32 magic "CFL1", i64 fetched_at (wall ms), u32 n, then n entries of
+ *   u32 magic "CFL2", i64 fetched_at (wall ms), u32 n, then n entries of
  *   u64 ino, u8 is_dir, i64 size, i64 mtime_ns, i64 ctime_ns,
- *   5 x (u16 length + bytes, at most 1023): name, id, content_id, rev,
- *   export_mime.
+ *   7 x (u16 length + bytes, at most 1023): name, id, content_id, rev,
+ *   export_mime, md5, sha256.
  * Decoding checks every length against the row, so a damaged row is
  * CFS_E_PROTO, never a crash (entries already passed to the callback must
  * then be dropped by the caller).  Pure code. */
@@ -23,6 +23,7 @@ struct cfs_lrow_entry {
 	int is_dir;
 	int64_t size, mtime_ns, ctime_ns;
 	const char *name, *id, *content_id, *rev, *export_mime;
+	const char *md5, *sha256; /* whole-file checksums Drive gave, or "" */
 };
 
 int cfs_lrow_encode(const struct cfs_lrow_entry *e, size_t n, int64_t fetched_ms,

@@ -162,6 +162,7 @@ static int reopen_core(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *st
 	}
 	*vfs = m->vfs;
 	st->store = m->store;
+	st->vfs = m->vfs;
 	st->reader = cfs_vfs_reader(m->vfs);
 	return 0;
 }
@@ -229,7 +230,8 @@ static int cmd_mount(int argc, char **argv)
 		.max_threads = (int)c.max_threads,
 		.attr_timeout = (double)c.attr_timeout_s,
 		.log_file = log_path,
-		.stats = { .drive = m.drive, .store = m.store, .reader = cfs_vfs_reader(m.vfs),
+		.stats = { .drive = m.drive, .store = m.store, .vfs = m.vfs,
+			   .reader = cfs_vfs_reader(m.vfs),
 			   .started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 },
 		.after_fork = reopen_core,
 		.after_fork_arg = &m,

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "reader.h"
 #include "store.h"
+#include "vfs.h"
 
 struct field {
 	const char *name;
@@ -33,6 +34,9 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		cfs_store_stats(s->store, &c);
 	if (s->reader)
 		cfs_reader_stats(s->reader, &r);
+	uint64_t checked = 0, mismatched = 0;
+	if (s->vfs)
+		cfs_vfs_counters(s->vfs, &checked, &mismatched);
 	const struct field f[] = {
 		{ "uptime_seconds", (uint64_t)((now - s->started_ms) / 1000) },
 		{ "cache_hits_total", r.hits },
@@ -47,6 +51,8 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "cache_evicted_bytes_total", c.evicted_bytes },
 		{ "cache_checksum_failures_total", c.crc_failures },
 		{ "cache_full_retries_total", c.enospc_retries },
+		{ "files_checksum_verified_total", checked },
+		{ "files_checksum_mismatches_total", mismatched },
 		{ "blocks_served_uncached_total", r.uncached },
 		{ "downloads_total", r.downloads },
 		{ "downloads_joined_total", r.joined },

@@ -15,8 +15,10 @@
 struct cfs_drive;
 struct cfs_store;
 struct cfs_reader;
+struct cfs_vfs;
 
 struct cfs_stats_src {
+	struct cfs_vfs *vfs;
 	struct cfs_drive *drive;
 	struct cfs_store *store;
 	struct cfs_reader *reader;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "crypto.h"
 #include "drive.h"
 #include "err.h"
 #include "inode.h"
@@ -30,6 +31,7 @@ struct cfs_vfs {
 	long dir_ttl_ms;
 	struct cfs_export_map exports;
 	char root_id[CFS_ID_MAX];
+	uint64_t files_checked, files_mismatched; /* whole-file checks (atomic) */
 };
 
 struct cfs_vfs_dir {
@@ -43,6 +45,7 @@ struct cfs_vfs_file {
 	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
 	int64_t size;
 	char *data; /* whole export, or NULL for blobs */
+	int held;   /* cfs_store_hold taken on key */
 };
 
 static int64_t clock_ms(clockid_t c)
@@ -173,6 +176,7 @@ struct item {
 	char content_id[CFS_ID_MAX];
 	char rev[CFS_ID_MAX];
 	char export_mime[128];
+	char md5[33], sha256[65];
 	int is_dir;
 	int64_t size, mtime_ns, ctime_ns;
 	uint64_t ino;
@@ -219,6 +223,8 @@ static int add_item(struct collect *c, const struct cfs_file_meta *self,
 	memcpy(it.content_id, m->id, sizeof(it.content_id));
 	content_rev(m, it.rev, sizeof(it.rev));
 	snprintf(it.export_mime, sizeof(it.export_mime), "%s", export_mime ? export_mime : "");
+	memcpy(it.md5, m->md5, sizeof(it.md5));
+	memcpy(it.sha256, m->sha256, sizeof(it.sha256));
 	it.size = it.is_dir ? 0 : export_mime ? -1 : m->size < 0 ? 0 : m->size;
 	it.mtime_ns = m->mtime_ns;
 	it.ctime_ns = self->ctime_ns;
@@ -292,6 +298,8 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 		if (strcmp(nd->rev, it[i].rev) != 0 || !it[i].export_mime[0] || it[i].size >= 0)
 			nd->size = it[i].size; /* an export keeps its learned size until it changes */
 		memcpy(nd->rev, it[i].rev, sizeof(nd->rev));
+		memcpy(nd->md5, it[i].md5, sizeof(nd->md5));
+		memcpy(nd->sha256, it[i].sha256, sizeof(nd->sha256));
 		nd->mtime_ns = it[i].mtime_ns;
 		nd->ctime_ns = it[i].ctime_ns;
 		l->e[i].name = it[i].final;
@@ -323,7 +331,7 @@ static void save_listing(struct cfs_vfs *v, const char *content_id, const struct
 		e[i] = (struct cfs_lrow_entry){ it[i].ino, it[i].is_dir, it[i].size,
 						it[i].mtime_ns, it[i].ctime_ns, it[i].final,
 						it[i].id, it[i].content_id, it[i].rev,
-						it[i].export_mime };
+						it[i].export_mime, it[i].md5, it[i].sha256 };
 	int rc = cfs_nsdb_save_listing(v->ns, content_id, e, n, clock_ms(CLOCK_REALTIME));
 	if (rc)
 		CFS_WARN("cannot store the listing of %s: %s", content_id, cfs_strerror(rc));
@@ -385,6 +393,8 @@ static int on_stored(const struct cfs_lrow_entry *e, void *arg)
 	snprintf(it->content_id, sizeof(it->content_id), "%s", e->content_id);
 	snprintf(it->rev, sizeof(it->rev), "%s", e->rev);
 	snprintf(it->export_mime, sizeof(it->export_mime), "%s", e->export_mime);
+	snprintf(it->md5, sizeof(it->md5), "%s", e->md5);
+	snprintf(it->sha256, sizeof(it->sha256), "%s", e->sha256);
 	it->is_dir = e->is_dir;
 	it->size = e->size;
 	it->mtime_ns = e->mtime_ns;
@@ -601,6 +611,9 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 		free(f);
 		return rc;
 	}
+	/* blocks of open files are the last the budget evicts */
+	if (!f->data)
+		f->held = cfs_store_hold(v->store, f->key) == 0;
 	*out = f;
 	return 0;
 }
@@ -623,11 +636,83 @@ int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t 
 	return cfs_reader_read(v->reader, f->content_id, f->key, f->size, off, len, buf, got);
 }
 
+/* Hashes a completely cached file and compares with Drive's checksum.
+ * Returns 1 if it matched, 0 if it could not be checked, -1 on a mismatch. */
+static int hash_cached(struct cfs_vfs *v, const char *key, int64_t size, const char *alg,
+		       const char *want)
+{
+	uint32_t bs = cfs_store_block_size(v->store);
+	char *buf = malloc(bs);
+	struct cfs_digest *d = NULL;
+	int ok = buf && cfs_digest_new(alg, &d) == 0;
+	for (uint64_t b = 0; ok && (int64_t)(b * bs) < size; b++) {
+		uint32_t got = 0;
+		ok = cfs_store_read(v->store, key, b, 0, bs, buf, &got) == 0 &&
+		     cfs_digest_update(d, buf, got) == 0;
+	}
+	char hex[65] = "";
+	if (ok)
+		ok = cfs_digest_final_hex(d, hex, sizeof(hex)) == 0;
+	else
+		cfs_digest_free(d);
+	free(buf);
+	if (!ok)
+		return 0; /* a block went away meanwhile: nothing to conclude */
+	return strcmp(hex, want) == 0 ? 1 : -1;
+}
+
+/* When a file is completely cached and Drive gave a checksum, the cached
+ * copy is checked against it once per revision; a mismatch drops it all. */
+static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
+{
+	char md5[33], sha[65], key[sizeof(f->key)];
+	int todo = 0;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, f->ino);
+	if (n) {
+		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev);
+		todo = strcmp(key, f->key) == 0 && strcmp(n->checked_rev, n->rev) != 0 &&
+		       (n->md5[0] || n->sha256[0]) && f->size > 0;
+		memcpy(md5, n->md5, sizeof(md5));
+		memcpy(sha, n->sha256, sizeof(sha));
+	}
+	cfs_inode_unlock(v->tab);
+	if (!todo || cfs_store_cached_bytes(v->store, f->key) != (uint64_t)f->size)
+		return;
+	int r = sha[0] ? hash_cached(v, f->key, f->size, "sha256", sha)
+		       : hash_cached(v, f->key, f->size, "md5", md5);
+	if (r == 0)
+		return;
+	__atomic_add_fetch(r > 0 ? &v->files_checked : &v->files_mismatched, 1, __ATOMIC_RELAXED);
+	if (r > 0) {
+		cfs_inode_lock(v->tab);
+		if (strcmp(key, f->key) == 0)
+			memcpy(n->checked_rev, n->rev, sizeof(n->rev));
+		cfs_inode_unlock(v->tab);
+		return;
+	}
+	char prefix[sizeof(f->key) + 1];
+	uint64_t bytes, blocks;
+	snprintf(prefix, sizeof(prefix), "%s", f->key);
+	CFS_ERROR("cached copy of %s does not match Drive's %s checksum; dropping it", f->key,
+		  sha[0] ? "sha256" : "md5");
+	cfs_store_evict_prefix(v->store, prefix, &bytes, &blocks);
+}
+
+void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched)
+{
+	*checked = __atomic_load_n(&v->files_checked, __ATOMIC_RELAXED);
+	*mismatched = __atomic_load_n(&v->files_mismatched, __ATOMIC_RELAXED);
+}
+
 void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f)
 {
-	(void)v;
 	if (!f)
 		return;
+	if (f->held) {
+		check_whole_file(v, f);
+		cfs_store_release(v->store, f->key);
+	}
 	free(f->data);
 	free(f);
 }

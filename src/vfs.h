@@ -74,6 +74,10 @@ void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f);
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
 
+/* Whole-file checks of completely cached files against Drive's md5/sha256:
+ * how many passed and how many failed (and were dropped). */
+void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched);
+
 /* Drops the cached blocks of a file, of every file below a folder, or (the
  * root) everything; reports what was freed and calls inval (may be NULL)
  * for each file whose kernel cache should be dropped too. */

@@ -1,0 +1,62 @@
+/* Unit tests: digests and RS256 signing with a fixed test key. */
+#include <stdlib.h>
+
+#include "check.h"
+#include "crypto.h"
+
+/* A 1024-bit test key made for this test only (openssl genpkey); the expected
+ * signature was made with `openssl dgst -sha256 -sign` over "hello.jwt". */
+static const char test_key[] =
+	"-----BEGIN PRIVATE KEY-----\n"
+	"MIICdwIBADANBgkqhkiG9w0BAQEFAASCAmEwggJdAgEAAoGBAMr/zn1/tqzBZXKz\n"
+	"L6101t1NRz8sL1+EGD8yapFPNJg/JG5KpwBi6zWBJb2AZATcXRfEMePhEaTx1CII\n"
+	"7Cu6ZxIVWWGPJUaud0FQZuqCBNlbIK4LGgacIhm2fDOd5fZZitoGKr6eUiFJBRrp\n"
+	"BLqAXEuy+tjzSKbnjtzDtVSZ+IkRAgMBAAECgYEAhDQOjYr0NBQLdqSdw1BZcmyW\n"
+	"ntyuyXzksZuq7ZFwxkow9qcllcnWNtUx9/U6rjO5aPX8K9VzQUHBDp1S+bN+1Y1Z\n"
+	"GEdjxVm27dA+ZVHHVyhpMWF5Gcq5oDVU7+83uoV8u7kEkv5wHVyVBteEEHgLpCoe\n"
+	"P5S0F5KwoZ4TTdyElXECQQD1VcHdDMw8r5zV5o29AMK79jZ9Qqzea7hWB+LN6ESc\n"
+	"z8t4oWfhnfbVBzV0Ydz2vYsXOH07NQZZDJiGd5X6XpENAkEA09LpEO3xMIzStb+N\n"
+	"xB5Jts1FhVhdmUvQiBy2qEY8SIxWWCDui8ogKxoYprIpC6lqYHj/rJxImoDr0ZV1\n"
+	"pBpvFQJAV1iZ9f6JdI29k/ZKvmDX9B271qr3axUFAzQ5jr/ENeRRd/hXSN95suyn\n"
+	"HnF9PyfKrpDBHWRKh0fRwgYvkn06vQJBAMHVd2cBhbr6snqULiMv4B6CWsK56PS1\n"
+	"dr6HH/J+Sv3MRdrhT8jljmhCuhoYYA0G24wqTTRj0uBnZuPjk8I2Wj0CQBCgT69h\n"
+	"U5XAJ1NCF5yjuBzN1CZ56kdAyp9t6F3YEg1cM8XZ55joMUg8e2QH5VU+MU39EBI/\n"
+	"+9P9mM+7X1dBmNY=\n"
+	"-----END PRIVATE KEY-----\n";
+static const char want_sig[] = "bbcfcd615f3d3748e28eeb2467fe1b5620e22f8c51ab685376dd8b87ab26fbf4ffd99240861534d31ac403ca22d73bf8ec783ee298061861ca9b0e6ba60c65e345e63dcf61fb6fac9638252051445e42c5914e39f145630821d5098ce5e70dcedae9533ac7ec48a0579aca795a37bc7fdf56571dad5c8511c26fae70365e3be7";
+
+static void hex_of(const char *alg, const char *msg, char *out)
+{
+	struct cfs_digest *d;
+	CHECK_EQ(cfs_digest_new(alg, &d), 0);
+	/* in two pieces: updates must chain */
+	size_t n = strlen(msg);
+	CHECK_EQ(cfs_digest_update(d, msg, n / 2), 0);
+	CHECK_EQ(cfs_digest_update(d, msg + n / 2, n - n / 2), 0);
+	CHECK_EQ(cfs_digest_final_hex(d, out, 65), 0);
+}
+
+int main(void)
+{
+	char hex[65];
+	hex_of("md5", "abc", hex);
+	CHECK_STR(hex, "900150983cd24fb0d6963f7d28e17f72");
+	hex_of("sha256", "abc", hex);
+	CHECK_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	struct cfs_digest *d;
+	CHECK(cfs_digest_new("nosuchalg", &d) != 0);
+
+	unsigned char *sig;
+	size_t slen;
+	CHECK_EQ(cfs_crypto_rs256(test_key, "hello.jwt", 9, &sig, &slen), 0);
+	CHECK_EQ(slen, 128);
+	char got[2 * 128 + 1];
+	for (size_t i = 0; i < slen && i < 128; i++)
+		snprintf(got + 2 * i, 3, "%02x", sig[i]);
+	CHECK_STR(got, want_sig);
+	free(sig);
+	CHECK(cfs_crypto_rs256("-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
+			       "x", 1, &sig, &slen) != 0);
+	CHECK(sig == NULL);
+	return check_done("test_crypto");
+}
