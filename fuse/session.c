@@ -10,19 +10,37 @@
 #include "log.h"
 #include "ops.h"
 
-int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
+/* A session with our fixed options and the user's -o. */
+static struct fuse_session *new_session(const struct cfs_session_opts *o, struct cfs_fs *fs)
 {
-	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats };
 	char opts[4096];
 	/* read-only: the kernel answers EROFS to every write for us */
 	int n = snprintf(opts, sizeof(opts), "ro,fsname=colabfs,subtype=colabfs,max_read=%d%s%s",
 			 CFS_MAX_READ, o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
-		return CFS_E_CONFIG;
+		return NULL;
 	char *argv[] = { "colabfs", "-o", opts, o->debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
+	struct fuse_session *se = fuse_session_new(&args, &cfs_ops, sizeof(cfs_ops), fs);
+	fuse_opt_free_args(&args);
+	return se;
+}
+
+int cfs_session_check(const struct cfs_session_opts *o)
+{
+	struct cfs_fs fs = { 0 };
+	struct fuse_session *se = new_session(o, &fs);
+	if (!se)
+		return CFS_E_CONFIG;
+	fuse_session_destroy(se);
+	return 0;
+}
+
+int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
+{
+	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats };
 	int rc = 0;
-	struct fuse_session *se = fuse_session_new(&args, &cfs_ops, sizeof(cfs_ops), &fs);
+	struct fuse_session *se = new_session(o, &fs);
 	if (!se) {
 		CFS_ERROR("cannot create the FUSE session (bad -o option?)");
 		return CFS_E_CONFIG;

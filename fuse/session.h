@@ -21,6 +21,11 @@ struct cfs_session_opts {
 	void *after_fork_arg;
 };
 
+/* Checks the FUSE mount options without mounting, so a typo is reported
+ * before any network call.  Returns 0 or CFS_E_CONFIG (libfuse says why on
+ * stderr). */
+int cfs_session_check(const struct cfs_session_opts *o);
+
 /* Mounts vfs at mountpoint (read-only), daemonizes unless foreground, serves
  * until unmounted or signalled, then unmounts.  Returns 0 or -errno / a
  * CFS_E_* status (the reason is logged). */

@@ -196,6 +196,12 @@ static int cmd_mount(int argc, char **argv)
 		cfs_config_cleanup(&c);
 		return 1;
 	}
+	struct cfs_session_opts chk = { .fuse_opts = c.fuse_opts };
+	if (cfs_session_check(&chk)) {
+		fprintf(stderr, "colabfs: bad FUSE option in -o %s\n", c.fuse_opts);
+		cfs_config_cleanup(&c);
+		return 2;
+	}
 	/* In the foreground we log to stderr unless told otherwise. */
 	cfs_log_open(c.foreground && c.log_file ? log_path : NULL, lvl);
 	struct cfs_http_opts ho = { .ca_file = c.ca_file, .user_agent = "colabfs/" CFS_VERSION };

@@ -141,6 +141,7 @@ def test_types_and_inode_numbers(mnt, tree):
     by_ino = {}
     shortcut_dirs = []
     for rel, node in tree.model.walk():
+        assert rel in seen, "%r missing from the mount" % rel
         kind, _, ino = seen[rel]
         assert kind == ("dir" if node.kind == "dir" else "file"), rel
         if node.shortcut:
