@@ -2,6 +2,11 @@
 #include "session.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +14,35 @@
 #include "err.h"
 #include "log.h"
 #include "ops.h"
+
+#define READ_AHEAD_KB 1024
+
+/* The kernel reads ahead only 128 KiB on a FUSE mount unless told more via
+ * its backing device's sysfs knob (as gcsfuse advises); a larger window
+ * means fewer, larger reads.  Runs in its own thread once the loop serves,
+ * since the stat that finds the device is answered by the loop itself.
+ * Best effort: without root it just logs. */
+static void *tune_readahead(void *arg)
+{
+	char *mnt = arg, path[128];
+	struct stat st;
+	if (stat(mnt, &st) == 0) {
+		snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(st.st_dev),
+			 minor(st.st_dev));
+		int fd = open(path, O_WRONLY | O_CLOEXEC);
+		char val[16];
+		int n = snprintf(val, sizeof(val), "%d", READ_AHEAD_KB);
+		if (fd < 0 || write(fd, val, (size_t)n) != n)
+			CFS_INFO("kernel read-ahead stays at its default (%s: %s)", path,
+				 strerror(errno));
+		else
+			CFS_DEBUG("kernel read-ahead set to %d KiB", READ_AHEAD_KB);
+		if (fd >= 0)
+			close(fd);
+	}
+	free(mnt);
+	return NULL;
+}
 
 /* A session with our fixed options and the user's -o. */
 static struct fuse_session *new_session(const struct cfs_session_opts *o, struct cfs_fs *fs)
@@ -72,6 +106,12 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		goto out_unmount;
 	}
 	fuse_loop_cfg_set_max_threads(lc, (unsigned)o->max_threads);
+	pthread_t tuner;
+	char *mnt = strdup(o->mountpoint);
+	if (mnt && pthread_create(&tuner, NULL, tune_readahead, mnt) == 0)
+		pthread_detach(tuner);
+	else
+		free(mnt);
 	fuse_loop_cfg_set_idle_threads(lc, 8);
 	rc = fuse_session_loop_mt(se, lc);
 	fuse_loop_cfg_destroy(lc);
