@@ -2,6 +2,7 @@
 #include "drive.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "err.h"
 #include "http.h"
 #include "log.h"
+#include "pace.h"
 #include "wire.h"
 
 #define JSON_MAX (64u << 20)
@@ -23,6 +25,8 @@ struct cfs_drive {
 	char *api;
 	long io_timeout_ms;
 	struct cfs_retry_policy retry;
+	struct cfs_pace pace;
+	int no_revisions; /* Drive refused a revision download: use plain media */
 	struct cfs_drive_stats st;
 };
 
@@ -55,6 +59,8 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	if (d->retry.max_attempts <= 0)
 		d->retry = (struct cfs_retry_policy){ .base_ms = 500, .cap_ms = 32000,
 						      .max_attempts = 12 };
+	double rate = o->api_rate == 0 ? 150 : o->api_rate;
+	cfs_pace_init(&d->pace, rate, o->api_burst > 0 ? o->api_burst : 2 * rate, now_ms() * 1000);
 	*out = d;
 	return 0;
 }
@@ -63,6 +69,7 @@ void cfs_drive_free(struct cfs_drive *d)
 {
 	if (!d)
 		return;
+	cfs_pace_cleanup(&d->pace);
 	free(d->api);
 	free(d);
 }
@@ -82,6 +89,10 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->err_quota = __atomic_load_n(&d->st.err_quota, __ATOMIC_RELAXED);
 	out->err_notfound = __atomic_load_n(&d->st.err_notfound, __ATOMIC_RELAXED);
 	out->err_access = __atomic_load_n(&d->st.err_access, __ATOMIC_RELAXED);
+	out->resumed = __atomic_load_n(&d->st.resumed, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&d->pace.lock);
+	out->paced = d->pace.waits;
+	pthread_mutex_unlock(&d->pace.lock);
 }
 
 #define COUNT(d, f, n) __atomic_add_fetch(&(d)->st.f, (n), __ATOMIC_RELAXED)
@@ -107,10 +118,13 @@ static void count_error(struct cfs_drive *d, int rc)
 /* A reply that arrived with a 2xx status is checked by this before it counts
  * as success; CFS_E_PROTO from it means "retry", other codes are final. */
 typedef int (*validate_fn)(struct cfs_http_req *r, void *ctx);
+/* After a failed attempt: keeps what arrived and points r at the rest.
+ * Returns 1 if the attempt made progress (the next try starts afresh). */
+typedef int (*resume_fn)(struct cfs_http_req *r, void *ctx);
 
 /* Runs r through auth, retries and validation.  what names the call in logs. */
 static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
-		void *ctx)
+		resume_fn resume, void *ctx)
 {
 	int64_t deadline = now_ms() + d->io_timeout_ms;
 	int auth_retry = 0;
@@ -126,6 +140,7 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 			if (r->out)
 				cfs_buf_reset(r->out);
 			COUNT(d, requests, 1);
+			cfs_pace_take(&d->pace);
 			rc = cfs_http_perform(d->http, r);
 			r->bearer = NULL;
 			if (!rc && (r->status < 200 || r->status > 299)) {
@@ -150,6 +165,14 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 		}
 		if (!rc || !cfs_retry_transient(rc))
 			break;
+		if (resume && resume(r, ctx)) {
+			/* bytes arrived before the cut: continue from there at once */
+			COUNT(d, resumed, 1);
+			CFS_INFO("%s: %s%s%s; resuming at the next byte", what, cfs_strerror(rc),
+				 r->errmsg[0] ? ": " : "", r->errmsg);
+			attempt = -1;
+			continue;
+		}
 		int64_t ra = r->retry_after[0] ? cfs_wire_retry_after(r->retry_after, time(NULL)) : -1;
 		long wait = cfs_retry_delay_ms(&d->retry, attempt, ra, &rng);
 		if (attempt + 1 >= d->retry.max_attempts || now_ms() + wait > deadline) {
@@ -212,7 +235,7 @@ int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m)
 		r.url = url.data;
 		r.out = &body;
 		r.timeout_ms = 120000;
-		rc = call(d, &r, what, validate_meta, &c);
+		rc = call(d, &r, what, validate_meta, NULL, &c);
 	}
 	cfs_http_req_cleanup(&r);
 	cfs_buf_cleanup(&url);
@@ -270,7 +293,7 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 			r.url = url.data;
 			r.out = &body;
 			r.timeout_ms = 120000;
-			rc = call(d, &r, what, validate_page, &c);
+			rc = call(d, &r, what, validate_page, NULL, &c);
 		}
 		cfs_http_req_cleanup(&r);
 		if (rc == CFS_E_BADREQ && token && restarts < 3) {
@@ -303,32 +326,37 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 
 struct read_ctx {
 	struct cfs_drive *d;
-	int64_t size, off;
+	int64_t size, off; /* the whole request: [off, off+len) */
 	size_t len;
+	size_t done;       /* bytes already in place from earlier attempts */
 	const char *id;
+	char *buf;
 };
 
+/* Checks the reply to the segment [off+done, off+len). */
 static int validate_range(struct cfs_http_req *r, void *ctx)
 {
 	struct read_ctx *c = ctx;
-	int64_t a, b, t;
+	int64_t a, b, t, at = c->off + (int64_t)c->done;
+	size_t want = c->len - c->done;
 	if (r->status == 416) {
 		/* Drive says we asked past the end (the file shrank): end of file */
 		CFS_WARN("media %s: 416 at offset %" PRId64 " (size %" PRId64 "), reading as EOF",
-			 c->id, c->off, c->size);
+			 c->id, at, c->size);
 		r->dst_len = 0;
+		c->len = c->done;
 		return 0;
 	}
 	if (r->status == 200) {
 		/* whole body: only acceptable when that is what we asked for */
-		if (c->off != 0 || (int64_t)r->dst_len != c->size || (size_t)c->size != c->len) {
+		if (at != 0 || (int64_t)r->dst_len != c->size || (size_t)c->size != want) {
 			snprintf(r->errmsg, sizeof(r->errmsg), "server ignored Range");
 			return CFS_E_PROTO;
 		}
 		COUNT(c->d, bytes_media, r->dst_len);
 		return 0;
 	}
-	if (r->status != 206 || cfs_wire_content_range(r->content_range, &a, &b, &t) || a != c->off) {
+	if (r->status != 206 || cfs_wire_content_range(r->content_range, &a, &b, &t) || a != at) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "bad Content-Range \"%.60s\"",
 			 r->content_range);
 		return CFS_E_PROTO;
@@ -337,18 +365,37 @@ static int validate_range(struct cfs_http_req *r, void *ctx)
 		CFS_WARN("media %s: size changed from %" PRId64 " to %" PRId64, c->id, c->size, t);
 		return -ESTALE;
 	}
-	if (b != c->off + (int64_t)c->len - 1 || r->dst_len != c->len ||
-	    (r->content_length >= 0 && r->content_length != (int64_t)c->len)) {
+	if (b != at + (int64_t)want - 1 || r->dst_len != want ||
+	    (r->content_length >= 0 && r->content_length != (int64_t)want)) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "short body: %zu of %zu bytes (%.60s)",
-			 r->dst_len, c->len, r->content_range);
+			 r->dst_len, want, r->content_range);
 		return CFS_E_PROTO;
 	}
 	COUNT(c->d, bytes_media, r->dst_len);
 	return 0;
 }
 
-int cfs_drive_read(struct cfs_drive *d, const char *id, int64_t size, int64_t off, size_t len,
-		   char *buf, size_t *got)
+/* A 206 whose Content-Range starts where we asked delivered a true prefix of
+ * the segment before it was cut: keep it and ask for the rest. */
+static int resume_range(struct cfs_http_req *r, void *ctx)
+{
+	struct read_ctx *c = ctx;
+	int64_t a, b, t, at = c->off + (int64_t)c->done;
+	if (r->status != 206 || r->dst_len == 0 || r->dst_len >= c->len - c->done ||
+	    cfs_wire_content_range(r->content_range, &a, &b, &t) || a != at ||
+	    (t >= 0 && t != c->size))
+		return 0;
+	COUNT(c->d, bytes_media, r->dst_len);
+	c->done += r->dst_len;
+	r->range_start = c->off + (int64_t)c->done;
+	r->range_len = (int64_t)(c->len - c->done);
+	r->dst = c->buf + c->done;
+	r->dst_cap = c->len - c->done;
+	return 1;
+}
+
+int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
+		   int64_t off, size_t len, char *buf, size_t *got)
 {
 	*got = 0;
 	if (off < 0)
@@ -357,12 +404,22 @@ int cfs_drive_read(struct cfs_drive *d, const char *id, int64_t size, int64_t of
 		return 0;
 	if ((int64_t)len > size - off)
 		len = (size_t)(size - off);
-	struct cfs_buf url = { 0 };
+	struct cfs_buf url = { 0 }, tail = { 0 };
 	struct cfs_http_req r;
 	cfs_http_req_init(&r);
-	int rc = url_files(d, &url, id, "?alt=media&supportsAllDrives=true");
+	int pinned = rev && *rev && !__atomic_load_n(&d->no_revisions, __ATOMIC_RELAXED);
+	int rc = 0;
+	if (pinned) {
+		rc = cfs_buf_append(&tail, "/revisions/", 11);
+		if (!rc)
+			rc = cfs_wire_urlencode(&tail, rev);
+	}
+	if (!rc)
+		rc = cfs_buf_append(&tail, "?alt=media&supportsAllDrives=true", 33);
+	if (!rc)
+		rc = url_files(d, &url, id, tail.data);
 	if (!rc) {
-		struct read_ctx c = { d, size, off, len, id };
+		struct read_ctx c = { d, size, off, len, 0, id, buf };
 		char what[200];
 		snprintf(what, sizeof(what), "media %s [%" PRId64 "+%zu]", id, off, len);
 		r.url = url.data;
@@ -371,12 +428,24 @@ int cfs_drive_read(struct cfs_drive *d, const char *id, int64_t size, int64_t of
 		r.dst = buf;
 		r.dst_cap = len;
 		r.timeout_ms = 600000;
-		rc = call(d, &r, what, validate_range, &c);
+		rc = call(d, &r, what, validate_range, resume_range, &c);
 		if (!rc)
-			*got = r.dst_len;
+			*got = c.done + r.dst_len;
 	}
 	cfs_http_req_cleanup(&r);
 	cfs_buf_cleanup(&url);
+	cfs_buf_cleanup(&tail);
+	if (pinned && rc == -ENOENT) {
+		/* the revision is gone: the file changed (or went away) */
+		CFS_INFO("media %s: revision %s is no longer current", id, rev);
+		rc = -ESTALE;
+	} else if (pinned && rc == -EACCES) {
+		/* revisions are for editors on some files: read the current content */
+		CFS_WARN("media %s: Drive refuses reading by revision; reading current content "
+			 "(a change during a read can then only be caught by size)", id);
+		__atomic_store_n(&d->no_revisions, 1, __ATOMIC_RELAXED);
+		rc = cfs_drive_read(d, id, NULL, size, off, len, buf, got);
+	}
 	return rc;
 }
 
@@ -407,7 +476,7 @@ int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size
 		r.url = url.data;
 		r.out = out;
 		r.timeout_ms = 600000;
-		rc = call(d, &r, what, validate_export, d);
+		rc = call(d, &r, what, validate_export, NULL, d);
 		if (rc == -EFBIG)
 			rc = CFS_E_TOOBIG;
 	}

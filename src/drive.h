@@ -5,7 +5,9 @@
  * the token once on 401, and validates every reply before handing it out: a
  * media reply must carry exactly the Content-Range and length that was asked
  * for, a JSON reply must parse with the fields we need.  Anything else is a
- * transient fault and is retried, never returned as data.
+ * transient fault and is retried, never returned as data.  A media body cut
+ * short (reset, stall) keeps the bytes that arrived and continues from the
+ * next byte with a new Range.  Every request first takes a pacing token.
  *
  * Returns 0, -ENOENT (404), -EACCES (no permission), -ESTALE (the file's size
  * changed under us), or a CFS_E_* class once retries are exhausted.  All
@@ -28,11 +30,14 @@ struct cfs_drive_opts {
 	const char *api_url;       /* e.g. https://www.googleapis.com */
 	long io_timeout_ms;        /* how long one call may keep retrying */
 	struct cfs_retry_policy retry;
+	double api_rate, api_burst; /* pacing (pace.h); rate 0: default, < 0: off */
 };
 
 /* Counters, updated atomically; read with cfs_drive_stats. */
 struct cfs_drive_stats {
 	uint64_t requests, retries, errors, bytes_media, bytes_json;
+	uint64_t resumed;          /* downloads continued after a cut body */
+	uint64_t paced;            /* calls that waited for the pacer */
 	/* calls that failed for good, by class */
 	uint64_t err_net, err_server, err_rate, err_proto, err_auth, err_quota, err_notfound,
 		err_access;
@@ -54,9 +59,13 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 
 /* Range download of [off, off+len) of a blob of the given size into buf.
  * Reads past the end are clipped; *got is the number of bytes stored.
- * A 0-byte file or an offset at/after the end makes no request. */
-int cfs_drive_read(struct cfs_drive *d, const char *id, int64_t size, int64_t off, size_t len,
-		   char *buf, size_t *got);
+ * A 0-byte file or an offset at/after the end makes no request.
+ * With rev (a headRevisionId) the bytes come from that revision
+ * (files/ID/revisions/REV), so consecutive reads can never mix two
+ * revisions: -ESTALE when it is no longer the file's content.  Where Drive
+ * does not let this user read revisions, the current content is read. */
+int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
+		   int64_t off, size_t len, char *buf, size_t *got);
 
 /* files.export of a native Google file into out (at most max bytes). */
 int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size_t max,

@@ -44,6 +44,7 @@ struct cfs_node {
 	char opened_rev[CFS_ID_MAX];  /* rev when last opened (kernel cache validity) */
 	char md5[33], sha256[65];     /* whole-file checksums from Drive, or "" */
 	char checked_rev[CFS_ID_MAX]; /* rev whose cached copy passed the whole-file check */
+	int stale;                    /* a read found rev no longer current: refresh at open */
 	/* directories */
 	struct cfs_listing *listing;  /* NULL: never listed */
 	int64_t listed_at_ms;

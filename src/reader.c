@@ -13,6 +13,7 @@
 #include "store.h"
 
 #define KEY_MAX 256
+#define SPARES 8
 
 /* One block download in progress, shared by every reader that wants it. */
 struct flight {
@@ -25,6 +26,15 @@ struct flight {
 	int refs;
 };
 
+/* A block the store could not keep, remembered for the next reads. */
+struct spare {
+	char key[KEY_MAX];
+	uint64_t block;
+	char *data;
+	size_t len;
+	uint64_t used; /* LRU clock */
+};
+
 struct cfs_reader {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
@@ -32,6 +42,8 @@ struct cfs_reader {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct flight *flights; /* few at a time: a list is enough */
+	struct spare spares[SPARES];
+	uint64_t clock;
 	struct cfs_reader_stats st;
 };
 
@@ -55,6 +67,8 @@ void cfs_reader_free(struct cfs_reader *r)
 {
 	if (!r)
 		return;
+	for (int i = 0; i < SPARES; i++)
+		free(r->spares[i].data);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	free(r);
@@ -82,12 +96,51 @@ static void flight_put(struct cfs_reader *r, struct flight *f)
 	free(f);
 }
 
+/* lock held: copies from a remembered uncached block; 1 on a hit. */
+static int spare_get(struct cfs_reader *r, const char *key, uint64_t b, uint32_t boff,
+		     uint32_t blen, char *dst)
+{
+	for (int i = 0; i < SPARES; i++) {
+		struct spare *s = &r->spares[i];
+		if (s->data && s->block == b && boff + blen <= s->len && strcmp(s->key, key) == 0) {
+			memcpy(dst, s->data + boff, blen);
+			s->used = ++r->clock;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* lock held: remembers a block the store refused (takes a copy). */
+static void spare_put(struct cfs_reader *r, const char *key, uint64_t b, const char *data,
+		      size_t len)
+{
+	struct spare *v = &r->spares[0];
+	for (int i = 1; i < SPARES; i++)
+		if (r->spares[i].used < v->used)
+			v = &r->spares[i];
+	char *copy = malloc(len ? len : 1);
+	if (!copy)
+		return;
+	memcpy(copy, data, len);
+	free(v->data);
+	snprintf(v->key, sizeof(v->key), "%s", key);
+	v->block = b;
+	v->data = copy;
+	v->len = len;
+	v->used = ++r->clock;
+}
+
 /* Gets block b of the file into dst (bytes [boff, boff+blen) of the block),
  * downloading it unless someone else is. */
-static int read_miss(struct cfs_reader *r, const char *id, const char *key, int64_t size,
-		     uint64_t b, uint32_t boff, uint32_t blen, char *dst)
+static int read_miss(struct cfs_reader *r, const char *id, const char *rev, const char *key,
+		     int64_t size, uint64_t b, uint32_t boff, uint32_t blen, char *dst)
 {
 	pthread_mutex_lock(&r->lock);
+	if (spare_get(r, key, b, boff, blen, dst)) {
+		pthread_mutex_unlock(&r->lock);
+		return 0;
+	}
 	struct flight *f;
 	for (f = r->flights; f; f = f->next)
 		if (f->block == b && strcmp(f->key, key) == 0)
@@ -116,11 +169,14 @@ static int read_miss(struct cfs_reader *r, const char *id, const char *key, int6
 		size_t want = (size_t)(size - start < r->bs ? size - start : r->bs);
 		char *data = malloc(want ? want : 1);
 		size_t got = 0;
-		int rc = data ? cfs_drive_read(r->drive, id, size, start, want, data, &got) : -ENOMEM;
+		int rc = data ? cfs_drive_read(r->drive, id, rev, size, start, want, data, &got)
+			      : -ENOMEM;
+		int stored = 0;
 		if (!rc && got != want) /* 416: the file shrank under us */
 			rc = -ESTALE;
 		if (!rc) {
 			int src = cfs_store_put(r->store, key, b, data, (uint32_t)got);
+			stored = src == 0;
 			if (src) {
 				CFS_WARN("block %s#%llu not cached (%s); serving it uncached", key,
 					 (unsigned long long)b, strerror(-src));
@@ -128,6 +184,8 @@ static int read_miss(struct cfs_reader *r, const char *id, const char *key, int6
 			}
 		}
 		pthread_mutex_lock(&r->lock);
+		if (!rc && !stored)
+			spare_put(r, key, b, data, got);
 		f->rc = rc;
 		f->data = rc ? (free(data), NULL) : data;
 		f->len = rc ? 0 : got;
@@ -147,8 +205,8 @@ static int read_miss(struct cfs_reader *r, const char *id, const char *key, int6
 	return rc;
 }
 
-int cfs_reader_read(struct cfs_reader *r, const char *id, const char *key, int64_t size,
-		    int64_t off, size_t len, char *buf, size_t *got)
+int cfs_reader_read(struct cfs_reader *r, const char *id, const char *rev, const char *key,
+		    int64_t size, int64_t off, size_t len, char *buf, size_t *got)
 {
 	*got = 0;
 	if (off < 0)
@@ -177,9 +235,8 @@ int cfs_reader_read(struct cfs_reader *r, const char *id, const char *key, int64
 				CFS_WARN("cache read %s#%llu: %s; fetching again", key,
 					 (unsigned long long)b, strerror(-rc));
 			COUNT(r, misses, 1);
-			rc = read_miss(r, id, key, size, b, boff, blen, buf + pos);
-			if (rc && pos) /* a short read now; the error comes with the next one */
-				break;
+			rc = read_miss(r, id, rev, key, size, b, boff, blen, buf + pos);
+			/* No short reads: FUSE would take one for the end of the file. */
 			if (rc)
 				return rc;
 			COUNT(r, bytes_drive, blen);

@@ -7,7 +7,8 @@
  * other reader of that block waits for that download and copies from it, so
  * N concurrent readers cost one download.  If the store cannot keep the block
  * (cache full and nothing evictable) the bytes are still served from the
- * download.  A download that fails leaves no block behind; its waiters get
+ * download, and the last few such blocks are kept in memory so the kernel's
+ * next reads of the same block do not download it again.  A download that fails leaves no block behind; its waiters get
  * its error.  Blocks are keyed by the file's content identity (Drive id and
  * revision), so a changed file can never be served from old blocks.
  *
@@ -33,10 +34,11 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, struct cfs_reader *
 void cfs_reader_free(struct cfs_reader *r);
 
 /* Reads [off, off+len) of the file (clipped to size) into buf.  key is the
- * content identity ("ID@REV").  Returns 0 with *got set, or the download's
- * error. */
-int cfs_reader_read(struct cfs_reader *r, const char *id, const char *key, int64_t size,
-		    int64_t off, size_t len, char *buf, size_t *got);
+ * content identity ("ID@REV"); rev, when not NULL, the headRevisionId that
+ * downloads are pinned to.  Returns 0 with *got set, or the download's error
+ * (-ESTALE: the revision is no longer the file's content). */
+int cfs_reader_read(struct cfs_reader *r, const char *id, const char *rev, const char *key,
+		    int64_t size, int64_t off, size_t len, char *buf, size_t *got);
 
 void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out);
 

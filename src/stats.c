@@ -59,6 +59,8 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "downloads_in_flight", r.inflight },
 		{ "drive_requests_total", d.requests },
 		{ "drive_retries_total", d.retries },
+		{ "drive_resumed_downloads_total", d.resumed },
+		{ "drive_paced_calls_total", d.paced },
 		{ "drive_errors_total", d.errors },
 		{ "drive_errors_network_total", d.err_net },
 		{ "drive_errors_server_total", d.err_server },

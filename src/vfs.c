@@ -43,6 +43,7 @@ struct cfs_vfs_file {
 	uint64_t ino;
 	char content_id[CFS_ID_MAX];
 	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
+	char rev[CFS_ID_MAX];         /* headRevisionId downloads are pinned to, or "" */
 	int64_t size;
 	char *data; /* whole export, or NULL for blobs */
 	int held;   /* cfs_store_hold taken on key */
@@ -565,11 +566,48 @@ void cfs_vfs_releasedir(struct cfs_vfs *v, struct cfs_vfs_dir *d)
 
 /* ---- files ---------------------------------------------------------------- */
 
+/* A file a read found changed in Drive: its metadata again, before the
+ * next open uses it (lock not held). */
+static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
+{
+	char cid[CFS_ID_MAX];
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	int stale = n && n->stale && !n->export_mime[0];
+	if (stale)
+		memcpy(cid, n->content_id, sizeof(cid));
+	cfs_inode_unlock(v->tab);
+	if (!stale)
+		return 0;
+	struct cfs_file_meta m;
+	int rc = cfs_drive_get(v->drive, cid, &m);
+	if (rc)
+		return rc;
+	cfs_inode_lock(v->tab);
+	if (m.trashed) {
+		rc = -ENOENT;
+	} else {
+		content_rev(&m, n->rev, sizeof(n->rev));
+		n->size = m.size < 0 ? 0 : m.size;
+		n->mtime_ns = m.mtime_ns;
+		memcpy(n->md5, m.md5, sizeof(n->md5));
+		memcpy(n->sha256, m.sha256, sizeof(n->sha256));
+		n->stale = 0;
+		CFS_INFO("%s changed in Drive: now %s, %lld bytes", cid, n->rev, (long long)n->size);
+	}
+	cfs_inode_unlock(v->tab);
+	cfs_file_meta_cleanup(&m);
+	return rc;
+}
+
 int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file **out,
 		 int *keep_cache, int *direct_io)
 {
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
 		return -EROFS;
+	int rrc = refresh_stale(v, ino);
+	if (rrc)
+		return rrc;
 	struct cfs_vfs_file *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
@@ -585,6 +623,8 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 		f->ino = ino;
 		memcpy(f->content_id, n->content_id, sizeof(f->content_id));
 		snprintf(f->key, sizeof(f->key), "%s@%s", n->content_id, n->rev);
+		if (strncmp(n->rev, "r:", 2) == 0)
+			snprintf(f->rev, sizeof(f->rev), "%s", n->rev + 2);
 		memcpy(export_mime, n->export_mime, sizeof(export_mime));
 		f->size = n->size;
 		*keep_cache = !export_mime[0] && strcmp(n->opened_rev, n->rev) == 0;
@@ -611,8 +651,10 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 		free(f);
 		return rc;
 	}
-	/* blocks of open files are the last the budget evicts */
-	if (!f->data)
+	/* Blocks of open files are the last the budget evicts, but only for
+	 * files small next to the budget: holding a file larger than the cache
+	 * would leave no room for its own later blocks. */
+	if (!f->data && (uint64_t)f->size <= cfs_store_budget(v->store) / 8)
 		f->held = cfs_store_hold(v->store, f->key) == 0;
 	*out = f;
 	return 0;
@@ -633,7 +675,24 @@ int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t 
 		*got = len;
 		return 0;
 	}
-	return cfs_reader_read(v->reader, f->content_id, f->key, f->size, off, len, buf, got);
+	int rc = cfs_reader_read(v->reader, f->content_id, f->rev[0] ? f->rev : NULL, f->key,
+				 f->size, off, len, buf, got);
+	if (rc == -ESTALE) {
+		/* The file changed in Drive since its listing: fail this read rather
+		 * than mix revisions, and make the next lookup fetch the listing
+		 * again and the next open drop the kernel's pages. */
+		cfs_inode_lock(v->tab);
+		struct cfs_node *n = cfs_inode_get(v->tab, f->ino);
+		struct cfs_node *dir = n ? cfs_inode_get(v->tab, n->parent) : NULL;
+		if (dir)
+			dir->listed_at_ms = now_ms() - v->dir_ttl_ms;
+		if (n) {
+			n->opened_rev[0] = '\0';
+			n->stale = 1;
+		}
+		cfs_inode_unlock(v->tab);
+	}
+	return rc;
 }
 
 /* Hashes a completely cached file and compares with Drive's checksum.
