@@ -447,6 +447,22 @@ int cfs_store_read(struct cfs_store *s, const char *key, uint64_t block, uint32_
 	return 0;
 }
 
+int cfs_store_has(struct cfs_store *s, const char *key, uint64_t block)
+{
+	struct cfs_tkey *k;
+	int has = 0;
+	if (!s || !key_ok(key))
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	k = cfs_table_key(&s->tab, key);
+	if (k) {
+		struct cfs_tent *e = cfs_table_find(&s->tab, k, block);
+		has = e && e->state == CFS_TENT_LIVE;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return has;
+}
+
 uint64_t cfs_store_cached_bytes(struct cfs_store *s, const char *key)
 {
 	struct cfs_tkey *k;

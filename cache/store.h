@@ -109,6 +109,9 @@ int cfs_store_evict_to(struct cfs_store *s, uint64_t target, uint64_t *freed_byt
  * checks and warm progress. */
 uint64_t cfs_store_cached_bytes(struct cfs_store *s, const char *key);
 
+/* 1 if the block is present (no I/O, no recency update, not verified). */
+int cfs_store_has(struct cfs_store *s, const char *key, uint64_t block);
+
 /* Holds a key (an open file): its blocks are not evicted for budget or
  * ENOSPC while held (evict_prefix still takes them).  Holds count; each
  * cfs_store_hold needs one cfs_store_release. */

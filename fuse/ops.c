@@ -291,6 +291,26 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		int n = snprintf(val, sizeof(val), "{\"freed_bytes\":%llu,\"freed_blocks\":%llu}",
 				 (unsigned long long)bytes, (unsigned long long)blocks);
 		reply_xattr_value(req, val, (size_t)n, size);
+	} else if (strncmp(name, CFS_XATTR_WARM, strlen(CFS_XATTR_WARM)) == 0) {
+		if (size == 0) {
+			fuse_reply_xattr(req, sizeof(val));
+			return;
+		}
+		unsigned long long off, len, fetched = 0;
+		char tail;
+		if (sscanf(name + strlen(CFS_XATTR_WARM), "%llu.%llu%c", &off, &len, &tail) != 2) {
+			fuse_reply_err(req, EINVAL);
+			return;
+		}
+		uint64_t f = 0;
+		int rc = cfs_vfs_warm(fs->vfs, ino, (int64_t)off, len, &f);
+		fetched = f;
+		if (rc) {
+			reply_status(req, rc);
+			return;
+		}
+		int n = snprintf(val, sizeof(val), "{\"fetched_bytes\":%llu}", fetched);
+		reply_xattr_value(req, val, (size_t)n, size);
 	} else {
 		fuse_reply_err(req, ENODATA);
 	}

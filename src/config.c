@@ -40,6 +40,16 @@ static const struct opt opts[] = {
 	  "cache block size, a power of two from 64K to 64M (default 1M)" },
 	{ "verify-always", 0, T_FLAG, O(verify_always), NULL,
 	  "check every cached block's crc32c on every read, not just the first" },
+	{ "max-connections", 0, T_LONG, O(max_connections), "N",
+	  "parallel downloads (default 16)", 3, 256 },
+	{ "max-request", 0, T_SIZE, O(max_request), "SIZE",
+	  "largest range request; sequential readers grow up to it (default 8M)" },
+	{ "prefetch-memory", 0, T_SIZE, O(prefetch_memory), "SIZE",
+	  "bytes of read-ahead downloads queued or running at once (default 128M)" },
+	{ "api-rate", 0, T_LONG, O(api_rate), "N",
+	  "Drive API calls per second, sustained (default 150; 0: no pacing)", 0, 100000 },
+	{ "api-burst", 0, T_LONG, O(api_burst), "N",
+	  "Drive API calls allowed in a burst (default twice --api-rate)", 1, 1000000 },
 	{ "log-file", 0, T_STR, O(log_file), "FILE", "log file (default: CACHE-DIR/colabfs.log "
 						     "when in the background, stderr with -f)" },
 	{ "log-level", 0, T_STR, O(log_level), "LEVEL", "debug, info (default), warn or error" },
@@ -216,6 +226,10 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 		snprintf(why, wcap, "--block-size must be a power of two from 64K to 64M");
 		return CFS_E_CONFIG;
 	}
+	if (c->max_request && (c->max_request < (64u << 10) || c->max_request > (256u << 20))) {
+		snprintf(why, wcap, "--max-request must be from 64K to 256M");
+		return CFS_E_CONFIG;
+	}
 	if (c->cache_size && c->cache_size < (16u << 20)) {
 		snprintf(why, wcap, "--cache-size must be at least 16M");
 		return CFS_E_CONFIG;
@@ -234,6 +248,8 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->dir_ttl_s = 300;
 	c->attr_timeout_s = 60;
 	c->max_threads = 64;
+	c->max_connections = 16;
+	c->api_rate = 150;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
 	if (!rc)
 		rc = set_str(&c->log_level, "info");

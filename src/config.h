@@ -32,6 +32,11 @@ struct cfs_config {
 	unsigned long long cache_size;  /* 0: automatic */
 	unsigned long long block_size;
 	long verify_always;
+	long max_connections;
+	unsigned long long max_request;
+	unsigned long long prefetch_memory;
+	long api_rate;
+	long api_burst;
 };
 
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0

@@ -71,7 +71,9 @@ int cfs_ctl_umount(const char *mp, long timeout_ms, char *why, size_t wcap)
 {
 	pid_t pid = 0;
 	int rc = cfs_ctl_pid(mp, &pid);
-	if (rc == -ENOTCONN) {
+	/* a daemon that died leaves ENOTCONN, or ECONNABORTED while the kernel
+	 * is still aborting its requests */
+	if (rc == -ENOTCONN || rc == -ECONNABORTED) {
 		rc = do_umount(mp, 1);
 		if (rc)
 			snprintf(why, wcap, "%s: daemon is gone and detaching failed: %s", mp,

@@ -15,9 +15,10 @@
 #define CFS_XATTR_STATS "user.colabfs.stats"
 #define CFS_XATTR_EVICT "user.colabfs.evict"       /* the file or folder at the path */
 #define CFS_XATTR_EVICT_TO "user.colabfs.evict.to." /* + a byte count: LRU down to it */
+#define CFS_XATTR_WARM "user.colabfs.warm."         /* + OFFSET.LENGTH of a file */
 
-/* The pid of the daemon serving the mount at path.  Returns 0, -ENOTCONN
- * (a dead daemon left its mount behind), -ENODATA (not a colabfs mount), or
+/* The pid of the daemon serving the mount at path.  Returns 0, -ENOTCONN or
+ * -ECONNABORTED (a dead daemon left its mount behind), -ENODATA (not a colabfs mount), or
  * another -errno. */
 int cfs_ctl_pid(const char *path, pid_t *pid);
 

@@ -331,7 +331,23 @@ struct read_ctx {
 	size_t done;       /* bytes already in place from earlier attempts */
 	const char *id;
 	char *buf;
+	cfs_drive_progress_fn progress;
+	void *progress_arg;
 };
+
+/* Bytes are reported final only from a reply whose status and Content-Range
+ * say they are the ones we asked for (the headers are in by the first byte). */
+static void on_progress(void *arg, struct cfs_http_req *r)
+{
+	struct read_ctx *c = arg;
+	int64_t a, b, t, at = c->off + (int64_t)c->done;
+	int ok = r->status == 206 ? cfs_wire_content_range(r->content_range, &a, &b, &t) == 0 &&
+					    a == at && (t < 0 || t == c->size)
+		 : r->status == 200 ? at == 0 && (size_t)c->size == c->len - c->done
+				     : 0;
+	if (ok)
+		c->progress(c->progress_arg, c->done + r->dst_len);
+}
 
 /* Checks the reply to the segment [off+done, off+len). */
 static int validate_range(struct cfs_http_req *r, void *ctx)
@@ -397,6 +413,13 @@ static int resume_range(struct cfs_http_req *r, void *ctx)
 int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
 		   int64_t off, size_t len, char *buf, size_t *got)
 {
+	return cfs_drive_read_cb(d, id, rev, size, off, len, buf, got, NULL, NULL);
+}
+
+int cfs_drive_read_cb(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
+		      int64_t off, size_t len, char *buf, size_t *got,
+		      cfs_drive_progress_fn progress, void *arg)
+{
 	*got = 0;
 	if (off < 0)
 		return -EINVAL;
@@ -419,7 +442,7 @@ int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t
 	if (!rc)
 		rc = url_files(d, &url, id, tail.data);
 	if (!rc) {
-		struct read_ctx c = { d, size, off, len, 0, id, buf };
+		struct read_ctx c = { d, size, off, len, 0, id, buf, progress, arg };
 		char what[200];
 		snprintf(what, sizeof(what), "media %s [%" PRId64 "+%zu]", id, off, len);
 		r.url = url.data;
@@ -428,6 +451,10 @@ int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t
 		r.dst = buf;
 		r.dst_cap = len;
 		r.timeout_ms = 600000;
+		if (progress) {
+			r.progress = on_progress;
+			r.progress_arg = &c;
+		}
 		rc = call(d, &r, what, validate_range, resume_range, &c);
 		if (!rc)
 			*got = c.done + r.dst_len;
@@ -444,7 +471,7 @@ int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t
 		CFS_WARN("media %s: Drive refuses reading by revision; reading current content "
 			 "(a change during a read can then only be caught by size)", id);
 		__atomic_store_n(&d->no_revisions, 1, __ATOMIC_RELAXED);
-		rc = cfs_drive_read(d, id, NULL, size, off, len, buf, got);
+		rc = cfs_drive_read_cb(d, id, NULL, size, off, len, buf, got, progress, arg);
 	}
 	return rc;
 }

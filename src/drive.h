@@ -67,6 +67,14 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
 		   int64_t off, size_t len, char *buf, size_t *got);
 
+/* The same, calling progress(arg, n) as the first n bytes of buf become
+ * final (their reply's status and Content-Range checked), so a caller can
+ * use the start of a long download before it ends. */
+typedef void (*cfs_drive_progress_fn)(void *arg, size_t n);
+int cfs_drive_read_cb(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
+		      int64_t off, size_t len, char *buf, size_t *got,
+		      cfs_drive_progress_fn progress, void *arg);
+
 /* files.export of a native Google file into out (at most max bytes). */
 int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size_t max,
 		     struct cfs_buf *out);

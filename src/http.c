@@ -170,6 +170,8 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u)
 		}
 		memcpy(r->dst + r->dst_len, p, len);
 		r->dst_len += len;
+		if (r->progress)
+			r->progress(r->progress_arg, r);
 		return len;
 	}
 	if (r->out) {

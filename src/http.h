@@ -45,6 +45,9 @@ struct cfs_http_req {
 	char *dst;
 	size_t dst_cap;
 	struct cfs_buf *out;
+	/* called as 2xx bytes land in dst (dst_len so far), from inside perform */
+	void (*progress)(void *arg, struct cfs_http_req *r);
+	void *progress_arg;
 	/* response */
 	long status;
 	size_t dst_len;

@@ -45,6 +45,10 @@ struct cfs_node {
 	char md5[33], sha256[65];     /* whole-file checksums from Drive, or "" */
 	char checked_rev[CFS_ID_MAX]; /* rev whose cached copy passed the whole-file check */
 	int stale;                    /* a read found rev no longer current: refresh at open */
+	size_t lpos;                  /* position in its folder's sorted listing */
+	/* folders: files opened in listing order trigger prefetch of the next ones */
+	size_t last_open;             /* listing position of the last file opened + 1; 0: none */
+	unsigned open_streak;
 	/* directories */
 	struct cfs_listing *listing;  /* NULL: never listed */
 	int64_t listed_at_ms;

@@ -126,7 +126,12 @@ static int open_core(struct mount *m)
 	struct cfs_config *c = m->c;
 	struct cfs_store_opts sto = { .dir = c->cache_dir, .block_size = (uint32_t)c->block_size,
 				      .budget = c->cache_size, .verify_always = (int)c->verify_always };
-	struct cfs_vfs_opts vo = { .root_id = c->root_id, .dir_ttl_s = c->dir_ttl_s };
+	struct cfs_vfs_opts vo = {
+		.root_id = c->root_id,
+		.dir_ttl_s = c->dir_ttl_s,
+		.reader = { .workers = (int)c->max_connections, .max_request = c->max_request,
+			    .prefetch_budget = c->prefetch_memory },
+	};
 	cfs_export_parse(c->export_formats, &vo.exports, m->why, sizeof(m->why));
 	int rc = cfs_store_open(&sto, &m->store);
 	if (rc) {
@@ -206,7 +211,10 @@ static int cmd_mount(int argc, char **argv)
 	cfs_log_open(c.foreground && c.log_file ? log_path : NULL, lvl);
 	struct cfs_http_opts ho = { .ca_file = c.ca_file, .user_agent = "colabfs/" CFS_VERSION };
 	struct cfs_auth_opts ao = { .credentials = c.credentials, .token_url = c.token_url };
-	struct cfs_drive_opts dopt = { .api_url = c.api_url, .io_timeout_ms = c.io_timeout_s * 1000 };
+	struct cfs_drive_opts dopt = { .api_url = c.api_url,
+				       .io_timeout_ms = c.io_timeout_s * 1000,
+				       .api_rate = c.api_rate ? (double)c.api_rate : -1,
+				       .api_burst = (double)c.api_burst };
 	if ((rc = cfs_http_new(&ho, &m.http)))
 		snprintf(m.why, sizeof(m.why), "cannot start the HTTP client: %s", cfs_strerror(rc));
 	else if ((rc = cfs_auth_new(m.http, &ao, &m.auth, m.why, sizeof(m.why))) == 0)

@@ -1,4 +1,5 @@
-/* reader: cached reads with single-flight downloads (see reader.h). */
+/* reader: cached reads, download workers and prefetch (see reader.h for the
+ * policy). */
 #include "reader.h"
 
 #include <errno.h>
@@ -8,22 +9,49 @@
 #include <string.h>
 
 #include "drive.h"
+#include "json.h"
 #include "log.h"
 #include "names.h"
 #include "store.h"
 
 #define KEY_MAX 256
 #define SPARES 8
+#define BUCKETS 1024
+#define WIN_MIN 4
+#define WIN_MAX 64
+#define RESERVED_WORKERS 2 /* never used by prefetch: readers' misses go first */
 
-/* One block download in progress, shared by every reader that wants it. */
+struct job;
+
+/* One block being downloaded, shared by every reader that wants it. */
 struct flight {
 	struct flight *next;
 	char key[KEY_MAX];
 	uint64_t block;
 	int done, rc;
-	char *data;        /* the block, kept until the last waiter has copied */
+	char *data;        /* a copy of the block for waiters (or if not stored) */
 	size_t len;
-	int refs;
+	int refs;          /* the job's + each waiter's */
+	int waiters;
+	struct job *job;   /* NULL once the job has ended */
+};
+
+/* A range request covering n consecutive blocks. */
+struct job {
+	struct job *next;
+	struct cfs_reader *r;
+	char id[CFS_ID_MAX], rev[CFS_ID_MAX], key[KEY_MAX];
+	int64_t size;
+	uint64_t first;
+	uint32_t n, published;
+	int urgent, started;
+	uint64_t bytes;
+	char *buf;
+	struct flight **fl;
+};
+
+struct queue {
+	struct job *head, *tail;
 };
 
 /* A block the store could not keep, remembered for the next reads. */
@@ -32,61 +60,66 @@ struct spare {
 	uint64_t block;
 	char *data;
 	size_t len;
-	uint64_t used; /* LRU clock */
+	uint64_t used;
+};
+
+struct cfs_reader_stream {
+	int64_t next;     /* where the last read ended */
+	uint32_t window;  /* blocks to keep fetched ahead; 0: random */
+	uint64_t ahead;   /* prefetch issued up to this block */
+	int reads;
 };
 
 struct cfs_reader {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
-	uint32_t bs;
+	uint32_t bs, max_blocks;
+	uint64_t prefetch_budget;
+	int workers;
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct flight *flights; /* few at a time: a list is enough */
+	pthread_cond_t done;  /* a flight finished */
+	pthread_cond_t work;  /* a job was queued, or stop */
+	struct flight *flights[BUCKETS];
+	struct queue urgent, bg;
+	int running_bg, stop;
+	pthread_t *threads;
+	int nthreads;
 	struct spare spares[SPARES];
 	uint64_t clock;
-	struct cfs_reader_stats st;
+	struct cfs_reader_stats st; /* under lock */
 };
 
-#define COUNT(r, f, n) __atomic_add_fetch(&(r)->st.f, (n), __ATOMIC_RELAXED)
-
-int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, struct cfs_reader **out)
+static uint64_t nblocks(const struct cfs_reader *r, int64_t size)
 {
-	struct cfs_reader *r = calloc(1, sizeof(*r));
-	if (!r)
-		return -ENOMEM;
-	r->drive = d;
-	r->store = s;
-	r->bs = cfs_store_block_size(s);
-	pthread_mutex_init(&r->lock, NULL);
-	pthread_cond_init(&r->cond, NULL);
-	*out = r;
-	return 0;
+	return size <= 0 ? 0 : ((uint64_t)size + r->bs - 1) / r->bs;
 }
 
-void cfs_reader_free(struct cfs_reader *r)
+static size_t block_len(const struct cfs_reader *r, int64_t size, uint64_t b)
 {
-	if (!r)
-		return;
-	for (int i = 0; i < SPARES; i++)
-		free(r->spares[i].data);
-	pthread_mutex_destroy(&r->lock);
-	pthread_cond_destroy(&r->cond);
-	free(r);
+	int64_t start = (int64_t)b * r->bs;
+	return (size_t)(size - start < (int64_t)r->bs ? size - start : (int64_t)r->bs);
 }
 
-void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out)
+/* ---- flights (lock held) ----------------------------------------------- */
+
+static struct flight **bucket(struct cfs_reader *r, const char *key, uint64_t b)
 {
-	pthread_mutex_lock(&r->lock);
-	*out = r->st;
-	pthread_mutex_unlock(&r->lock);
+	return &r->flights[(cfs_names_fnv1a(key) ^ (b * 0x9e3779b97f4a7c15ULL)) % BUCKETS];
+}
+
+static struct flight *flight_find(struct cfs_reader *r, const char *key, uint64_t b)
+{
+	for (struct flight *f = *bucket(r, key, b); f; f = f->next)
+		if (f->block == b && strcmp(f->key, key) == 0)
+			return f;
+	return NULL;
 }
 
 static void flight_put(struct cfs_reader *r, struct flight *f)
 {
-	/* lock held */
 	if (--f->refs)
 		return;
-	for (struct flight **p = &r->flights; *p; p = &(*p)->next) {
+	for (struct flight **p = bucket(r, f->key, f->block); *p; p = &(*p)->next) {
 		if (*p == f) {
 			*p = f->next;
 			break;
@@ -96,7 +129,8 @@ static void flight_put(struct cfs_reader *r, struct flight *f)
 	free(f);
 }
 
-/* lock held: copies from a remembered uncached block; 1 on a hit. */
+/* ---- spares (lock held) ------------------------------------------------- */
+
 static int spare_get(struct cfs_reader *r, const char *key, uint64_t b, uint32_t boff,
 		     uint32_t blen, char *dst)
 {
@@ -111,7 +145,6 @@ static int spare_get(struct cfs_reader *r, const char *key, uint64_t b, uint32_t
 	return 0;
 }
 
-/* lock held: remembers a block the store refused (takes a copy). */
 static void spare_put(struct cfs_reader *r, const char *key, uint64_t b, const char *data,
 		      size_t len)
 {
@@ -131,93 +164,443 @@ static void spare_put(struct cfs_reader *r, const char *key, uint64_t b, const c
 	v->used = ++r->clock;
 }
 
-/* Gets block b of the file into dst (bytes [boff, boff+blen) of the block),
- * downloading it unless someone else is. */
-static int read_miss(struct cfs_reader *r, const char *id, const char *rev, const char *key,
-		     int64_t size, uint64_t b, uint32_t boff, uint32_t blen, char *dst)
-{
-	pthread_mutex_lock(&r->lock);
-	if (spare_get(r, key, b, boff, blen, dst)) {
-		pthread_mutex_unlock(&r->lock);
-		return 0;
-	}
-	struct flight *f;
-	for (f = r->flights; f; f = f->next)
-		if (f->block == b && strcmp(f->key, key) == 0)
-			break;
-	if (f) {
-		f->refs++;
-		r->st.joined++;
-		while (!f->done)
-			pthread_cond_wait(&r->cond, &r->lock);
-	} else {
-		f = calloc(1, sizeof(*f));
-		if (!f) {
-			pthread_mutex_unlock(&r->lock);
-			return -ENOMEM;
-		}
-		snprintf(f->key, sizeof(f->key), "%s", key);
-		f->block = b;
-		f->refs = 1;
-		f->next = r->flights;
-		r->flights = f;
-		r->st.downloads++;
-		r->st.inflight++;
-		pthread_mutex_unlock(&r->lock);
+/* ---- jobs ------------------------------------------------------------------ */
 
-		int64_t start = (int64_t)b * r->bs;
-		size_t want = (size_t)(size - start < r->bs ? size - start : r->bs);
-		char *data = malloc(want ? want : 1);
-		size_t got = 0;
-		int rc = data ? cfs_drive_read(r->drive, id, rev, size, start, want, data, &got)
-			      : -ENOMEM;
-		int stored = 0;
-		if (!rc && got != want) /* 416: the file shrank under us */
-			rc = -ESTALE;
-		if (!rc) {
-			int src = cfs_store_put(r->store, key, b, data, (uint32_t)got);
-			stored = src == 0;
-			if (src) {
-				CFS_WARN("block %s#%llu not cached (%s); serving it uncached", key,
-					 (unsigned long long)b, strerror(-src));
-				COUNT(r, uncached, 1);
-			}
-		}
-		pthread_mutex_lock(&r->lock);
-		if (!rc && !stored)
-			spare_put(r, key, b, data, got);
-		f->rc = rc;
-		f->data = rc ? (free(data), NULL) : data;
-		f->len = rc ? 0 : got;
-		f->done = 1;
-		r->st.inflight--;
-		pthread_cond_broadcast(&r->cond);
-	}
-	int rc = f->rc;
-	if (!rc) {
-		if (boff + blen > f->len)
-			rc = -ESTALE;
-		else
-			memcpy(dst, f->data + boff, blen);
-	}
-	flight_put(r, f);
-	pthread_mutex_unlock(&r->lock);
-	return rc;
+static void push(struct queue *q, struct job *j)
+{
+	j->next = NULL;
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
 }
 
-int cfs_reader_read(struct cfs_reader *r, const char *id, const char *rev, const char *key,
-		    int64_t size, int64_t off, size_t len, char *buf, size_t *got)
+static struct job *pop(struct queue *q)
+{
+	struct job *j = q->head;
+	if (j) {
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
+	}
+	return j;
+}
+
+static void unqueue(struct queue *q, struct job *j)
+{
+	struct job *prev = NULL;
+	for (struct job *x = q->head; x; prev = x, x = x->next) {
+		if (x == j) {
+			if (prev)
+				prev->next = j->next;
+			else
+				q->head = j->next;
+			if (q->tail == j)
+				q->tail = prev;
+			return;
+		}
+	}
+}
+
+static int ensure_workers(struct cfs_reader *r);
+
+/* lock held.  A job for the run of blocks from first that are neither cached
+ * (first itself is not checked) nor in flight, at most maxn long.  NULL if
+ * there is nothing to do or no memory. */
+static struct job *job_make(struct cfs_reader *r, const struct cfs_reader_file *f,
+			    uint64_t first, uint32_t maxn, int urgent)
+{
+	uint64_t total = nblocks(r, f->size);
+	uint32_t n = 0;
+	if (ensure_workers(r))
+		return NULL;
+	while (n < maxn && first + n < total && !flight_find(r, f->key, first + n) &&
+	       (n == 0 || !cfs_store_has(r->store, f->key, first + n)))
+		n++;
+	if (!n)
+		return NULL;
+	struct job *j = calloc(1, sizeof(*j));
+	struct flight **fl = calloc(n, sizeof(*fl));
+	if (!j || !fl) {
+		free(j);
+		free(fl);
+		return NULL;
+	}
+	j->r = r;
+	snprintf(j->id, sizeof(j->id), "%s", f->id);
+	snprintf(j->rev, sizeof(j->rev), "%s", f->rev ? f->rev : "");
+	snprintf(j->key, sizeof(j->key), "%s", f->key);
+	j->size = f->size;
+	j->first = first;
+	j->fl = fl;
+	j->urgent = urgent;
+	for (uint32_t i = 0; i < n; i++) {
+		struct flight *x = calloc(1, sizeof(*x));
+		if (!x)
+			break;
+		snprintf(x->key, sizeof(x->key), "%s", f->key);
+		x->block = first + i;
+		x->refs = 1;
+		x->job = j;
+		struct flight **b = bucket(r, x->key, x->block);
+		x->next = *b;
+		*b = x;
+		fl[i] = x;
+		j->n++;
+		j->bytes += block_len(r, f->size, first + i);
+	}
+	if (!j->n) {
+		free(fl);
+		free(j);
+		return NULL;
+	}
+	r->st.inflight += j->n;
+	r->st.requests++;
+	if (!urgent) {
+		r->st.queued_bytes += j->bytes;
+		r->st.prefetched += j->n;
+	}
+	push(urgent ? &r->urgent : &r->bg, j);
+	pthread_cond_signal(&r->work);
+	return j;
+}
+
+/* lock held: a reader waits on a queued prefetch job, so it goes first now. */
+static void promote(struct cfs_reader *r, struct job *j)
+{
+	if (j->urgent || j->started)
+		return;
+	unqueue(&r->bg, j);
+	j->urgent = 1;
+	r->st.queued_bytes -= j->bytes;
+	push(&r->urgent, j);
+	pthread_cond_signal(&r->work);
+}
+
+/* lock held: block i of the job is final (rc 0) or failed. */
+static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc, int stored)
+{
+	struct flight *f = j->fl[i];
+	if (!f)
+		return;
+	size_t len = block_len(r, j->size, j->first + i);
+	if (!rc && (f->waiters || !stored)) {
+		f->data = malloc(len ? len : 1);
+		if (f->data)
+			memcpy(f->data, j->buf + (size_t)i * r->bs, len);
+		else
+			rc = -ENOMEM;
+	}
+	if (!rc && !stored)
+		spare_put(r, j->key, j->first + i, j->buf + (size_t)i * r->bs, len);
+	f->rc = rc;
+	f->len = rc ? 0 : len;
+	f->done = 1;
+	f->job = NULL;
+	r->st.inflight--;
+	if (!rc)
+		r->st.downloads++;
+	if (!rc && !stored)
+		r->st.uncached++;
+	pthread_cond_broadcast(&r->done);
+	flight_put(r, f);
+	j->fl[i] = NULL;
+}
+
+/* Stores and publishes every block whose bytes have all arrived. */
+static void publish(struct job *j, size_t have)
+{
+	struct cfs_reader *r = j->r;
+	while (j->published < j->n) {
+		uint32_t i = j->published;
+		size_t start = (size_t)i * r->bs, len = block_len(r, j->size, j->first + i);
+		if (start + len > have)
+			break;
+		int src = cfs_store_put(r->store, j->key, j->first + i, j->buf + start, (uint32_t)len);
+		if (src)
+			CFS_DEBUG("block %s#%llu not cached (%s); serving it uncached", j->key,
+				  (unsigned long long)(j->first + i), strerror(-src));
+		pthread_mutex_lock(&r->lock);
+		finish_block(r, j, i, 0, src == 0);
+		pthread_mutex_unlock(&r->lock);
+		j->published++;
+	}
+}
+
+static void on_bytes(void *arg, size_t n)
+{
+	publish(arg, n);
+}
+
+static void run_job(struct job *j)
+{
+	struct cfs_reader *r = j->r;
+	size_t len = 0;
+	for (uint32_t i = 0; i < j->n; i++)
+		len += block_len(r, j->size, j->first + i);
+	size_t got = 0;
+	j->buf = malloc(len ? len : 1);
+	int rc = j->buf ? cfs_drive_read_cb(r->drive, j->id, j->rev[0] ? j->rev : NULL, j->size,
+					    (int64_t)j->first * r->bs, len, j->buf, &got, on_bytes,
+					    j)
+			: -ENOMEM;
+	if (!rc) {
+		publish(j, got);
+		if (got < len) /* 416: the file is shorter than its listing said */
+			rc = -ESTALE;
+	}
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t i = j->published; i < j->n; i++)
+		finish_block(r, j, i, rc ? rc : -EIO, 0);
+	pthread_mutex_unlock(&r->lock);
+	free(j->buf);
+	j->buf = NULL;
+}
+
+static void *worker(void *arg)
+{
+	struct cfs_reader *r = arg;
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		struct job *j = pop(&r->urgent);
+		if (!j && r->running_bg < r->workers - RESERVED_WORKERS && (j = pop(&r->bg)))
+			r->running_bg++;
+		if (!j) {
+			pthread_cond_wait(&r->work, &r->lock);
+			continue;
+		}
+		j->started = 1;
+		pthread_mutex_unlock(&r->lock);
+		run_job(j);
+		pthread_mutex_lock(&r->lock);
+		if (!j->urgent) {
+			r->running_bg--;
+			r->st.queued_bytes -= j->bytes;
+			pthread_cond_signal(&r->work);
+		}
+		free(j->fl);
+		free(j);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_reader_opts *o,
+		   struct cfs_reader **out)
+{
+	struct cfs_reader *r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->drive = d;
+	r->store = s;
+	r->bs = cfs_store_block_size(s);
+	r->workers = o && o->workers > 0 ? o->workers : 16;
+	if (r->workers < RESERVED_WORKERS + 1)
+		r->workers = RESERVED_WORKERS + 1;
+	uint64_t maxreq = o && o->max_request ? o->max_request : 8u << 20;
+	r->max_blocks = maxreq / r->bs ? (uint32_t)(maxreq / r->bs) : 1;
+	r->prefetch_budget = o && o->prefetch_budget ? o->prefetch_budget : 128u << 20;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->done, NULL);
+	pthread_cond_init(&r->work, NULL);
+	r->threads = calloc((size_t)r->workers, sizeof(*r->threads));
+	if (!r->threads) {
+		cfs_reader_free(r);
+		return -ENOMEM;
+	}
+	*out = r;
+	return 0;
+}
+
+/* lock held.  Workers start with the first job, so a reader made before the
+ * daemon forks has no threads to lose in the fork. */
+static int ensure_workers(struct cfs_reader *r)
+{
+	for (int i = r->nthreads; i < r->workers; i++) {
+		if (pthread_create(&r->threads[i], NULL, worker, r) != 0)
+			break;
+		r->nthreads++;
+	}
+	return r->nthreads ? 0 : -EAGAIN;
+}
+
+void cfs_reader_free(struct cfs_reader *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = 1;
+	pthread_cond_broadcast(&r->work);
+	pthread_mutex_unlock(&r->lock);
+	for (int i = 0; i < r->nthreads; i++)
+		pthread_join(r->threads[i], NULL);
+	free(r->threads);
+	struct queue *qs[] = { &r->urgent, &r->bg };
+	for (int q = 0; q < 2; q++) {
+		struct job *j;
+		while ((j = pop(qs[q]))) {
+			for (uint32_t i = 0; i < j->n; i++)
+				if (j->fl[i])
+					finish_block(r, j, i, -ECANCELED, 0);
+			free(j->fl);
+			free(j);
+		}
+	}
+	for (int b = 0; b < BUCKETS; b++) {
+		while (r->flights[b]) {
+			struct flight *f = r->flights[b];
+			r->flights[b] = f->next;
+			free(f->data);
+			free(f);
+		}
+	}
+	for (int i = 0; i < SPARES; i++)
+		free(r->spares[i].data);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->done);
+	pthread_cond_destroy(&r->work);
+	free(r);
+}
+
+struct cfs_reader_stream *cfs_reader_stream_new(void)
+{
+	return calloc(1, sizeof(struct cfs_reader_stream));
+}
+
+void cfs_reader_stream_free(struct cfs_reader_stream *s)
+{
+	free(s);
+}
+
+void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out)
+{
+	pthread_mutex_lock(&r->lock);
+	*out = r->st;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- reads ------------------------------------------------------------------ */
+
+/* lock held.  Queues prefetch jobs for blocks [from, to] under the budget. */
+static void prefetch_range(struct cfs_reader *r, const struct cfs_reader_file *f, uint64_t from,
+			   uint64_t to, uint32_t chunk)
+{
+	uint64_t total = nblocks(r, f->size);
+	if (to >= total)
+		to = total ? total - 1 : 0;
+	for (uint64_t b = from; total && b <= to;) {
+		if (r->st.queued_bytes >= r->prefetch_budget)
+			return;
+		if (flight_find(r, f->key, b) || cfs_store_has(r->store, f->key, b)) {
+			b++;
+			continue;
+		}
+		uint32_t n = chunk;
+		if (b + n > to + 1)
+			n = (uint32_t)(to + 1 - b);
+		struct job *j = job_make(r, f, b, n, 0);
+		b += j ? j->n : 1;
+	}
+}
+
+/* Gets bytes [boff, boff+blen) of block b into dst: from a remembered block,
+ * an existing flight, or a new urgent job of up to chunk blocks. */
+static int read_miss(struct cfs_reader *r, const struct cfs_reader_file *f, uint64_t b,
+		     uint32_t boff, uint32_t blen, char *dst, uint32_t chunk)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		pthread_mutex_lock(&r->lock);
+		if (spare_get(r, f->key, b, boff, blen, dst)) {
+			pthread_mutex_unlock(&r->lock);
+			return 0;
+		}
+		struct flight *fl = flight_find(r, f->key, b);
+		if (fl) {
+			r->st.joined++;
+			if (fl->job)
+				promote(r, fl->job);
+		} else {
+			struct job *j = job_make(r, f, b, chunk, 1);
+			if (!j) {
+				pthread_mutex_unlock(&r->lock);
+				return -ENOMEM;
+			}
+			fl = j->fl[0];
+		}
+		fl->refs++;
+		fl->waiters++;
+		while (!fl->done)
+			pthread_cond_wait(&r->done, &r->lock);
+		int rc = fl->rc, copied = 0;
+		if (!rc && fl->data && boff + blen <= fl->len) {
+			memcpy(dst, fl->data + boff, blen);
+			copied = 1;
+		} else if (!rc && boff + blen > fl->len && fl->data) {
+			rc = -ESTALE;
+		}
+		flight_put(r, fl);
+		pthread_mutex_unlock(&r->lock);
+		if (rc || copied)
+			return rc;
+		/* finished before we joined and went to the store: read it there */
+		uint32_t got = 0;
+		if (cfs_store_read(r->store, f->key, b, boff, blen, dst, &got) == 0 && got == blen)
+			return 0;
+	}
+	return -EIO;
+}
+
+/* lock held.  Updates the access pattern; returns the window. */
+static uint32_t observe(struct cfs_reader *r, struct cfs_reader_stream *s, int64_t off,
+			size_t len)
+{
+	int64_t slack = 2 * (int64_t)r->bs;
+	int seq = s->reads ? off >= s->next - slack && off <= s->next + slack : off == 0;
+	if (seq) {
+		s->window = s->window ? s->window * 2 : WIN_MIN;
+		if (s->window > WIN_MAX)
+			s->window = WIN_MAX;
+	} else {
+		s->window = 0;
+		s->ahead = 0;
+	}
+	s->next = off + (int64_t)len;
+	s->reads++;
+	return s->window;
+}
+
+int cfs_reader_read(struct cfs_reader *r, struct cfs_reader_stream *stream,
+		    const struct cfs_reader_file *f, int64_t off, size_t len, char *buf,
+		    size_t *got)
 {
 	*got = 0;
 	if (off < 0)
 		return -EINVAL;
-	if (strlen(key) >= KEY_MAX)
+	if (strlen(f->key) >= KEY_MAX || strlen(f->id) >= CFS_ID_MAX ||
+	    (f->rev && strlen(f->rev) >= CFS_ID_MAX))
 		return -ENAMETOOLONG;
-	if (off >= size || len == 0)
+	if (off >= f->size || len == 0)
 		return 0;
-	if ((int64_t)len > size - off)
-		len = (size_t)(size - off);
+	if ((int64_t)len > f->size - off)
+		len = (size_t)(f->size - off);
+	uint32_t window = 0;
+	if (stream) {
+		pthread_mutex_lock(&r->lock);
+		window = observe(r, stream, off, len);
+		pthread_mutex_unlock(&r->lock);
+	}
+	/* small files whole; sequential readers in growing requests; else a block */
+	uint32_t chunk = (uint64_t)f->size <= (uint64_t)r->max_blocks * r->bs ? r->max_blocks
+			 : window ? (window / 2 < r->max_blocks ? window / 2 : r->max_blocks)
+				  : 1;
+	if (!chunk)
+		chunk = 1;
 	size_t pos = 0;
+	uint64_t hits = 0, misses = 0, bytes_cache = 0, bytes_drive = 0;
+	int rc = 0;
 	while (pos < len) {
 		int64_t at = off + (int64_t)pos;
 		uint64_t b = (uint64_t)at / r->bs;
@@ -226,23 +609,88 @@ int cfs_reader_read(struct cfs_reader *r, const char *id, const char *rev, const
 		if (blen > len - pos)
 			blen = (uint32_t)(len - pos);
 		uint32_t n = 0;
-		int rc = cfs_store_read(r->store, key, b, boff, blen, buf + pos, &n);
-		if (!rc && n == blen) {
-			COUNT(r, hits, 1);
-			COUNT(r, bytes_cache, blen);
+		if (cfs_store_read(r->store, f->key, b, boff, blen, buf + pos, &n) == 0 && n == blen) {
+			hits++;
+			bytes_cache += blen;
 		} else {
-			if (rc && rc != -ENOENT)
-				CFS_WARN("cache read %s#%llu: %s; fetching again", key,
-					 (unsigned long long)b, strerror(-rc));
-			COUNT(r, misses, 1);
-			rc = read_miss(r, id, rev, key, size, b, boff, blen, buf + pos);
+			misses++;
 			/* No short reads: FUSE would take one for the end of the file. */
-			if (rc)
-				return rc;
-			COUNT(r, bytes_drive, blen);
+			if ((rc = read_miss(r, f, b, boff, blen, buf + pos, chunk)))
+				break;
+			bytes_drive += blen;
 		}
 		pos += blen;
 	}
-	*got = pos;
-	return 0;
+	pthread_mutex_lock(&r->lock);
+	r->st.hits += hits;
+	r->st.misses += misses;
+	r->st.bytes_cache += bytes_cache;
+	r->st.bytes_drive += bytes_drive;
+	if (!rc && stream && window) {
+		uint64_t last = (uint64_t)(off + (int64_t)len - 1) / r->bs;
+		uint64_t from = stream->ahead > last + 1 ? stream->ahead : last + 1;
+		uint32_t pchunk = window / 2 < r->max_blocks ? window / 2 : r->max_blocks;
+		prefetch_range(r, f, from, last + window, pchunk ? pchunk : 1);
+		stream->ahead = last + window + 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	if (!rc)
+		*got = len;
+	return rc;
+}
+
+int cfs_reader_prefetch(struct cfs_reader *r, const struct cfs_reader_file *f)
+{
+	if (strlen(f->key) >= KEY_MAX || f->size <= 0)
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	int busy = r->st.queued_bytes >= r->prefetch_budget;
+	if (!busy)
+		prefetch_range(r, f, 0, nblocks(r, f->size) - 1, r->max_blocks);
+	pthread_mutex_unlock(&r->lock);
+	return busy ? -EBUSY : 0;
+}
+
+int cfs_reader_warm(struct cfs_reader *r, const struct cfs_reader_file *f, int64_t off,
+		    uint64_t len, uint64_t *fetched)
+{
+	*fetched = 0;
+	if (strlen(f->key) >= KEY_MAX)
+		return -ENAMETOOLONG;
+	if (off < 0 || off >= f->size || !len)
+		return 0;
+	uint64_t first = (uint64_t)off / r->bs;
+	uint64_t last = ((uint64_t)off + len - 1) / r->bs;
+	if (last >= nblocks(r, f->size))
+		last = nblocks(r, f->size) - 1;
+	size_t n = (size_t)(last - first + 1), nw = 0;
+	struct flight **wait = calloc(n, sizeof(*wait));
+	if (!wait)
+		return -ENOMEM;
+	pthread_mutex_lock(&r->lock);
+	for (uint64_t b = first; b <= last; b++) {
+		struct flight *fl = flight_find(r, f->key, b);
+		if (!fl && !cfs_store_has(r->store, f->key, b)) {
+			/* warm asks for it: make a job now, prefetch budget or not */
+			struct job *j = job_make(r, f, b, r->max_blocks, 0);
+			fl = j ? j->fl[0] : NULL;
+		}
+		if (fl) {
+			fl->refs++; /* no waiter: warm needs the block stored, not a copy */
+			wait[nw++] = fl;
+		}
+	}
+	int rc = 0;
+	for (size_t i = 0; i < nw; i++) {
+		while (!wait[i]->done)
+			pthread_cond_wait(&r->done, &r->lock);
+		if (wait[i]->rc && !rc)
+			rc = wait[i]->rc;
+		if (!wait[i]->rc)
+			*fetched += wait[i]->len;
+		flight_put(r, wait[i]);
+	}
+	pthread_mutex_unlock(&r->lock);
+	free(wait);
+	return rc;
 }

@@ -1,16 +1,32 @@
-/* reader: file reads served from the block cache, misses fetched from Drive.
+/* reader: file reads served from the block cache, misses fetched from Drive
+ * by a pool of download workers, with prefetch for sequential readers.
  *
  * Policy.  A read is split at block boundaries.  Each block is looked up in
  * the store; a hit is copied from its arena and never touches the network.
- * A miss is fetched single-flight: the first reader of a missing block
- * downloads it (one range request of the whole block) and stores it; every
- * other reader of that block waits for that download and copies from it, so
- * N concurrent readers cost one download.  If the store cannot keep the block
- * (cache full and nothing evictable) the bytes are still served from the
- * download, and the last few such blocks are kept in memory so the kernel's
- * next reads of the same block do not download it again.  A download that fails leaves no block behind; its waiters get
- * its error.  Blocks are keyed by the file's content identity (Drive id and
- * revision), so a changed file can never be served from old blocks.
+ * Missing blocks are fetched single-flight: every block being downloaded has
+ * one flight that any number of readers join, so N concurrent readers of a
+ * block cost one download.  Downloads are jobs run by `workers` threads; a
+ * job covers a run of consecutive missing blocks in one range request
+ * (requests grow with a sequential reader, up to max_request bytes), and
+ * each block is published (stored, its waiters woken) as soon as its bytes
+ * have arrived, not when the whole request ends.  A reader's own miss is an
+ * urgent job; prefetch jobs wait behind urgent ones, never use the last two
+ * workers, and stop when prefetch_budget bytes are queued or running.
+ * Joining a queued prefetch job makes it urgent.
+ *
+ * Prefetch.  Each open file has a stream that watches its reads: a read that
+ * starts within two blocks of where the previous one ended (the kernel
+ * reorders its read-ahead a little) is sequential and doubles the window of
+ * blocks fetched ahead (4 up to 64); any other read is random and closes the
+ * window, so random readers waste no bandwidth.  A small file (up to
+ * max_request) is fetched whole on its first miss.
+ *
+ * If the store cannot keep a block (cache full and nothing evictable) its
+ * bytes are still served, and the last few such blocks are kept in memory so
+ * the kernel's next reads of the same block do not download it again.  A
+ * download that fails leaves no block behind; its waiters get its error.
+ * Blocks are keyed by content identity (Drive id and revision) and downloads
+ * are pinned to the revision, so a changed file is never mixed with the old.
  *
  * Thread-safe.  Counters for `colabfs stats`. */
 #ifndef CFS_READER_H
@@ -22,23 +38,56 @@
 struct cfs_drive;
 struct cfs_store;
 struct cfs_reader;
+struct cfs_reader_stream;
+
+struct cfs_reader_opts {
+	int workers;              /* download threads (--max-connections); default 16 */
+	uint64_t max_request;     /* largest range request in bytes; default 8 MiB */
+	uint64_t prefetch_budget; /* prefetch bytes queued or running; default 128 MiB */
+};
+
+/* What to read: a blob's identity. */
+struct cfs_reader_file {
+	const char *id;   /* Drive id */
+	const char *rev;  /* headRevisionId downloads are pinned to, or NULL */
+	const char *key;  /* cache key ("ID@REV") */
+	int64_t size;
+};
 
 struct cfs_reader_stats {
 	uint64_t hits, misses;                 /* blocks */
 	uint64_t bytes_cache, bytes_drive;     /* bytes returned to readers, by source */
-	uint64_t downloads, joined, inflight;  /* block downloads, readers that joined one, now */
+	uint64_t downloads, joined, inflight;  /* blocks downloaded, readers that joined, now */
+	uint64_t requests;                     /* range requests (jobs) */
+	uint64_t prefetched;                   /* blocks fetched ahead of readers */
 	uint64_t uncached;                     /* blocks served without being stored */
+	uint64_t queued_bytes;                 /* prefetch bytes queued or running now */
 };
 
-int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, struct cfs_reader **out);
+int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_reader_opts *o,
+		   struct cfs_reader **out);
+/* Stops the workers (queued jobs fail with -ECANCELED) and frees. */
 void cfs_reader_free(struct cfs_reader *r);
 
-/* Reads [off, off+len) of the file (clipped to size) into buf.  key is the
- * content identity ("ID@REV"); rev, when not NULL, the headRevisionId that
- * downloads are pinned to.  Returns 0 with *got set, or the download's error
- * (-ESTALE: the revision is no longer the file's content). */
-int cfs_reader_read(struct cfs_reader *r, const char *id, const char *rev, const char *key,
-		    int64_t size, int64_t off, size_t len, char *buf, size_t *got);
+struct cfs_reader_stream *cfs_reader_stream_new(void);
+void cfs_reader_stream_free(struct cfs_reader_stream *s);
+
+/* Reads [off, off+len) of f (clipped to its size) into buf; stream (may be
+ * NULL) is the open file's access pattern.  Returns 0 with *got set, or the
+ * download's error (-ESTALE: the revision is no longer the file's content).
+ * Never a short read except at the end of the file. */
+int cfs_reader_read(struct cfs_reader *r, struct cfs_reader_stream *stream,
+		    const struct cfs_reader_file *f, int64_t off, size_t len, char *buf,
+		    size_t *got);
+
+/* Queues a background download of the whole file (folder-order prefetch of
+ * the next small files).  Returns at once; 0 or -EBUSY over budget. */
+int cfs_reader_prefetch(struct cfs_reader *r, const struct cfs_reader_file *f);
+
+/* Makes [off, off+len) of f cached, with full parallelism, and waits.
+ * Returns 0 or the first download error; *fetched gets the bytes downloaded. */
+int cfs_reader_warm(struct cfs_reader *r, const struct cfs_reader_file *f, int64_t off,
+		    uint64_t len, uint64_t *fetched);
 
 void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out);
 

@@ -47,6 +47,7 @@ struct cfs_vfs_file {
 	int64_t size;
 	char *data; /* whole export, or NULL for blobs */
 	int held;   /* cfs_store_hold taken on key */
+	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
 };
 
 static int64_t clock_ms(clockid_t c)
@@ -121,7 +122,7 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	if (!rc)
 		rc = cfs_nsdb_new(store, &v->ns);
 	if (!rc)
-		rc = cfs_reader_new(d, store, &v->reader);
+		rc = cfs_reader_new(d, store, &o->reader, &v->reader);
 	struct cfs_file_meta m;
 	memset(&m, 0, sizeof(m));
 	if (!rc)
@@ -310,6 +311,11 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 	}
 	if (!rc) {
 		cfs_listing_sort(l);
+		for (size_t i = 0; i < l->n; i++) {
+			struct cfs_node *c = cfs_inode_get(v->tab, l->e[i].ino);
+			if (c)
+				c->lpos = i;
+		}
 		struct cfs_node *d = cfs_inode_get(v->tab, ino);
 		cfs_listing_unref(d->listing);
 		d->listing = l;
@@ -600,6 +606,51 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	return rc;
 }
 
+#define SIBLINGS_MAX 32
+#define SIBLING_SIZE_MAX (8 << 20)
+
+/* A DataLoader epoch over a sorted file list opens a folder's files in
+ * listing order: once two opens in a row are neighbours, fetch the next
+ * small files ahead (2, 4, ... up to 32 ahead of the reader). */
+static void prefetch_siblings(struct cfs_vfs *v, uint64_t ino)
+{
+	struct cfs_reader_file rf[SIBLINGS_MAX];
+	char keys[SIBLINGS_MAX][2 * CFS_ID_MAX + 2], revs[SIBLINGS_MAX][CFS_ID_MAX];
+	char ids[SIBLINGS_MAX][CFS_ID_MAX];
+	int n = 0;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *f = cfs_inode_get(v->tab, ino);
+	struct cfs_node *d = f ? cfs_inode_get(v->tab, f->parent) : NULL;
+	if (d && d->listing && f->lpos < d->listing->n && d->listing->e[f->lpos].ino == ino) {
+		size_t pos = f->lpos + 1; /* last_open counts from 1 */
+		if (d->last_open && pos > d->last_open && pos <= d->last_open + 3)
+			d->open_streak = d->open_streak < 5 ? d->open_streak + 1 : 5;
+		else if (pos != d->last_open)
+			d->open_streak = 0;
+		d->last_open = pos;
+		pos--;
+		unsigned ahead = d->open_streak ? 1u << d->open_streak : 0;
+		for (size_t i = pos + 1; i < d->listing->n && i <= pos + ahead && n < SIBLINGS_MAX;
+		     i++) {
+			struct cfs_node *s = cfs_inode_get(v->tab, d->listing->e[i].ino);
+			if (!s || s->is_dir || s->export_mime[0] || s->size <= 0 ||
+			    s->size > SIBLING_SIZE_MAX)
+				continue;
+			snprintf(keys[n], sizeof(keys[n]), "%s@%s", s->content_id, s->rev);
+			snprintf(ids[n], sizeof(ids[n]), "%s", s->content_id);
+			snprintf(revs[n], sizeof(revs[n]), "%s",
+				 strncmp(s->rev, "r:", 2) == 0 ? s->rev + 2 : "");
+			rf[n] = (struct cfs_reader_file){ ids[n], revs[n][0] ? revs[n] : NULL, keys[n],
+							  s->size };
+			n++;
+		}
+	}
+	cfs_inode_unlock(v->tab);
+	for (int i = 0; i < n; i++)
+		if (cfs_reader_prefetch(v->reader, &rf[i]) == -EBUSY)
+			break;
+}
+
 int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file **out,
 		 int *keep_cache, int *direct_io)
 {
@@ -651,6 +702,12 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 		free(f);
 		return rc;
 	}
+	if (!f->data && !(f->stream = cfs_reader_stream_new())) {
+		free(f);
+		return -ENOMEM;
+	}
+	if (!f->data)
+		prefetch_siblings(v, ino);
 	/* Blocks of open files are the last the budget evicts, but only for
 	 * files small next to the budget: holding a file larger than the cache
 	 * would leave no room for its own later blocks. */
@@ -675,8 +732,8 @@ int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t 
 		*got = len;
 		return 0;
 	}
-	int rc = cfs_reader_read(v->reader, f->content_id, f->rev[0] ? f->rev : NULL, f->key,
-				 f->size, off, len, buf, got);
+	struct cfs_reader_file rf = { f->content_id, f->rev[0] ? f->rev : NULL, f->key, f->size };
+	int rc = cfs_reader_read(v->reader, f->stream, &rf, off, len, buf, got);
 	if (rc == -ESTALE) {
 		/* The file changed in Drive since its listing: fail this read rather
 		 * than mix revisions, and make the next lookup fetch the listing
@@ -772,6 +829,7 @@ void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f)
 		check_whole_file(v, f);
 		cfs_store_release(v->store, f->key);
 	}
+	cfs_reader_stream_free(f->stream);
 	free(f->data);
 	free(f);
 }
@@ -835,6 +893,34 @@ int cfs_vfs_evict(struct cfs_vfs *v, uint64_t ino, uint64_t *bytes, uint64_t *bl
 	int rc = cfs_store_evict_prefix(v->store, "", bytes, blocks);
 	evict_tree(v, ino, 0, NULL, NULL, inval, arg);
 	return rc;
+}
+
+int cfs_vfs_warm(struct cfs_vfs *v, uint64_t ino, int64_t off, uint64_t len, uint64_t *fetched)
+{
+	char key[2 * CFS_ID_MAX + 2], id[CFS_ID_MAX], rev[CFS_ID_MAX] = "";
+	int64_t size = 0;
+	int rc = 0;
+	*fetched = 0;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (!n)
+		rc = -ENOENT;
+	else if (n->is_dir)
+		rc = -EISDIR;
+	else if (n->export_mime[0])
+		rc = 0; /* exports are fetched whole at open; nothing to warm */
+	else {
+		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev);
+		memcpy(id, n->content_id, sizeof(id));
+		if (strncmp(n->rev, "r:", 2) == 0)
+			snprintf(rev, sizeof(rev), "%s", n->rev + 2);
+		size = n->size;
+	}
+	cfs_inode_unlock(v->tab);
+	if (rc || size <= 0)
+		return rc;
+	struct cfs_reader_file rf = { id, rev[0] ? rev : NULL, key, size };
+	return cfs_reader_warm(v->reader, &rf, off, len, fetched);
 }
 
 int cfs_vfs_evict_to(struct cfs_vfs *v, uint64_t target, uint64_t *bytes, uint64_t *blocks)

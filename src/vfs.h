@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include "export.h"
+#include "reader.h"
 
 struct cfs_drive;
 struct cfs_reader;
@@ -31,6 +32,7 @@ struct cfs_vfs_opts {
 	const char *root_id;   /* NULL or "root": My Drive */
 	long dir_ttl_s;        /* listing lifetime */
 	struct cfs_export_map exports;
+	struct cfs_reader_opts reader;
 };
 
 struct cfs_vfs_attr {
@@ -84,6 +86,9 @@ void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched
 typedef void (*cfs_vfs_ino_cb)(uint64_t ino, void *arg);
 int cfs_vfs_evict(struct cfs_vfs *v, uint64_t ino, uint64_t *bytes, uint64_t *blocks,
 		  cfs_vfs_ino_cb inval, void *arg);
+/* Makes [off, off+len) of a file cached (parallel downloads) and waits;
+ * *fetched: bytes downloaded. */
+int cfs_vfs_warm(struct cfs_vfs *v, uint64_t ino, int64_t off, uint64_t len, uint64_t *fetched);
 /* Drops least recently used blocks until the cache holds at most target bytes. */
 int cfs_vfs_evict_to(struct cfs_vfs *v, uint64_t target, uint64_t *bytes, uint64_t *blocks);
 

@@ -295,8 +295,8 @@ def test_reads_and_remounts_come_from_the_cache(mount_factory, cemu, ctree):
     read_compare(m, ctree, ctree.files)
     s1 = cemu.stats()
     d = delta(s0, s1)
-    # a byte is downloaded once: one request per block, each byte once
-    assert d["media"] == ctree.blocks(ctree.files), d
+    # a byte is downloaded once (a request may cover several blocks)
+    assert 0 < d["media"] <= ctree.blocks(ctree.files), d
     assert d["media_bytes"] == ctree.nbytes(ctree.files), d
 
     # the same mount again, with the kernel's pages dropped so reads reach the daemon
@@ -489,8 +489,8 @@ def test_16_concurrent_readers_download_each_block_once(mount_factory, cemu, ctr
 
     recs = media_records(cemu, fid)
     spans = sorted(parse_range(r["range"]) for r in recs)
-    assert len(recs) == nblocks(size), \
-        "%d media requests for %s, want one per block (%d): %r" % (len(recs), rel, nblocks(size), spans)
+    assert 0 < len(recs) <= nblocks(size), \
+        "%d media requests for %s, want at most one per block (%d): %r" % (len(recs), rel, nblocks(size), spans)
     pos = 0
     for a, b in spans:
         assert a == pos, "media ranges overlap or leave a gap at %d: %r" % (pos, spans)
@@ -866,13 +866,22 @@ def test_stats_match_the_emulator_and_evict_frees_what_it_says(mount_factory, ce
     cemu.reset()
     m = mount_factory.new(cemu, name="c-stats")
     rels = ["f16.bin", "odd5.bin", "nested/a/note.bin", "nested/a/b/deep.bin"] + ctree.small[:20]
-    read_compare(m, ctree, rels)
+    # small files in a shuffled order: reading them in listing order would
+    # (rightly) prefetch the next ones too, and this test counts exact bytes
+    small = list(ctree.small[:20])
+    random.Random(DATA_SEED).shuffle(small)
+    for i in range(len(small) - 1):   # no two neighbours in a row
+        if abs(ctree.small.index(small[i]) - ctree.small.index(small[i + 1])) <= 3:
+            j = (i + 5) % len(small)
+            small[i + 1], small[j] = small[j], small[i + 1]
+    read_compare(m, ctree, rels[:4] + small)
     e = cemu.stats()
     st = cstats(m)
-    assert e["by_kind"]["media"] == ctree.blocks(rels), e
+    assert 0 < e["by_kind"]["media"] <= ctree.blocks(rels), e
     assert e["media_bytes"] == ctree.nbytes(rels), e
     assert st["drive_media_bytes_total"] == e["media_bytes"], (st, e)
-    assert st["downloads_total"] == e["by_kind"]["media"], (st, e)
+    assert st["download_requests_total"] == e["by_kind"]["media"], (st, e)
+    assert st["downloads_total"] == ctree.blocks(rels), (st, e)
     assert st["drive_requests_total"] == e["requests"], (st, e)
     assert st["bytes_from_drive_total"] + st["bytes_from_cache_total"] >= ctree.nbytes(rels), st
     assert st["cache_blocks"] == ctree.blocks(rels), st
@@ -915,9 +924,7 @@ def test_stats_match_the_emulator_and_evict_frees_what_it_says(mount_factory, ce
     s0 = cemu.stats()
     read_compare(m, ctree, ["f16.bin", "odd5.bin"])   # no page-cache drop: evict invalidated it
     s1 = cemu.stats()
-    assert len(media_records(cemu, ctree.ids["f16.bin"])) == 16 + 16, "f16.bin: want 16 new media requests"
-    assert len(media_records(cemu, ctree.ids["odd5.bin"])) == 6 + 6, "odd5.bin: want 6 new media requests"
-    assert delta(s0, s1)["media"] == 22 and delta(s0, s1)["media_bytes"] == 21 * MiB + 12345, delta(s0, s1)
+    assert delta(s0, s1)["media"] > 0 and delta(s0, s1)["media_bytes"] == 21 * MiB + 12345, delta(s0, s1)
 
     # evict a folder: every file below it
     before = cstats(m)
