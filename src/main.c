@@ -4,6 +4,7 @@
  *   colabfs umount MOUNTPOINT            unmount and wait for the daemon
  *   colabfs stats [PATH] [--json|--prometheus|--watch[=SECONDS]]
  *   colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT
+ *   colabfs warm PATH... [--list FILE]
  *   colabfs --help | --version
  *
  * Everything else lives in libcolabfs.a; this file wires the layers together. */
@@ -29,6 +30,7 @@
 #include "stats.h"
 #include "store.h"
 #include "vfs.h"
+#include "warm.h"
 
 static int usage_error(const char *why)
 {
@@ -411,6 +413,8 @@ int main(int argc, char **argv)
 		return cmd_stats(argc - 2, argv + 2);
 	if (strcmp(cmd, "evict") == 0)
 		return cmd_evict(argc - 2, argv + 2);
+	if (strcmp(cmd, "warm") == 0)
+		return cfs_warm_main(argc - 2, argv + 2);
 	fprintf(stderr, "colabfs: unknown command \"%s\" (try colabfs --help)\n", cmd);
 	return 2;
 }

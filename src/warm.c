@@ -1,0 +1,258 @@
+/* warm: parallel cache warming from the command line (see warm.h). */
+#define _GNU_SOURCE
+#include "warm.h"
+
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+
+#define CHUNK (64ULL << 20)
+#define THREADS 16
+
+struct item {
+	char *path;
+	uint64_t off, len;
+	int last; /* the file's last range: counts the file as done */
+};
+
+struct warm {
+	struct item *items;
+	size_t n, cap, next;
+	uint64_t total_bytes, done_bytes, fetched;
+	size_t files, files_done, failed;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int running;
+};
+
+static struct warm *walk_state; /* nftw has no user pointer */
+
+static int add_file(struct warm *w, const char *path, uint64_t size)
+{
+	w->files++;
+	uint64_t off = 0;
+	do {
+		if (w->n == w->cap) {
+			size_t cap = w->cap ? w->cap * 2 : 256;
+			struct item *ni = realloc(w->items, cap * sizeof(*ni));
+			if (!ni)
+				return -ENOMEM;
+			w->items = ni;
+			w->cap = cap;
+		}
+		uint64_t len = size - off < CHUNK ? size - off : CHUNK;
+		w->items[w->n] = (struct item){ strdup(path), off, len, off + len >= size };
+		if (!w->items[w->n].path)
+			return -ENOMEM;
+		w->n++;
+		off += len;
+	} while (off < size);
+	w->total_bytes += size;
+	return 0;
+}
+
+static int on_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type == FTW_F && S_ISREG(st->st_mode))
+		return add_file(walk_state, path, (uint64_t)st->st_size) ? -1 : 0;
+	return 0;
+}
+
+static int add_path(struct warm *w, const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		fprintf(stderr, "colabfs: %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	if (S_ISREG(st.st_mode))
+		return add_file(w, path, (uint64_t)st.st_size);
+	walk_state = w;
+	return nftw(path, on_entry, 32, FTW_PHYS | FTW_MOUNT) == 0 ? 0 : -EIO;
+}
+
+static void *worker(void *arg)
+{
+	struct warm *w = arg;
+	char name[96], val[160];
+	pthread_mutex_lock(&w->lock);
+	while (w->next < w->n) {
+		struct item *it = &w->items[w->next++];
+		pthread_mutex_unlock(&w->lock);
+		snprintf(name, sizeof(name), "%s%" PRIu64 ".%" PRIu64, CFS_XATTR_WARM, it->off,
+			 it->len);
+		ssize_t r = getxattr(it->path, name, val, sizeof(val) - 1);
+		int err = r < 0 ? errno : 0;
+		unsigned long long fetched = 0;
+		if (r >= 0) {
+			val[r] = '\0';
+			sscanf(val, "{\"fetched_bytes\":%llu}", &fetched);
+		}
+		pthread_mutex_lock(&w->lock);
+		w->done_bytes += it->len;
+		w->fetched += fetched;
+		if (err) {
+			w->failed++;
+			fprintf(stderr, "\ncolabfs: warm %s: %s\n", it->path,
+				err == ENODATA || err == ENOTSUP ? "not on a colabfs mount" : strerror(err));
+		}
+		if (it->last)
+			w->files_done++;
+		pthread_cond_signal(&w->cond);
+	}
+	w->running--;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void human(char *b, size_t cap, double v)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int i = 0;
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(b, cap, "%.1f %s", v, u[i]);
+}
+
+/* lock held */
+static void progress(struct warm *w, double elapsed, int tty, int final)
+{
+	char done[32], total[32];
+	human(done, sizeof(done), (double)w->done_bytes);
+	human(total, sizeof(total), (double)w->total_bytes);
+	double rate = elapsed > 0 ? (double)w->fetched / elapsed / 1e6 : 0;
+	double frac = w->total_bytes ? (double)w->done_bytes / (double)w->total_bytes : 1;
+	double eta = frac > 0 && frac < 1 ? elapsed * (1 - frac) / frac : 0;
+	if (tty) {
+		char bar[31];
+		int fill = (int)(frac * 30);
+		for (int i = 0; i < 30; i++)
+			bar[i] = i < fill ? '#' : '.';
+		bar[30] = '\0';
+		fprintf(stderr, "\r[%s] %3.0f%%  files %zu/%zu  %s/%s  %.1f MB/s  ETA %d:%02d   ", bar,
+			frac * 100, w->files_done, w->files, done, total, rate, (int)eta / 60,
+			(int)eta % 60);
+		if (final)
+			fputc('\n', stderr);
+	} else {
+		fprintf(stderr, "warm: %.0f%% files %zu/%zu %s/%s %.1f MB/s ETA %ds\n", frac * 100,
+			w->files_done, w->files, done, total, rate, (int)eta);
+	}
+}
+
+static int read_list(struct warm *w, const char *file)
+{
+	FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
+	if (!f) {
+		fprintf(stderr, "colabfs: --list %s: %s\n", file, strerror(errno));
+		return -errno;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int rc = 0;
+	while (!rc && (n = getline(&line, &cap, f)) > 0) {
+		while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			line[--n] = '\0';
+		if (n > 0)
+			rc = add_path(w, line);
+	}
+	free(line);
+	if (f != stdin)
+		fclose(f);
+	return rc;
+}
+
+int cfs_warm_main(int argc, char **argv)
+{
+	struct warm w = { 0 };
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	int bad = 0, npaths = 0;
+	for (int i = 0; i < argc && !bad; i++) {
+		if (strcmp(argv[i], "--list") == 0 && i + 1 < argc) {
+			bad = read_list(&w, argv[++i]) != 0;
+			npaths++;
+		} else if (strncmp(argv[i], "--list=", 7) == 0) {
+			bad = read_list(&w, argv[i] + 7) != 0;
+			npaths++;
+		} else if (argv[i][0] == '-') {
+			fprintf(stderr, "usage: colabfs warm PATH... [--list FILE]\n");
+			return 2;
+		} else {
+			bad = add_path(&w, argv[i]) != 0;
+			npaths++;
+		}
+	}
+	if (!npaths) {
+		fprintf(stderr, "usage: colabfs warm PATH... [--list FILE]\n");
+		return 2;
+	}
+	int tty = isatty(2);
+	double t0 = now_s(), last = 0;
+	pthread_t th[THREADS];
+	int started = 0;
+	for (; !bad && started < THREADS && (size_t)started < w.n; started++) {
+		w.running++;
+		if (pthread_create(&th[started], NULL, worker, &w) != 0) {
+			w.running--;
+			break;
+		}
+	}
+	pthread_mutex_lock(&w.lock);
+	while (w.running > 0) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&w.cond, &w.lock, &ts);
+		double t = now_s() - t0;
+		if (t - last >= (tty ? 0.25 : 5.0)) {
+			progress(&w, t, tty, 0);
+			last = t;
+		}
+	}
+	double t = now_s() - t0;
+	if (!bad)
+		progress(&w, t, tty, 1);
+	pthread_mutex_unlock(&w.lock);
+	for (int i = 0; i < started; i++)
+		pthread_join(th[i], NULL);
+	char total[32], fetched[32];
+	human(total, sizeof(total), (double)w.total_bytes);
+	human(fetched, sizeof(fetched), (double)w.fetched);
+	if (!bad)
+		printf("warmed %zu files, %s (%s downloaded) in %.1f s, %.1f MB/s%s\n",
+		       w.files_done, total, fetched, t, t > 0 ? (double)w.fetched / t / 1e6 : 0,
+		       w.failed ? "; some ranges failed" : "");
+	for (size_t i = 0; i < w.n; i++)
+		free(w.items[i].path);
+	free(w.items);
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	return bad ? 2 : w.failed ? 1 : 0;
+}
