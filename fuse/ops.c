@@ -50,9 +50,24 @@ static double attr_ttl(struct cfs_fs *fs, const struct cfs_vfs_attr *a)
 	return a->size_known ? fs->attr_timeout : 0.0;
 }
 
+static void notify_inode(void *arg, uint64_t ino)
+{
+	struct cfs_fs *fs = arg;
+	fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
+static void notify_entry(void *arg, uint64_t parent, const char *name)
+{
+	struct cfs_fs *fs = arg;
+	fuse_lowlevel_notify_inval_entry(fs->se, parent, name, strlen(name));
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct cfs_fs *fs = userdata;
+	struct cfs_vfs_notify n = { notify_inode, notify_entry, fs };
+	if (fs->se && cfs_vfs_start_polling(fs->vfs, fs->poll_interval, &n))
+		CFS_WARN("cannot start polling Drive for changes");
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->max_read = CFS_MAX_READ; /* must match the max_read mount option */

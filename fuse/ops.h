@@ -21,6 +21,7 @@ struct cfs_fs {
 	double attr_timeout;  /* seconds, for attributes and names */
 	struct cfs_stats_src stats;
 	struct fuse_session *se; /* for cache invalidation after evict */
+	long poll_interval;      /* Changes API polling, seconds (0: off) */
 };
 
 extern const struct fuse_lowlevel_ops cfs_ops;

@@ -72,7 +72,8 @@ int cfs_session_check(const struct cfs_session_opts *o)
 
 int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 {
-	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats };
+	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats,
+			     .poll_interval = o->poll_interval };
 	int rc = 0;
 	struct fuse_session *se = new_session(o, &fs);
 	if (!se) {

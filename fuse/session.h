@@ -13,6 +13,7 @@ struct cfs_session_opts {
 	int debug;
 	int max_threads;
 	double attr_timeout;
+	long poll_interval;
 	const char *log_file;    /* where logging moves when daemonized */
 	struct cfs_stats_src stats;
 	/* Called in the daemon after daemonizing (not with foreground): reopens

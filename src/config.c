@@ -59,6 +59,8 @@ static const struct opt opts[] = {
 	  "how long one Drive call may keep retrying (default 300)", 1, 86400 },
 	{ "dir-ttl", 0, T_LONG, O(dir_ttl_s), "SECONDS",
 	  "how long a folder listing is trusted (default 300)", 1, 86400 * 365 },
+	{ "poll-interval", 0, T_LONG, O(poll_interval_s), "SECONDS",
+	  "how often to ask Drive what changed (default 60; 0: never)", 0, 86400 },
 	{ "attr-timeout", 0, T_LONG, O(attr_timeout_s), "SECONDS",
 	  "kernel attribute and name cache lifetime (default 60)", 0, 86400 },
 	{ "max-threads", 0, T_LONG, O(max_threads), "N",
@@ -251,6 +253,7 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->max_threads = 64;
 	c->max_connections = 16;
 	c->api_rate = 150;
+	c->poll_interval_s = 60;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
 	if (!rc)
 		rc = set_str(&c->log_level, "info");

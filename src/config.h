@@ -37,6 +37,7 @@ struct cfs_config {
 	unsigned long long prefetch_memory;
 	long api_rate;
 	long api_burst;
+	long poll_interval_s;
 };
 
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0

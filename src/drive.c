@@ -511,3 +511,97 @@ int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size
 	cfs_buf_cleanup(&url);
 	return rc;
 }
+
+static int validate_start(struct cfs_http_req *r, void *ctx)
+{
+	char **tok = ctx;
+	free(*tok);
+	*tok = NULL;
+	return cfs_json_parse_start_token(r->out->data ? r->out->data : "", r->out->len, tok);
+}
+
+int cfs_drive_start_token(struct cfs_drive *d, char **token)
+{
+	struct cfs_buf url = { 0 }, body = { .max = JSON_MAX };
+	struct cfs_http_req r;
+	cfs_http_req_init(&r);
+	*token = NULL;
+	int rc = cfs_buf_append(&url, d->api, strlen(d->api));
+	if (!rc)
+		rc = cfs_buf_append(&url, "/drive/v3/changes/startPageToken?supportsAllDrives=true",
+				    55);
+	if (!rc) {
+		r.url = url.data;
+		r.out = &body;
+		r.timeout_ms = 120000;
+		rc = call(d, &r, "changes.getStartPageToken", validate_start, NULL, token);
+	}
+	cfs_http_req_cleanup(&r);
+	cfs_buf_cleanup(&url);
+	cfs_buf_cleanup(&body);
+	return rc;
+}
+
+struct changes_ctx {
+	cfs_json_change_cb cb;
+	void *arg;
+	char *next, *new_start;
+};
+
+static int validate_changes(struct cfs_http_req *r, void *ctx)
+{
+	struct changes_ctx *c = ctx;
+	free(c->next);
+	free(c->new_start);
+	c->next = c->new_start = NULL;
+	return cfs_json_parse_changes(r->out->data ? r->out->data : "", r->out->len, c->cb, c->arg,
+				      &c->next, &c->new_start);
+}
+
+static const char changes_query[] =
+	"/drive/v3/changes?supportsAllDrives=true&includeItemsFromAllDrives=true"
+	"&includeRemoved=true&pageSize=1000&fields=nextPageToken%2CnewStartPageToken%2C"
+	"changes(fileId%2Cremoved%2CchangeType%2Cfile(" CFS_JSON_FILE_FIELDS "))&pageToken=";
+
+int cfs_drive_changes(struct cfs_drive *d, const char *token, cfs_json_change_cb cb, void *arg,
+		      char **new_start)
+{
+	struct changes_ctx c = { cb, arg, NULL, NULL };
+	char *tok = strdup(token);
+	struct cfs_buf url = { 0 }, body = { .max = JSON_MAX };
+	int rc = tok ? 0 : -ENOMEM;
+	*new_start = NULL;
+	while (!rc) {
+		struct cfs_http_req r;
+		cfs_http_req_init(&r);
+		cfs_buf_reset(&url);
+		rc = cfs_buf_append(&url, d->api, strlen(d->api));
+		if (!rc)
+			rc = cfs_buf_append(&url, changes_query, sizeof(changes_query) - 1);
+		if (!rc)
+			rc = cfs_wire_urlencode(&url, tok);
+		if (!rc) {
+			r.url = url.data;
+			r.out = &body;
+			r.timeout_ms = 120000;
+			rc = call(d, &r, "changes.list", validate_changes, NULL, &c);
+		}
+		cfs_http_req_cleanup(&r);
+		if (rc)
+			break;
+		free(tok);
+		tok = c.next;
+		c.next = NULL;
+		if (c.new_start) {
+			*new_start = c.new_start;
+			c.new_start = NULL;
+			break;
+		}
+	}
+	free(tok);
+	free(c.next);
+	free(c.new_start);
+	cfs_buf_cleanup(&url);
+	cfs_buf_cleanup(&body);
+	return rc;
+}

@@ -75,6 +75,13 @@ int cfs_drive_read_cb(struct cfs_drive *d, const char *id, const char *rev, int6
 		      int64_t off, size_t len, char *buf, size_t *got,
 		      cfs_drive_progress_fn progress, void *arg);
 
+/* changes.getStartPageToken: a malloc'd token. */
+int cfs_drive_start_token(struct cfs_drive *d, char **token);
+/* changes.list from token, every page: cb per change (see json.h).  On
+ * success *new_start is the token for the next poll (malloc'd). */
+int cfs_drive_changes(struct cfs_drive *d, const char *token, cfs_json_change_cb cb, void *arg,
+		      char **new_start);
+
 /* files.export of a native Google file into out (at most max bytes). */
 int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size_t max,
 		     struct cfs_buf *out);

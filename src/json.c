@@ -419,3 +419,83 @@ int cfs_json_flat_ints(const char *txt, size_t len, cfs_json_int_cb cb, void *ar
 	json_decref(root);
 	return rc;
 }
+
+static int dup_token(json_t *v, char **out)
+{
+	if (!v)
+		return 0;
+	if (!json_is_string(v) || json_string_length(v) == 0)
+		return CFS_E_PROTO;
+	*out = strdup(json_string_value(v));
+	return *out ? 0 : -ENOMEM;
+}
+
+int cfs_json_parse_changes(const char *txt, size_t len, cfs_json_change_cb cb, void *arg,
+			   char **next, char **new_start)
+{
+	*next = *new_start = NULL;
+	json_t *root = load(txt, len);
+	json_t *ch = json_object_get(root, "changes");
+	int rc = json_is_object(root) && (!ch || json_is_array(ch)) ? 0 : CFS_E_PROTO;
+	size_t i;
+	json_t *c;
+	/* validate the whole page first: a bad page changes nothing */
+	if (!rc && ch) {
+		json_array_foreach(ch, i, c) {
+			json_t *id = json_object_get(c, "fileId"), *f = json_object_get(c, "file");
+			json_t *rm = json_object_get(c, "removed");
+			const char *type = json_string_value(json_object_get(c, "changeType"));
+			if (!json_is_object(c) || (rm && !json_is_boolean(rm)) ||
+			    (type && strcmp(type, "file") != 0))
+				continue; /* drive-level changes are not ours */
+			struct cfs_file_meta m;
+			if (!json_is_string(id) || json_string_length(id) >= CFS_ID_MAX ||
+			    (f && file_from_obj(f, &m))) {
+				rc = CFS_E_PROTO;
+				break;
+			}
+			if (f)
+				cfs_file_meta_cleanup(&m);
+		}
+	}
+	if (!rc && ch) {
+		json_array_foreach(ch, i, c) {
+			json_t *id = json_object_get(c, "fileId"), *f = json_object_get(c, "file");
+			const char *type = json_string_value(json_object_get(c, "changeType"));
+			if (!json_is_object(c) || (type && strcmp(type, "file") != 0))
+				continue;
+			int removed = json_is_true(json_object_get(c, "removed"));
+			struct cfs_file_meta m;
+			int have = f && !removed && file_from_obj(f, &m) == 0;
+			rc = cb(json_string_value(id), removed, have ? &m : NULL, arg);
+			if (have)
+				cfs_file_meta_cleanup(&m);
+			if (rc)
+				break;
+		}
+	}
+	if (!rc)
+		rc = dup_token(json_object_get(root, "nextPageToken"), next);
+	if (!rc)
+		rc = dup_token(json_object_get(root, "newStartPageToken"), new_start);
+	if (!rc && !*next == !*new_start)
+		rc = CFS_E_PROTO;
+	if (rc) {
+		free(*next);
+		free(*new_start);
+		*next = *new_start = NULL;
+	}
+	json_decref(root);
+	return rc;
+}
+
+int cfs_json_parse_start_token(const char *txt, size_t len, char **token)
+{
+	*token = NULL;
+	json_t *root = load(txt, len);
+	int rc = dup_token(json_object_get(root, "startPageToken"), token);
+	if (!rc && !*token)
+		rc = CFS_E_PROTO;
+	json_decref(root);
+	return rc;
+}

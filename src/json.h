@@ -53,6 +53,17 @@ typedef int (*cfs_json_file_cb)(const struct cfs_file_meta *m, void *arg);
 int cfs_json_parse_file_list(const char *txt, size_t len, cfs_json_file_cb cb, void *arg,
 			     char **next);
 
+/* A changes.list page: calls cb(file_id, removed, file or NULL) for each
+ * change (file absent when removed).  *next gets nextPageToken (more now) or
+ * NULL, *new_start newStartPageToken (caught up) or NULL; exactly one is
+ * set on success.  Returns 0, CFS_E_PROTO or cb's status. */
+typedef int (*cfs_json_change_cb)(const char *file_id, int removed,
+				  const struct cfs_file_meta *file, void *arg);
+int cfs_json_parse_changes(const char *txt, size_t len, cfs_json_change_cb cb, void *arg,
+			   char **next, char **new_start);
+/* {"startPageToken": "..."}: a malloc'd copy, or CFS_E_PROTO. */
+int cfs_json_parse_start_token(const char *txt, size_t len, char **token);
+
 /* Drive's error body: copies errors[0].reason and error.message (truncated).
  * Returns 0, or CFS_E_PROTO if it is not that shape (reason and message "" then). */
 int cfs_json_parse_error(const char *txt, size_t len, char *reason, size_t rcap,

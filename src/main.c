@@ -245,6 +245,7 @@ static int cmd_mount(int argc, char **argv)
 		.debug = (int)c.debug,
 		.max_threads = (int)c.max_threads,
 		.attr_timeout = (double)c.attr_timeout_s,
+		.poll_interval = c.poll_interval_s,
 		.log_file = log_path,
 		.stats = { .drive = m.drive, .store = m.store, .vfs = m.vfs,
 			   .reader = cfs_vfs_reader(m.vfs),

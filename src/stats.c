@@ -34,9 +34,11 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		cfs_store_stats(s->store, &c);
 	if (s->reader)
 		cfs_reader_stats(s->reader, &r);
-	uint64_t checked = 0, mismatched = 0;
-	if (s->vfs)
+	uint64_t checked = 0, mismatched = 0, polls = 0, changes = 0;
+	if (s->vfs) {
 		cfs_vfs_counters(s->vfs, &checked, &mismatched);
+		cfs_vfs_poll_stats(s->vfs, &polls, &changes);
+	}
 	const struct field f[] = {
 		{ "uptime_seconds", (uint64_t)((now - s->started_ms) / 1000) },
 		{ "cache_hits_total", r.hits },
@@ -60,6 +62,8 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "prefetch_queued_bytes", r.queued_bytes },
 		{ "downloads_joined_total", r.joined },
 		{ "downloads_in_flight", r.inflight },
+		{ "change_polls_total", polls },
+		{ "changes_applied_total", changes },
 		{ "drive_requests_total", d.requests },
 		{ "drive_retries_total", d.retries },
 		{ "drive_resumed_downloads_total", d.resumed },

@@ -2,6 +2,7 @@
 #include "vfs.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -32,6 +33,14 @@ struct cfs_vfs {
 	struct cfs_export_map exports;
 	char root_id[CFS_ID_MAX];
 	uint64_t files_checked, files_mismatched; /* whole-file checks (atomic) */
+	/* Changes API polling */
+	struct cfs_vfs_notify notify;
+	pthread_t poller;
+	int polling, stop;
+	long poll_ms;
+	pthread_mutex_t poll_lock;
+	pthread_cond_t poll_cond;
+	uint64_t changes_applied, polls; /* stats */
 };
 
 struct cfs_vfs_dir {
@@ -118,6 +127,8 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	v->store = store;
 	v->dir_ttl_ms = (o->dir_ttl_s > 0 ? o->dir_ttl_s : 300) * 1000L;
 	v->exports = o->exports;
+	pthread_mutex_init(&v->poll_lock, NULL);
+	pthread_cond_init(&v->poll_cond, NULL);
 	int rc = cfs_inode_new(&v->tab);
 	if (!rc)
 		rc = cfs_nsdb_new(store, &v->ns);
@@ -154,6 +165,15 @@ void cfs_vfs_free(struct cfs_vfs *v)
 {
 	if (!v)
 		return;
+	if (v->polling) {
+		pthread_mutex_lock(&v->poll_lock);
+		v->stop = 1;
+		pthread_cond_signal(&v->poll_cond);
+		pthread_mutex_unlock(&v->poll_lock);
+		pthread_join(v->poller, NULL);
+	}
+	pthread_mutex_destroy(&v->poll_lock);
+	pthread_cond_destroy(&v->poll_cond);
 	cfs_reader_free(v->reader);
 	cfs_nsdb_free(v->ns);
 	cfs_inode_free(v->tab);
@@ -927,4 +947,169 @@ int cfs_vfs_evict_to(struct cfs_vfs *v, uint64_t target, uint64_t *bytes, uint64
 {
 	*bytes = *blocks = 0;
 	return cfs_store_evict_to(v->store, target, bytes, blocks);
+}
+
+/* ---- changes ---------------------------------------------------------------- */
+
+#define INVAL_MAX 4096
+
+/* Kernel invalidations gathered under the table lock, sent after it. */
+struct inval {
+	uint64_t ino;
+	char *name; /* NULL: the inode itself; else the entry name in folder ino */
+};
+
+struct change_ctx {
+	struct cfs_vfs *v;
+	struct inval *iv;
+	size_t n;
+	uint64_t applied;
+};
+
+static void add_inval(struct change_ctx *c, uint64_t ino, const char *name)
+{
+	if (c->n < INVAL_MAX) {
+		c->iv[c->n].ino = ino;
+		c->iv[c->n].name = name ? strdup(name) : NULL;
+		if (!name || c->iv[c->n].name)
+			c->n++;
+	}
+}
+
+/* lock held: the folder's listing is fetched again at its next use, and the
+ * kernel forgets what it cached of the folder. */
+static void expire_dir(struct change_ctx *c, struct cfs_node *d)
+{
+	d->listed_at_ms = now_ms() - c->v->dir_ttl_ms;
+	add_inval(c, d->ino, NULL);
+}
+
+static int on_change(const char *id, int removed, const struct cfs_file_meta *m, void *arg)
+{
+	struct change_ctx *c = arg;
+	struct cfs_vfs *v = c->v;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_find(v->tab, id);
+	if (n && n->ino != CFS_ROOT_INO) {
+		struct cfs_node *d = cfs_inode_get(v->tab, n->parent);
+		if (d) {
+			/* renamed, moved, trashed, removed, or changed: the entry goes */
+			if (d->listing && n->lpos < d->listing->n &&
+			    d->listing->e[n->lpos].ino == n->ino)
+				add_inval(c, d->ino, d->listing->e[n->lpos].name);
+			expire_dir(c, d);
+		}
+		char rev[CFS_ID_MAX];
+		if (m && !removed) {
+			content_rev(m, rev, sizeof(rev));
+			if (!n->is_dir && strcmp(rev, n->rev) != 0) {
+				n->stale = 1;
+				n->opened_rev[0] = '\0';
+			}
+		}
+		add_inval(c, n->ino, NULL);
+	}
+	/* an item added to (or moved into) a folder we know */
+	if (m && m->parent[0]) {
+		struct cfs_node *p = cfs_inode_find(v->tab, m->parent);
+		if (p && p->is_dir)
+			expire_dir(c, p);
+	}
+	cfs_inode_unlock(v->tab);
+	c->applied++;
+	return 0;
+}
+
+static int save_token(struct cfs_vfs *v, const char *tok)
+{
+	return cfs_store_meta_put(v->store, "meta", "changes_token", 13, tok, strlen(tok));
+}
+
+/* One poll: applies every change since the stored token. */
+static int poll_once(struct cfs_vfs *v)
+{
+	char *tok = NULL, *next = NULL;
+	size_t tl = 0;
+	void *stored = NULL;
+	int rc = 0;
+	if (cfs_store_meta_get(v->store, "meta", "changes_token", 13, &stored, &tl) == 0 && tl &&
+	    tl < 256 && (tok = malloc(tl + 1))) {
+		memcpy(tok, stored, tl);
+		tok[tl] = '\0';
+	}
+	free(stored);
+	if (!tok) {
+		rc = cfs_drive_start_token(v->drive, &tok);
+		if (!rc)
+			rc = save_token(v, tok);
+		free(tok);
+		return rc; /* nothing to apply before a starting point */
+	}
+	struct change_ctx c = { .v = v, .iv = calloc(INVAL_MAX, sizeof(struct inval)) };
+	if (!c.iv) {
+		free(tok);
+		return -ENOMEM;
+	}
+	rc = cfs_drive_changes(v->drive, tok, on_change, &c, &next);
+	if (!rc && strcmp(next, tok) != 0)
+		rc = save_token(v, next);
+	for (size_t i = 0; i < c.n; i++) {
+		if (v->notify.entry && c.iv[i].name)
+			v->notify.entry(v->notify.arg, c.iv[i].ino, c.iv[i].name);
+		else if (v->notify.inode && !c.iv[i].name)
+			v->notify.inode(v->notify.arg, c.iv[i].ino);
+		free(c.iv[i].name);
+	}
+	if (c.applied)
+		CFS_INFO("changes: applied %llu change(s) from Drive",
+			 (unsigned long long)c.applied);
+	__atomic_add_fetch(&v->changes_applied, c.applied, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&v->polls, 1, __ATOMIC_RELAXED);
+	free(c.iv);
+	free(tok);
+	free(next);
+	return rc;
+}
+
+static void *poller(void *arg)
+{
+	struct cfs_vfs *v = arg;
+	pthread_mutex_lock(&v->poll_lock);
+	while (!v->stop) {
+		pthread_mutex_unlock(&v->poll_lock);
+		int rc = poll_once(v);
+		if (rc)
+			CFS_WARN("changes: poll failed (%s); trying again later", cfs_strerror(rc));
+		pthread_mutex_lock(&v->poll_lock);
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += v->poll_ms / 1000;
+		ts.tv_nsec += (v->poll_ms % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		while (!v->stop && pthread_cond_timedwait(&v->poll_cond, &v->poll_lock, &ts) == 0)
+			;
+	}
+	pthread_mutex_unlock(&v->poll_lock);
+	return NULL;
+}
+
+int cfs_vfs_start_polling(struct cfs_vfs *v, long interval_s, const struct cfs_vfs_notify *n)
+{
+	if (v->polling || interval_s <= 0)
+		return 0;
+	v->notify = *n;
+	v->poll_ms = interval_s * 1000;
+	if (pthread_create(&v->poller, NULL, poller, v) != 0)
+		return -EAGAIN;
+	v->polling = 1;
+	return 0;
+}
+
+void cfs_vfs_poll_stats(struct cfs_vfs *v, uint64_t *polls, uint64_t *applied)
+{
+	*polls = __atomic_load_n(&v->polls, __ATOMIC_RELAXED);
+	*applied = __atomic_load_n(&v->changes_applied, __ATOMIC_RELAXED);
 }

@@ -76,6 +76,23 @@ void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f);
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
 
+/* How the kernel is told to forget what changed in Drive (the fuse layer's
+ * notify calls).  Called from the poller thread, never under a vfs lock. */
+struct cfs_vfs_notify {
+	void (*inode)(void *arg, uint64_t ino);                    /* attributes and pages */
+	void (*entry)(void *arg, uint64_t parent, const char *name); /* a name in a folder */
+	void *arg;
+};
+
+/* Starts polling the Changes API every interval_s seconds (0: never): adds,
+ * removes, renames, moves, trashes and rewrites expire the folder listings
+ * and kernel caches they touch, and a rewritten file is read at its new
+ * revision from its next open.  The change token is kept in the cache
+ * index, so a remount catches up on what changed meanwhile.  Call after
+ * daemonizing (it starts a thread). */
+int cfs_vfs_start_polling(struct cfs_vfs *v, long interval_s, const struct cfs_vfs_notify *n);
+void cfs_vfs_poll_stats(struct cfs_vfs *v, uint64_t *polls, uint64_t *applied);
+
 /* Whole-file checks of completely cached files against Drive's md5/sha256:
  * how many passed and how many failed (and were dropped). */
 void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched);
