@@ -213,3 +213,11 @@ long cfs_listing_find(const struct cfs_listing *l, const char *name)
 	}
 	return -1;
 }
+
+long cfs_listing_find_ino(const struct cfs_listing *l, uint64_t ino)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->e[i].ino == ino)
+			return (long)i;
+	return -1;
+}

@@ -34,6 +34,7 @@ struct cfs_listing {
 struct cfs_node {
 	uint64_t ino;
 	uint64_t parent;
+	uint64_t prev_parent;         /* the folder it was listed in before a move, or 0 */
 	char id[CFS_ID_MAX];          /* the item's own Drive id */
 	char content_id[CFS_ID_MAX];  /* what to download or list (a shortcut's target) */
 	int is_dir;
@@ -83,5 +84,7 @@ void cfs_listing_unref(struct cfs_listing *l);
 void cfs_listing_sort(struct cfs_listing *l);
 /* Index of name in l, or -1. */
 long cfs_listing_find(const struct cfs_listing *l, const char *name);
+/* Index of the entry for ino in l, or -1 (a scan). */
+long cfs_listing_find_ino(const struct cfs_listing *l, uint64_t ino);
 
 #endif

@@ -313,6 +313,11 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 			rc = -ENOMEM;
 			break;
 		}
+		struct cfs_node *old = nd->parent && nd->parent != ino
+					       ? cfs_inode_get(v->tab, nd->parent) : NULL;
+		struct cfs_node *now = cfs_inode_get(v->tab, ino);
+		if (old && now && strcmp(old->content_id, now->content_id) != 0)
+			nd->prev_parent = nd->parent; /* moved: the old folder must forget it */
 		nd->parent = ino;
 		nd->is_dir = it[i].is_dir;
 		memcpy(nd->content_id, it[i].content_id, sizeof(nd->content_id));
@@ -991,14 +996,20 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_find(v->tab, id);
 	if (n && n->ino != CFS_ROOT_INO) {
-		struct cfs_node *d = cfs_inode_get(v->tab, n->parent);
-		if (d) {
-			/* renamed, moved, trashed, removed, or changed: the entry goes */
-			if (d->listing && n->lpos < d->listing->n &&
-			    d->listing->e[n->lpos].ino == n->ino)
-				add_inval(c, d->ino, d->listing->e[n->lpos].name);
+		/* renamed, moved, trashed, removed, or changed: the entry goes from
+		 * its folder, and from the one it was in before if a listing has
+		 * already shown it moved */
+		uint64_t dirs[2] = { n->parent, n->prev_parent };
+		for (int k = 0; k < 2; k++) {
+			struct cfs_node *d = dirs[k] ? cfs_inode_get(v->tab, dirs[k]) : NULL;
+			if (!d)
+				continue;
+			long at = d->listing ? cfs_listing_find_ino(d->listing, n->ino) : -1;
+			if (at >= 0)
+				add_inval(c, d->ino, d->listing->e[at].name);
 			expire_dir(c, d);
 		}
+		n->prev_parent = 0;
 		char rev[CFS_ID_MAX];
 		if (m && !removed) {
 			content_rev(m, rev, sizeof(rev));

@@ -1,0 +1,117 @@
+"""Changes made in Drive reach the mount within one poll interval (Changes API).
+
+A small tree on its own emulator; the mount polls every second (--poll-interval=1)
+and trusts listings for 300 s (--dir-ttl=300), so only the change feed can make
+a change visible this fast.  Every case waits on a condition with a deadline.
+"""
+import json
+import os
+
+import pytest
+
+import helpers as H
+from conftest import SESSION_TOKEN
+
+POLL = 1
+DEADLINE = 15  # seconds for a change to show: many poll intervals, still prompt
+
+
+def spec(tmp_path):
+    items = [
+        {"id": H.mkid("chg/dir"), "name": "dir", "parent": "root",
+         "mimeType": "application/vnd.google-apps.folder"},
+        {"id": H.mkid("chg/other"), "name": "other", "parent": "root",
+         "mimeType": "application/vnd.google-apps.folder"},
+        {"id": H.mkid("chg/a"), "name": "a.txt", "parent": H.mkid("chg/dir"),
+         "content": "first version of a\n"},
+        {"id": H.mkid("chg/b"), "name": "b.txt", "parent": H.mkid("chg/dir"),
+         "content": "bee\n" * 1000},
+        {"id": H.mkid("chg/c"), "name": "c.txt", "parent": H.mkid("chg/dir"),
+         "content": "sea\n"},
+    ]
+    p = tmp_path / "spec.json"
+    p.write_text(json.dumps({"root": {"id": H.ROOT_ID, "name": "My Drive"}, "items": items}))
+    return p
+
+
+def control(emu, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    st, _, out = emu.request(method, path, data=data,
+                             headers={"Content-Type": "application/json"})
+    assert st == 200, (method, path, st, out)
+    return json.loads(out) if out else {}
+
+
+def stats(m):
+    """The mount's counters, through the control attribute the CLI uses."""
+    return json.loads(os.getxattr(m.mnt, "user.colabfs.stats").decode())
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def shows(cond, what):
+    H.wait_until(cond, DEADLINE, interval=0.1, what=what)
+
+
+@pytest.mark.deadline(120)
+def test_changes_reach_the_mount(mount_factory, emulator_factory, tmp_path):
+    emu = emulator_factory(spec(tmp_path), "emu-changes", access_token=SESSION_TOKEN)
+    m = mount_factory.new(emu, name="changes",
+                          extra=["--poll-interval=%d" % POLL, "--dir-ttl=300",
+                                 "--attr-timeout=300"])
+    d = m.path("dir")
+    assert sorted(os.listdir(d)) == ["a.txt", "b.txt", "c.txt"]
+    assert read(os.path.join(d, "a.txt")) == b"first version of a\n"
+    old_b = read(os.path.join(d, "b.txt"))
+    # the first poll only takes a starting token: wait for it
+    shows(lambda: stats(m)["change_polls_total"] >= 2, "the first polls")
+
+    # add
+    new_id = control(emu, "POST", "/_emu/items",
+                     {"name": "added.txt", "parent": H.mkid("chg/dir"), "content": "new file\n"})["id"]
+    shows(lambda: "added.txt" in os.listdir(d), "added.txt to appear")
+    assert read(os.path.join(d, "added.txt")) == b"new file\n"
+
+    # rewrite (a new revision of another size): the new bytes, whole
+    control(emu, "POST", "/_emu/items/" + H.mkid("chg/a"), {"content": "second, longer version of a\n"})
+    shows(lambda: os.stat(os.path.join(d, "a.txt")).st_size == len("second, longer version of a\n"),
+          "a.txt's new size")
+    assert read(os.path.join(d, "a.txt")) == b"second, longer version of a\n"
+
+    # rename
+    control(emu, "POST", "/_emu/items/" + H.mkid("chg/c"), {"name": "c-renamed.txt"})
+    shows(lambda: "c-renamed.txt" in os.listdir(d) and "c.txt" not in os.listdir(d),
+          "c.txt renamed")
+    assert not os.path.exists(os.path.join(d, "c.txt"))
+    assert read(os.path.join(d, "c-renamed.txt")) == b"sea\n"
+
+    # move to another folder
+    control(emu, "POST", "/_emu/items/" + H.mkid("chg/b"), {"parent": H.mkid("chg/other")})
+    shows(lambda: "b.txt" in os.listdir(m.path("other")) and "b.txt" not in os.listdir(d),
+          "b.txt moved")
+    assert read(m.path("other/b.txt")) == old_b
+
+    # trash
+    control(emu, "POST", "/_emu/items/" + new_id, {"trashed": True})
+    shows(lambda: "added.txt" not in os.listdir(d), "added.txt trashed")
+    assert not os.path.exists(os.path.join(d, "added.txt"))
+
+    # delete
+    control(emu, "DELETE", "/_emu/items/" + H.mkid("chg/c"))
+    shows(lambda: "c-renamed.txt" not in os.listdir(d), "c-renamed.txt deleted")
+
+    st = stats(m)
+    assert st["changes_applied_total"] >= 6, st
+
+    # a remount catches up on what changed while it was down
+    rc, out, err = m.umount(timeout=60)
+    assert rc == 0, (out, err)
+    control(emu, "POST", "/_emu/items",
+            {"name": "while-down.txt", "parent": H.mkid("chg/dir"), "content": "hi\n"})
+    m.pid = None
+    m.start(timeout=60)
+    shows(lambda: "while-down.txt" in os.listdir(d), "the change made while unmounted")
+    assert read(os.path.join(d, "while-down.txt")) == b"hi\n"
