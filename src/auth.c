@@ -26,7 +26,9 @@
 #define TOKEN_MAX 4096
 #define CRED_FILE_MAX (64 * 1024)
 
-enum kind { K_STATIC, K_REFRESH, K_JWT };
+enum kind { K_STATIC, K_REFRESH, K_JWT, K_METADATA };
+
+#define METADATA_TOKEN_PATH "/computeMetadata/v1/instance/service-accounts/default/token"
 
 struct cfs_auth {
 	struct cfs_http *http;
@@ -137,6 +139,63 @@ static int load_file(struct cfs_auth *a, const char *path, char *why, size_t wca
 	return 0;
 }
 
+/* Where the metadata server is, if this looks like a machine that has one. */
+static int metadata_url(const struct cfs_auth_opts *o, char *out, size_t cap)
+{
+	const char *host = getenv("GCE_METADATA_HOST");
+	if (!host || !*host)
+		host = getenv("GCE_METADATA_ROOT");
+	if (o->metadata_url)
+		return (size_t)snprintf(out, cap, "%s" METADATA_TOKEN_PATH, o->metadata_url) < cap;
+	if (host && *host)
+		return (size_t)snprintf(out, cap, "http://%s" METADATA_TOKEN_PATH, host) < cap;
+	char prod[128] = "";
+	FILE *f = fopen("/sys/class/dmi/id/product_name", "re");
+	if (f) {
+		if (!fgets(prod, sizeof(prod), f))
+			prod[0] = '\0';
+		fclose(f);
+	}
+	if (!strstr(prod, "Google"))
+		return 0;
+	return (size_t)snprintf(out, cap, "http://metadata.google.internal" METADATA_TOKEN_PATH) <
+	       cap;
+}
+
+static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in);
+
+/* Uses the metadata server if it hands out a token now. */
+static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
+{
+	char url[1024];
+	if (!metadata_url(o, url, sizeof(url)))
+		return -ENOENT;
+	a->kind = K_METADATA;
+	a->token_url = strdup(url);
+	if (!a->token_url)
+		return -ENOMEM;
+	char *t = NULL;
+	int64_t exp = 0;
+	int rc = fetch_once(a, &t, &exp);
+	if (rc) {
+		CFS_INFO("no token from the metadata server %s (%s)", url, cfs_strerror(rc));
+		free(a->token_url);
+		a->token_url = NULL;
+		return rc;
+	}
+	/* the probe's token is the first one */
+	if (strlen(t) < sizeof(a->token)) {
+		memcpy(a->token, t, strlen(t) + 1);
+		a->gen = 1;
+		a->got_at = mono_now();
+		a->expires_at = a->got_at + (exp > 0 ? exp : 3600);
+	}
+	explicit_bzero(t, strlen(t));
+	free(t);
+	snprintf(a->source, sizeof(a->source), "metadata server %.480s", url);
+	return 0;
+}
+
 static int file_exists(const char *p)
 {
 	return p && access(p, R_OK) == 0;
@@ -172,6 +231,8 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 		rc = load_file(a, gcloud, why, wcap);
 	else if (file_exists("/content/.adc/adc.json"))
 		rc = load_file(a, "/content/.adc/adc.json", why, wcap);
+	else if (try_metadata(a, o) == 0)
+		rc = 0;
 	else if (env_token && *env_token) {
 		if (strlen(env_token) >= TOKEN_MAX) {
 			snprintf(why, wcap, "COLABFS_ACCESS_TOKEN is too long");
@@ -186,19 +247,17 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 	} else {
 		snprintf(why, wcap,
 			 "no credentials: tried --credentials, GOOGLE_APPLICATION_CREDENTIALS, %s, "
-			 "/content/.adc/adc.json and COLABFS_ACCESS_TOKEN",
+			 "/content/.adc/adc.json, the metadata server and COLABFS_ACCESS_TOKEN",
 			 gcloud[0] ? gcloud : "the gcloud ADC file");
 		rc = CFS_E_AUTH;
 	}
 	const char *url = o->token_url ? o->token_url
 			  : a->cred.token_uri ? a->cred.token_uri
 					       : DEFAULT_TOKEN_URL;
-	if (!rc) {
-		a->token_url = strdup(url);
-		a->scope = strdup(o->scope ? o->scope : DEFAULT_SCOPE);
-		if (!a->token_url || !a->scope)
-			rc = -ENOMEM;
-	}
+	if (!rc && a->kind != K_METADATA && !(a->token_url = strdup(url)))
+		rc = -ENOMEM;
+	if (!rc && !(a->scope = strdup(o->scope ? o->scope : DEFAULT_SCOPE)))
+		rc = -ENOMEM;
 	if (rc) {
 		cfs_auth_free(a);
 		return rc;
@@ -323,16 +382,21 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in)
 	struct cfs_buf body = { 0 }, reply = { .max = 256 * 1024 };
 	struct cfs_http_req r;
 	cfs_http_req_init(&r);
-	int rc = build_body(a, &body);
-	if (rc)
-		goto out;
-	r.method = "POST";
+	int rc = 0;
+	if (a->kind == K_METADATA) {
+		r.extra_header = "Metadata-Flavor: Google";
+		r.timeout_ms = 3000; /* a metadata server answers at once, or is not there */
+	} else {
+		if ((rc = build_body(a, &body)))
+			goto out;
+		r.method = "POST";
+		r.body = body.data;
+		r.body_len = body.len;
+		r.content_type = "application/x-www-form-urlencoded";
+		r.timeout_ms = 60000;
+	}
 	r.url = a->token_url;
-	r.body = body.data;
-	r.body_len = body.len;
-	r.content_type = "application/x-www-form-urlencoded";
 	r.out = &reply;
-	r.timeout_ms = 60000;
 	rc = cfs_http_perform(a->http, &r);
 	if (rc) {
 		CFS_WARN("token endpoint %s: %s", a->token_url, r.errmsg);

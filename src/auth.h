@@ -2,7 +2,10 @@
  *
  * Sources, first found wins: --credentials FILE; $GOOGLE_APPLICATION_CREDENTIALS;
  * ~/.config/gcloud/application_default_credentials.json (or
- * $CLOUDSDK_CONFIG/...); Colab's /content/.adc/adc.json; $COLABFS_ACCESS_TOKEN.
+ * $CLOUDSDK_CONFIG/...); Colab's /content/.adc/adc.json; the metadata server
+ * (GCE and recent Colab runtimes: asked when --metadata-url or
+ * $GCE_METADATA_HOST is set, or the machine says it is a Google VM);
+ * $COLABFS_ACCESS_TOKEN.
  * authorized_user files use the refresh-token grant; service_account files
  * sign an RS256 JWT (jwt-bearer grant).  A static token from the environment is
  * used as is and cannot be refreshed.
@@ -27,6 +30,7 @@ struct cfs_auth_opts {
 	const char *credentials; /* --credentials, or NULL */
 	const char *token_url;   /* --token-url, or NULL: the file's token_uri or Google's */
 	const char *scope;       /* NULL: drive.readonly */
+	const char *metadata_url; /* --metadata-url, or NULL */
 };
 
 /* Finds a credential source.  On failure returns CFS_E_AUTH or CFS_E_CONFIG

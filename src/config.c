@@ -29,6 +29,8 @@ static const struct opt opts[] = {
 	  "Drive API root URL (default https://www.googleapis.com)" },
 	{ "token-url", 0, T_STR, O(token_url), "URL",
 	  "OAuth token endpoint (default: the credentials' token_uri or Google's)" },
+	{ "metadata-url", 0, T_STR, O(metadata_url), "URL",
+	  "metadata server to ask for tokens (GCE, Colab); default when on a Google VM" },
 	{ "ca-file", 0, T_STR, O(ca_file), "FILE", "CA certificates to verify TLS with" },
 	{ "credentials", 0, T_STR, O(credentials), "FILE",
 	  "ADC credentials file (authorized_user or service_account)" },
@@ -321,7 +323,7 @@ void cfs_config_cleanup(struct cfs_config *c)
 {
 	char **s[] = { &c->mountpoint, &c->root_id, &c->api_url, &c->token_url,
 		       &c->ca_file, &c->credentials, &c->cache_dir, &c->log_file,
-		       &c->log_level, &c->export_formats, &c->fuse_opts };
+		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url };
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);
 		*s[i] = NULL;

@@ -38,6 +38,7 @@ struct cfs_config {
 	long api_rate;
 	long api_burst;
 	long poll_interval_s;
+	char *metadata_url;
 };
 
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0

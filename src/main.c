@@ -212,7 +212,8 @@ static int cmd_mount(int argc, char **argv)
 	/* In the foreground we log to stderr unless told otherwise. */
 	cfs_log_open(c.foreground && c.log_file ? log_path : NULL, lvl);
 	struct cfs_http_opts ho = { .ca_file = c.ca_file, .user_agent = "colabfs/" CFS_VERSION };
-	struct cfs_auth_opts ao = { .credentials = c.credentials, .token_url = c.token_url };
+	struct cfs_auth_opts ao = { .credentials = c.credentials, .token_url = c.token_url,
+				    .metadata_url = c.metadata_url };
 	struct cfs_drive_opts dopt = { .api_url = c.api_url,
 				       .io_timeout_ms = c.io_timeout_s * 1000,
 				       .api_rate = c.api_rate ? (double)c.api_rate : -1,

@@ -115,3 +115,27 @@ def test_changes_reach_the_mount(mount_factory, emulator_factory, tmp_path):
     m.start(timeout=60)
     shows(lambda: "while-down.txt" in os.listdir(d), "the change made while unmounted")
     assert read(os.path.join(d, "while-down.txt")) == b"hi\n"
+
+
+@pytest.mark.deadline(90)
+def test_metadata_server_tokens(mount_factory, emulator_factory, tmp_path):
+    """Credentials from a metadata server (how Colab hands out tokens): 3-second
+    tokens are fetched again as they expire, and no listing or read fails."""
+    emu = emulator_factory(spec(tmp_path), "emu-metadata", access_token="unused-static",
+                           token_lifetime=3)
+    m = mount_factory.new(emu, name="metadata", token=None,
+                          extra=["--metadata-url=" + emu.url, "--poll-interval=0", "--dir-ttl=1"])
+    d = m.path("dir")
+    t0 = emu.stats()["by_kind"]["metadata"]
+
+    def listed_across_token_lifetimes():
+        # every listing after --dir-ttl asks Drive, so it needs a valid token
+        assert sorted(os.listdir(d)) == ["a.txt", "b.txt", "c.txt"]
+        assert read(os.path.join(d, "c.txt")) == b"sea\n"
+        return emu.stats()["by_kind"]["metadata"] - t0 >= 3
+    H.wait_until(listed_across_token_lifetimes, 30, interval=0.3,
+                 what="three tokens from the metadata server")
+    with open(m.log_file, encoding="utf-8", errors="replace") as f:
+        log = f.read()
+    assert "credentials from metadata server" in log, log[-2000:]
+    assert "ya29." not in log

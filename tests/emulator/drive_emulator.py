@@ -68,6 +68,10 @@ Item keys:
   version      int, default 1;   headRevisionId   default a stable hash (blobs only)
   capabilities {"canDownload": false} makes media and export answer 403
 
+Metadata server: GET /computeMetadata/v1/instance/service-accounts/default/token with the header
+``Metadata-Flavor: Google`` issues a token (kind ``metadata``), like GCE and Colab; without the
+header it answers 403.
+
 Control endpoints (no auth; not counted in stats or logs)
 --------------------------------------------------------
   GET  /_emu/stats    {"requests", "by_kind": {kind: n}, "errors" (status >= 400), "media_bytes" (body

@@ -68,6 +68,9 @@ _DEFAULT_REASONS = {
 }
 
 
+METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+
+
 class Response:
     """An HTTP answer: a status, headers and either ``body`` bytes or ``chunks(size)`` of ``length``."""
 
@@ -162,6 +165,8 @@ class DriveApi:
         path, method = req.path, req.method
         if path in ("/token", "/o/oauth2/token"):
             return Route("token", self.token) if method == "POST" else self._no_route(405)
+        if path == METADATA_TOKEN_PATH:
+            return Route("metadata", self.metadata_token) if method == "GET" else self._no_route(405)
         if not path.startswith("/drive/v3/"):
             return self._no_route(404)
         if method != "GET":
@@ -199,7 +204,7 @@ class DriveApi:
     def call(self, req, route):
         """Run the endpoint, answering ApiErrors with Drive's error body."""
         try:
-            if route.kind not in ("token", "error"):
+            if route.kind not in ("token", "metadata", "error"):
                 self._authorize(req)
             return route.handler(req, *route.args)
         except ApiError as exc:
@@ -449,6 +454,16 @@ class DriveApi:
         return self._json(req, _project_except(reply, mask, "changes"))
 
     # -- token endpoint -----------------------------------------------------------------------------
+
+    def metadata_token(self, req):
+        """The GCE/Colab metadata server's token endpoint: needs ``Metadata-Flavor: Google``
+        (else 403, as on GCE); answers with that header echoed and a fresh token."""
+        if req.headers.get("Metadata-Flavor") != "Google":
+            return Response(403, b"Missing Metadata-Flavor:Google header.\n", "text/html")
+        scopes = req.params.get("scopes")
+        reply = self.auth.issue(scopes.replace(",", " ") if scopes else emuauth.DEFAULT_SCOPE)
+        return Response(200, (json.dumps(reply) + "\n").encode(), "application/json",
+                        headers=[("Metadata-Flavor", "Google")])
 
     def token(self, req):
         form = {k: v[0] for k, v in parse_qs(req.body.decode("utf-8", "replace")).items()}

@@ -127,6 +127,10 @@ class Auth:
             return self._jwt_grant(form.get("assertion", ""))
         raise GrantError(400, "unsupported_grant_type", f"Invalid grant_type: {grant_type}")
 
+    def issue(self, scope):
+        """A fresh token for the metadata server (no scope field in the reply, as on GCE)."""
+        return self._issue(scope, with_scope=False)
+
     def _issue(self, scope, with_scope=True):
         token = "ya29." + "".join(self._rng.choice(_TOKEN_CHARS) for _ in range(120))
         with self._lock:

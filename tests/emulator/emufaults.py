@@ -35,7 +35,7 @@ import random
 import threading
 import time
 
-KINDS = ("files.list", "files.get", "media", "export", "about", "changes", "token", "revisions.get",
+KINDS = ("files.list", "files.get", "media", "export", "about", "changes", "token", "metadata", "revisions.get",
          "error")
 _INT_KEYS = {"after", "every", "count", "status", "reset_after", "drop", "stall_ms", "stall_after",
              "truncate", "bad_range"}
