@@ -137,5 +137,5 @@ def test_metadata_server_tokens(mount_factory, emulator_factory, tmp_path):
                  what="three tokens from the metadata server")
     with open(m.log_file, encoding="utf-8", errors="replace") as f:
         log = f.read()
-    assert "credentials from metadata server" in log, log[-2000:]
+    assert "new access token from %s/computeMetadata/" % emu.url in log, log[-2000:]
     assert "ya29." not in log
