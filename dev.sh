@@ -10,7 +10,7 @@ top=$(pwd)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config fuse3 libfuse3-dev \
 libcurl4-openssl-dev libssl-dev libjansson-dev liblmdb-dev openssl curl ca-certificates \
-python3 python3-pytest"
+python3 python3-pytest clang libclang-rt-14-dev"
 
 install_packages() {
 	missing=""
@@ -77,6 +77,17 @@ cmd_run() {
 	echo "Unmount with: ./colabfs umount $mnt"
 }
 
+# The unit tests again, built with ASan+UBSan in build-asan/.  The tree itself
+# is configured in place, which a VPATH build of it refuses, so this builds a
+# pristine copy of the distributed sources (make distdir) out of tree.
+asan_check() {
+	rm -rf build-asan &&
+		mkdir -p build-asan/obj &&
+		make -s distdir distdir=build-asan/src top_distdir=build-asan/src >/dev/null &&
+		(cd build-asan/obj && ../src/configure -q --enable-sanitizers &&
+			make -s -j"$(nproc)" && make -s -j"$(nproc)" check)
+}
+
 cmd_test() {
 	build
 	echo "== unit tests (make check)"
@@ -87,6 +98,26 @@ cmd_test() {
 	unit_pass=$(grep -c '^PASS:' /tmp/colabfs-unit.log || true)
 	unit_fail=$(grep -cE '^(FAIL|ERROR|XPASS):' /tmp/colabfs-unit.log || true)
 	[ "$unit_fail" -eq 0 ] || cat tests/unit/*.log tests/*.log 2>/dev/null | tail -50
+	echo "== unit tests under ASan+UBSan (build-asan/)"
+	if asan_check >/tmp/colabfs-asan.log 2>&1; then :; fi
+	grep -E '^(PASS|FAIL|ERROR|XPASS):' /tmp/colabfs-asan.log || tail -30 /tmp/colabfs-asan.log
+	asan_pass=$(grep -c '^PASS:' /tmp/colabfs-asan.log || true)
+	asan_fail=$(grep -cE '^(FAIL|ERROR|XPASS):' /tmp/colabfs-asan.log || true)
+	[ $((asan_pass + asan_fail)) -gt 0 ] || asan_fail=1 # the build itself failed
+	# a report from a child process or a test that ignored it still fails the run
+	asan_reports=$(grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' \
+		build-asan/obj/tests/unit/*.log build-asan/obj/tests/*.log 2>/dev/null || true)
+	if [ -n "$asan_reports" ]; then
+		echo "sanitizer reports in:" $asan_reports
+		[ "$asan_fail" -gt 0 ] || asan_fail=1
+	fi
+	[ "$asan_fail" -eq 0 ] || cat build-asan/obj/tests/unit/*.log build-asan/obj/tests/*.log 2>/dev/null | tail -50
+	echo "== fuzzing (make fuzz, 15 s per harness)"
+	if make -s fuzz FUZZ_SECONDS=15 FUZZ_JOBS="$(nproc)" >/tmp/colabfs-fuzz.log 2>&1; then :; fi
+	grep -E '^(PASS|FAIL): fuzz_' /tmp/colabfs-fuzz.log || tail -30 /tmp/colabfs-fuzz.log
+	fuzz_pass=$(grep -c '^PASS: fuzz_' /tmp/colabfs-fuzz.log || true)
+	fuzz_fail=$(grep -c '^FAIL: fuzz_' /tmp/colabfs-fuzz.log || true)
+	[ $((fuzz_pass + fuzz_fail)) -gt 0 ] || fuzz_fail=1 # the harnesses did not build
 	echo "== emulator and end-to-end tests (pytest)"
 	set +e
 	COLABFS_BIN="$top/colabfs" timeout 1500 /usr/bin/python3 -m pytest -q -rfE -p no:cacheprovider \
@@ -96,9 +127,12 @@ cmd_test() {
 	py_pass=$(echo "$summary" | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^passed/) n += $(i-1)} END {print n + 0}')
 	py_fail=$(echo "$summary" | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(failed|error)/) n += $(i-1)} END {print n + 0}')
 	[ -n "$summary" ] || py_fail=$((py_fail + 1))
-	echo "unit: $unit_pass passed, $unit_fail failed; pytest: $summary"
-	echo "$((unit_pass + py_pass)) passed, $((unit_fail + py_fail)) failed"
-	[ $((unit_fail + py_fail)) -eq 0 ]
+	echo "unit: $unit_pass passed, $unit_fail failed; asan: $asan_pass passed, $asan_fail failed;" \
+		"fuzz: $fuzz_pass passed, $fuzz_fail failed; pytest: $summary"
+	pass=$((unit_pass + asan_pass + fuzz_pass + py_pass))
+	fail=$((unit_fail + asan_fail + fuzz_fail + py_fail))
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ]
 }
 
 case "${1:-}" in

@@ -79,8 +79,12 @@ int cfs_json_parse_time(const char *s, int64_t *ns)
 	if (*p == 'Z' || *p == 'z') {
 		p++;
 	} else if (*p == '+' || *p == '-') {
-		int hh, mm;
-		if (sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2)
+		/* exactly +HH:MM */
+		for (int i = 1; i <= 5; i++)
+			if (i == 3 ? p[i] != ':' : (p[i] < '0' || p[i] > '9'))
+				return -EINVAL;
+		int hh = (p[1] - '0') * 10 + (p[2] - '0'), mm = (p[4] - '0') * 10 + (p[5] - '0');
+		if (hh > 23 || mm > 59)
 			return -EINVAL;
 		off = (hh * 60L + mm) * 60L * (*p == '+' ? 1 : -1);
 		p += 6;
@@ -89,7 +93,11 @@ int cfs_json_parse_time(const char *s, int64_t *ns)
 	}
 	if (*p)
 		return -EINVAL;
-	*ns = ((int64_t)timegm(&tm) - off) * 1000000000LL + frac;
+	int64_t secs = (int64_t)timegm(&tm) - off;
+	/* what fits in int64 nanoseconds: years 1678 to 2262 */
+	if (secs < -9223372035LL || secs > 9223372035LL)
+		return -EINVAL;
+	*ns = secs * 1000000000LL + frac;
 	return 0;
 }
 
@@ -289,12 +297,17 @@ int cfs_json_parse_token(const char *txt, size_t len, char **token, int64_t *exp
 		rc = CFS_E_PROTO;
 	} else {
 		json_t *ex = json_object_get(root, "expires_in");
-		if (json_is_real(ex))
-			*expires_in = (int64_t)json_real_value(ex);
-		else if (ex)
+		if (json_is_real(ex)) {
+			double d = json_real_value(ex);
+			*expires_in = d > 0 && d < 1e9 ? (int64_t)d : 0;
+		} else if (ex) {
 			rc = get_i64(root, "expires_in", expires_in, 3600);
-		else
+		} else {
 			*expires_in = 3600;
+		}
+		/* a lifetime we can do arithmetic with: a day at most */
+		if (*expires_in > 86400)
+			*expires_in = 86400;
 		if (!rc && !(*token = strdup(json_string_value(t))))
 			rc = -ENOMEM;
 	}

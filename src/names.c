@@ -66,12 +66,18 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(x->id, y->id);
 }
 
-/* "stem (tag).ext", cut to fit CFS_NAME_MAX at a UTF-8 boundary of the stem. */
-static char *suffixed(const char *name, const char *id)
+/* "stem (tag).ext", cut to fit CFS_NAME_MAX at a UTF-8 boundary of the stem.
+ * level 0: 8 hex digits of the id's hash; 1: all 16; 2: the id itself. */
+static char *suffixed(const char *name, const char *id, int level)
 {
-	char tag[32];
-	snprintf(tag, sizeof(tag), " (%.8llx)",
-		 (unsigned long long)(cfs_names_fnv1a(id) >> 32));
+	char tag[CFS_NAME_MAX / 2];
+	uint64_t h = cfs_names_fnv1a(id);
+	if (level == 0)
+		snprintf(tag, sizeof(tag), " (%.8llx)", (unsigned long long)(h >> 32));
+	else if (level == 1)
+		snprintf(tag, sizeof(tag), " (%.16llx)", (unsigned long long)h);
+	else
+		snprintf(tag, sizeof(tag), " (%.100s)", id);
 	const char *dot = strrchr(name, '.');
 	if (!dot || dot == name)
 		dot = name + strlen(name);
@@ -91,6 +97,13 @@ static char *suffixed(const char *name, const char *id)
 	return out;
 }
 
+static int cmp_final(const void *a, const void *b)
+{
+	const struct cfs_names_entry *x = *(const struct cfs_names_entry *const *)a;
+	const struct cfs_names_entry *y = *(const struct cfs_names_entry *const *)b;
+	return strcmp(x->final, y->final);
+}
+
 int cfs_names_assign(struct cfs_names_entry *e, size_t n)
 {
 	struct cfs_names_entry **v = calloc(n ? n : 1, sizeof(*v));
@@ -102,8 +115,34 @@ int cfs_names_assign(struct cfs_names_entry *e, size_t n)
 	size_t i;
 	for (i = 0; i < n; i++) {
 		int first = i == 0 || strcmp(v[i - 1]->name, v[i]->name) != 0;
-		v[i]->final = first ? strdup(v[i]->name) : suffixed(v[i]->name, v[i]->id);
+		v[i]->final = first ? strdup(v[i]->name) : suffixed(v[i]->name, v[i]->id, 0);
 		if (!v[i]->final)
+			break;
+	}
+	/* A suffixed name can meet a real one ("a (1f2e3d4c).txt" uploaded back
+	 * to Drive) or another suffixed one: such suffixed names take a longer
+	 * tag, then the whole id. */
+	for (int level = 1; i == n && level <= 2; level++) {
+		qsort(v, n, sizeof(*v), cmp_final);
+		int clash = 0;
+		for (size_t k = 0; i == n && k + 1 < n; k++) {
+			if (strcmp(v[k]->final, v[k + 1]->final) != 0)
+				continue;
+			clash = 1;
+			/* the suffixed one of the two gives way (both, if both are) */
+			for (size_t m = k; m <= k + 1; m++) {
+				if (strcmp(v[m]->final, v[m]->name) == 0)
+					continue;
+				char *x = suffixed(v[m]->name, v[m]->id, level);
+				if (!x) {
+					i = 0;
+					break;
+				}
+				free(v[m]->final);
+				v[m]->final = x;
+			}
+		}
+		if (!clash)
 			break;
 	}
 	free(v);

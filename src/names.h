@@ -9,7 +9,9 @@
  *      with the earliest createdTime (ties: the smallest id) keeps it; every
  *      other gets " (XXXXXXXX)" before its extension, XXXXXXXX being the first
  *      8 hex digits of the 64-bit FNV-1a hash of its Drive id.  The extension
- *      is what follows the last '.', unless that dot starts the name.
+ *      is what follows the last '.', unless that dot starts the name.  If
+ *      such a name is taken too (a real name, or another suffixed one), the
+ *      suffixed entry uses all 16 hex digits instead, and then its whole id.
  * The rule depends only on an entry's own id and the set of its namesakes, so
  * names are stable across listings and remounts.  Pure code, no I/O. */
 #ifndef CFS_NAMES_H

@@ -584,7 +584,7 @@ def test_stats_and_log(tmp_path):
         _, stats = client.json("/_emu/stats")
         assert stats["requests"] == 9
         assert stats["by_kind"] == {"files.list": 2, "files.get": 1, "media": 2, "export": 1, "about": 1,
-                                    "changes": 1, "token": 0, "revisions.get": 0, "error": 1}
+                                    "changes": 1, "token": 0, "metadata": 0, "revisions.get": 0, "error": 1}
         export_len = len(emucontent.export_bytes("the plan\n", "text/plain"))
         assert stats["media_bytes"] == 1000 + 300_000 + export_len
         assert stats["range_requests"] == 1
@@ -743,3 +743,17 @@ def test_command_line(tmp_path):
             proc.kill()
             proc.wait(timeout=10)
         proc.stderr.close()
+
+
+def test_metadata_server_token(basic):
+    """The metadata endpoint needs Metadata-Flavor: Google, echoes it, and its
+    tokens work on the Drive API."""
+    path = "/computeMetadata/v1/instance/service-accounts/default/token"
+    st, _, _ = basic.call(path, token="")
+    assert st == 403
+    st, headers, body = basic.call(path, headers={"Metadata-Flavor": "Google"}, token="")
+    assert st == 200, body
+    assert headers.get("Metadata-Flavor") == "Google"
+    tok = json.loads(body)["access_token"]
+    st, _, _ = basic.call("/drive/v3/files/root", {"fields": "id"}, token=tok)
+    assert st == 200

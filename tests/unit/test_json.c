@@ -132,6 +132,22 @@ static void test_error_and_token(void)
 	CHECK(tok == NULL);
 	CHECK_EQ(cfs_json_parse_token(S("{\"expires_in\":5}"), &tok, &exp, e, sizeof(e)),
 		 CFS_E_PROTO);
+	/* absurd lifetimes are clamped, never overflow (found by fuzzing) */
+	CHECK_EQ(cfs_json_parse_token(S("{\"access_token\":\"t\",\"expires_in\":1e300}"), &tok,
+				      &exp, e, sizeof(e)),
+		 0);
+	CHECK(exp >= 0 && exp <= 86400);
+	free(tok);
+	CHECK_EQ(cfs_json_parse_token(S("{\"access_token\":\"t\",\"expires_in\":"
+					"\"9223372036854775807\"}"),
+				      &tok, &exp, e, sizeof(e)),
+		 CFS_E_PROTO);
+	CHECK(tok == NULL);
+	CHECK_EQ(cfs_json_parse_token(S("{\"access_token\":\"t\",\"expires_in\":\"999999999\"}"),
+				      &tok, &exp, e, sizeof(e)),
+		 0);
+	CHECK_EQ(exp, 86400);
+	free(tok);
 }
 
 static void test_credentials(void)
@@ -170,6 +186,13 @@ static void test_time(void)
 	CHECK_EQ(ns, 500000000LL);
 	CHECK_EQ(cfs_json_parse_time("1970-01-01T00:00:00", &ns), -EINVAL);
 	CHECK_EQ(cfs_json_parse_time("1970-01-01T00:00:00.Z", &ns), -EINVAL);
+	/* found by fuzz_json: short offsets, out-of-range years */
+	CHECK_EQ(cfs_json_parse_time("1970-01-01T00:00:00+5:30", &ns), -EINVAL);
+	CHECK_EQ(cfs_json_parse_time("1970-01-01T00:00:00+5:3", &ns), -EINVAL);
+	CHECK_EQ(cfs_json_parse_time("0024-05-01T12:34:56Z", &ns), -EINVAL);
+	CHECK_EQ(cfs_json_parse_time("9999-05-01T12:34:56Z", &ns), -EINVAL);
+	CHECK_EQ(cfs_json_parse_time("2024-05-01T12:34:56-02:00", &ns), 0);
+	CHECK_EQ(ns, 1714574096000000000LL);
 }
 
 int main(void)

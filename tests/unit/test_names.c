@@ -70,6 +70,23 @@ static void test_assign(void)
 	free(f[0].final);
 	free(f[1].final);
 	CHECK_EQ(cfs_names_assign(NULL, 0), 0);
+
+	/* a suffixed name that a real file already has (found by fuzz_names):
+	 * the real one keeps it, the suffixed one takes the 16-digit tag */
+	char taken[64];
+	snprintf(taken, sizeof(taken), "report (%.8llx).pdf",
+		 (unsigned long long)(cfs_names_fnv1a("id2") >> 32));
+	struct cfs_names_entry g[] = { { "report.pdf", "id1", 1, NULL },
+				       { "report.pdf", "id2", 2, NULL },
+				       { taken, "id3", 3, NULL } };
+	CHECK_EQ(cfs_names_assign(g, 3), 0);
+	CHECK_STR(g[0].final, "report.pdf");
+	CHECK_STR(g[2].final, taken);
+	snprintf(want, sizeof(want), "report (%.16llx).pdf",
+		 (unsigned long long)cfs_names_fnv1a("id2"));
+	CHECK_STR(g[1].final, want);
+	for (int i = 0; i < 3; i++)
+		free(g[i].final);
 }
 
 int main(void)

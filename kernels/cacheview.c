@@ -1,0 +1,460 @@
+/* cacheview: read-only access to a daemon's cache folder (see cacheview.h). */
+#include "cacheview.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define KEY_MAX 200    /* CFS_STORE_KEY_MAX */
+#define MIN_LOG2 12    /* CFS_ARENA_MIN_LOG2 */
+#define MAX_LOG2 26    /* CFS_ARENA_MAX_LOG2 */
+#define NLOG2 (MAX_LOG2 - MIN_LOG2 + 1)
+#define HEADER_SIZE 64
+
+struct old_map {
+	void *p;
+	size_t len;
+	struct old_map *next;
+};
+
+struct arena_map {
+	pthread_mutex_t lock;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	const unsigned char *map;
+	size_t maplen;
+	uint64_t epoch;        /* header epoch seen when last checked */
+	struct old_map *old;   /* earlier mappings, kept until close */
+};
+
+enum { T_BLOCKS, T_DIRS, T_META, T_STORE, T_N };
+static const char *const table_names[T_N] = { "blocks", "dirs", "meta", "store" };
+
+struct cfs_cview {
+	char *dir;
+	MDB_env *env;
+	MDB_dbi dbi[T_N];
+	int have[T_N];
+	pthread_rwlock_t resize; /* held shared by every read txn; exclusive to adopt a new map */
+	uint32_t block_size;
+	uint64_t epoch;          /* latest header epoch seen (atomic) */
+	dev_t idx_dev;
+	ino_t idx_ino;
+	struct arena_map ar[NLOG2];
+};
+
+struct cfs_cview_txn {
+	struct cfs_cview *v;
+	MDB_txn *txn;
+};
+
+/* One open view per index file per process (LMDB's rule). */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+#define REG_MAX 16
+static struct {
+	dev_t dev;
+	ino_t ino;
+	int used;
+} reg[REG_MAX];
+
+static int reg_add(dev_t dev, ino_t ino)
+{
+	int rc = -EBUSY, fr = -1;
+	pthread_mutex_lock(&reg_lock);
+	for (int i = 0; i < REG_MAX; i++) {
+		if (reg[i].used && reg[i].dev == dev && reg[i].ino == ino)
+			goto out;
+		if (!reg[i].used && fr < 0)
+			fr = i;
+	}
+	if (fr < 0) {
+		rc = -EMFILE;
+		goto out;
+	}
+	reg[fr].used = 1;
+	reg[fr].dev = dev;
+	reg[fr].ino = ino;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&reg_lock);
+	return rc;
+}
+
+static void reg_del(dev_t dev, ino_t ino)
+{
+	pthread_mutex_lock(&reg_lock);
+	for (int i = 0; i < REG_MAX; i++)
+		if (reg[i].used && reg[i].dev == dev && reg[i].ino == ino)
+			reg[i].used = 0;
+	pthread_mutex_unlock(&reg_lock);
+}
+
+static int mdb_err(int rc)
+{
+	switch (rc) {
+	case MDB_SUCCESS:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_READERS_FULL:
+		return -EAGAIN;
+	default:
+		return rc > 0 ? -rc : -EIO;
+	}
+}
+
+static uint32_t get_le32(const unsigned char *b)
+{
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint64_t get_le64(const unsigned char *b)
+{
+	return (uint64_t)get_le32(b) | (uint64_t)get_le32(b + 4) << 32;
+}
+
+void cfs_cview_arena_name(uint32_t size, char *out, size_t cap)
+{
+	if (size >= (1u << 20))
+		snprintf(out, cap, "arena-%um.dat", size >> 20);
+	else
+		snprintf(out, cap, "arena-%uk.dat", size >> 10);
+}
+
+/* Reads the header row in txn: block size and epoch. */
+static int read_header(struct cfs_cview *v, MDB_txn *txn, uint32_t *bs, uint64_t *epoch)
+{
+	MDB_val k = { .mv_size = 6, .mv_data = (void *)"header" }, d;
+	if (!v->have[T_STORE])
+		return -ENOENT;
+	int rc = mdb_err(mdb_get(txn, v->dbi[T_STORE], &k, &d));
+	if (rc)
+		return rc;
+	const unsigned char *b = d.mv_data;
+	if (d.mv_size != HEADER_SIZE || memcmp(b, "CFSSTOR1", 8) != 0 || get_le32(b + 8) != 1)
+		return -EPROTO;
+	*bs = get_le32(b + 12);
+	*epoch = get_le64(b + 16);
+	return 0;
+}
+
+static int txn_begin(struct cfs_cview *v, MDB_txn **txn)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		pthread_rwlock_rdlock(&v->resize);
+		int rc = mdb_txn_begin(v->env, NULL, MDB_RDONLY, txn);
+		if (rc == 0)
+			return 0;
+		pthread_rwlock_unlock(&v->resize);
+		if (rc != MDB_MAP_RESIZED)
+			return mdb_err(rc);
+		/* the daemon grew the map: adopt its size (no txn of ours may be open) */
+		pthread_rwlock_wrlock(&v->resize);
+		rc = mdb_env_set_mapsize(v->env, 0);
+		pthread_rwlock_unlock(&v->resize);
+		if (rc)
+			return mdb_err(rc);
+	}
+	return -EIO;
+}
+
+static void txn_end(struct cfs_cview *v, MDB_txn *txn)
+{
+	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&v->resize);
+}
+
+int cfs_cview_open(const char *dir, struct cfs_cview **out)
+{
+	*out = NULL;
+	if (!dir || !*dir)
+		return -EINVAL;
+	struct cfs_cview *v = calloc(1, sizeof(*v));
+	char path[4096];
+	struct stat st;
+	MDB_txn *txn = NULL;
+	int rc, registered = 0;
+	if (!v)
+		return -ENOMEM;
+	pthread_rwlock_init(&v->resize, NULL);
+	for (int i = 0; i < NLOG2; i++) {
+		pthread_mutex_init(&v->ar[i].lock, NULL);
+		v->ar[i].fd = -1;
+	}
+	if (!(v->dir = strdup(dir))) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	snprintf(path, sizeof(path), "%s/index.mdb", dir);
+	if (stat(path, &st) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if ((rc = reg_add(st.st_dev, st.st_ino)) != 0)
+		goto fail;
+	registered = 1;
+	v->idx_dev = st.st_dev;
+	v->idx_ino = st.st_ino;
+	if ((rc = mdb_err(mdb_env_create(&v->env))) != 0)
+		goto fail;
+	if ((rc = mdb_err(mdb_env_set_maxdbs(v->env, 8))) != 0 ||
+	    (rc = mdb_err(mdb_env_open(v->env, path, MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS,
+				       0600))) != 0)
+		goto fail;
+	if ((rc = txn_begin(v, &txn)) != 0)
+		goto fail;
+	for (int t = 0; t < T_N; t++) {
+		int r = mdb_dbi_open(txn, table_names[t], 0, &v->dbi[t]);
+		if (r == 0)
+			v->have[t] = 1;
+		else if (r != MDB_NOTFOUND) {
+			rc = mdb_err(r);
+			break;
+		}
+	}
+	if (!rc)
+		rc = read_header(v, txn, &v->block_size, &v->epoch);
+	/* dbi handles opened in a read txn stay valid after it commits */
+	if (!rc) {
+		if (mdb_txn_commit(txn))
+			rc = -EIO;
+		pthread_rwlock_unlock(&v->resize);
+	} else {
+		txn_end(v, txn);
+	}
+	txn = NULL;
+	if (rc == -ENOENT || rc == -EPROTO)
+		rc = -ENODATA; /* no block cache there (yet) */
+	if (rc)
+		goto fail;
+	*out = v;
+	return 0;
+fail:
+	if (v->env)
+		mdb_env_close(v->env);
+	v->env = NULL;
+	if (registered)
+		reg_del(v->idx_dev, v->idx_ino);
+	v->idx_ino = 0;
+	cfs_cview_close(v);
+	return rc;
+}
+
+void cfs_cview_close(struct cfs_cview *v)
+{
+	if (!v)
+		return;
+	for (int i = 0; i < NLOG2; i++) {
+		struct arena_map *a = &v->ar[i];
+		if (a->map)
+			munmap((void *)a->map, a->maplen);
+		for (struct old_map *o = a->old, *n; o; o = n) {
+			n = o->next;
+			munmap(o->p, o->len);
+			free(o);
+		}
+		if (a->fd >= 0)
+			close(a->fd);
+		pthread_mutex_destroy(&a->lock);
+	}
+	if (v->env) {
+		mdb_env_close(v->env);
+		reg_del(v->idx_dev, v->idx_ino);
+	}
+	pthread_rwlock_destroy(&v->resize);
+	free(v->dir);
+	free(v);
+}
+
+uint32_t cfs_cview_block_size(const struct cfs_cview *v)
+{
+	return v->block_size;
+}
+
+int cfs_cview_begin(struct cfs_cview *v, struct cfs_cview_txn **t)
+{
+	*t = NULL;
+	struct cfs_cview_txn *x = malloc(sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	int rc = txn_begin(v, &x->txn);
+	if (rc) {
+		free(x);
+		return rc;
+	}
+	x->v = v;
+	uint32_t bs;
+	uint64_t ep;
+	if (read_header(v, x->txn, &bs, &ep) == 0) {
+		/* a restarted daemon may have reset the cache (new arenas); a new block size
+		 * empties it, so rows of another size never appear */
+		__atomic_store_n(&v->epoch, ep, __ATOMIC_RELAXED);
+	}
+	*t = x;
+	return 0;
+}
+
+void cfs_cview_end(struct cfs_cview_txn *t)
+{
+	if (!t)
+		return;
+	txn_end(t->v, t->txn);
+	free(t);
+}
+
+int cfs_cview_block(struct cfs_cview_txn *t, const char *key, uint64_t block,
+		    struct cfs_cview_row *row)
+{
+	unsigned char kb[KEY_MAX + 9];
+	size_t kl = key ? strnlen(key, KEY_MAX + 1) : 0;
+	if (kl == 0 || kl > KEY_MAX)
+		return -EINVAL;
+	if (!t->v->have[T_BLOCKS])
+		return -ENOENT;
+	memcpy(kb, key, kl);
+	kb[kl] = 0;
+	for (int i = 0; i < 8; i++)
+		kb[kl + 1 + i] = (unsigned char)(block >> (8 * (7 - i)));
+	MDB_val k = { .mv_size = kl + 9, .mv_data = kb }, d;
+	int rc = mdb_err(mdb_get(t->txn, t->v->dbi[T_BLOCKS], &k, &d));
+	if (rc)
+		return rc;
+	const unsigned char *b = d.mv_data;
+	if (d.mv_size != 32 || b[0] != 1)
+		return -ENOENT; /* a row we do not understand reads as a miss */
+	row->log2 = b[1];
+	row->len = get_le32(b + 4);
+	row->crc = get_le32(b + 8);
+	row->slot = get_le64(b + 16);
+	row->gen = get_le64(b + 24);
+	if (row->log2 < MIN_LOG2 || row->log2 > MAX_LOG2 || row->len == 0 ||
+	    row->len > (1u << row->log2))
+		return -ENOENT;
+	return 0;
+}
+
+static int table_of(const struct cfs_cview *v, const char *table)
+{
+	for (int i = 0; i < T_N; i++)
+		if (strcmp(table, table_names[i]) == 0)
+			return v->have[i] ? i : -ENOENT;
+	return -EINVAL;
+}
+
+int cfs_cview_get(struct cfs_cview_txn *t, const char *table, const void *k, size_t kl,
+		  const void **val, size_t *vl)
+{
+	int ti = table_of(t->v, table);
+	if (ti < 0)
+		return ti;
+	if (kl == 0 || kl > 511)
+		return -EINVAL;
+	MDB_val key = { .mv_size = kl, .mv_data = (void *)k }, d;
+	int rc = mdb_err(mdb_get(t->txn, t->v->dbi[ti], &key, &d));
+	if (rc)
+		return rc;
+	*val = d.mv_data;
+	*vl = d.mv_size;
+	return 0;
+}
+
+int cfs_cview_scan_meta(struct cfs_cview_txn *t, const char *prefix, cfs_cview_row_fn fn,
+			void *arg)
+{
+	MDB_cursor *c;
+	size_t pl = strlen(prefix);
+	if (!t->v->have[T_META])
+		return 0;
+	int rc = mdb_err(mdb_cursor_open(t->txn, t->v->dbi[T_META], &c));
+	if (rc)
+		return rc;
+	MDB_val k = { .mv_size = pl, .mv_data = (void *)prefix }, d;
+	int r = mdb_cursor_get(c, &k, &d, pl ? MDB_SET_RANGE : MDB_FIRST);
+	while (r == 0 && !rc) {
+		if (k.mv_size < pl || memcmp(k.mv_data, prefix, pl) != 0)
+			break;
+		rc = fn(arg, k.mv_data, k.mv_size, d.mv_data, d.mv_size);
+		if (!rc)
+			r = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+	}
+	if (!rc && r && r != MDB_NOTFOUND)
+		rc = mdb_err(r);
+	mdb_cursor_close(c);
+	return rc;
+}
+
+/* Maps arena a again at the file's current size (reopening the path when the
+ * cache was reset and the file replaced).  Called with a->lock held. */
+static int remap(struct cfs_cview *v, struct arena_map *a, unsigned log2)
+{
+	char name[32], path[4096];
+	struct stat st, pst;
+	cfs_cview_arena_name(1u << log2, name, sizeof(name));
+	snprintf(path, sizeof(path), "%s/%s", v->dir, name);
+	if (stat(path, &pst) < 0)
+		return -errno;
+	if (a->fd >= 0 && (pst.st_dev != a->dev || pst.st_ino != a->ino)) {
+		close(a->fd);
+		a->fd = -1;
+	}
+	if (a->fd < 0) {
+		a->fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (a->fd < 0)
+			return -errno;
+	}
+	if (fstat(a->fd, &st) < 0)
+		return -errno;
+	a->dev = st.st_dev;
+	a->ino = st.st_ino;
+	if (st.st_size <= 0)
+		return -ENOENT;
+	void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, a->fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	if (a->map) {
+		struct old_map *o = malloc(sizeof(*o));
+		if (!o) {
+			munmap(p, (size_t)st.st_size);
+			return -ENOMEM;
+		}
+		o->p = (void *)a->map;
+		o->len = a->maplen;
+		o->next = a->old;
+		a->old = o;
+	}
+	a->map = p;
+	a->maplen = (size_t)st.st_size;
+	return 0;
+}
+
+const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_cview_row *row)
+{
+	if (row->log2 < MIN_LOG2 || row->log2 > MAX_LOG2)
+		return NULL;
+	struct arena_map *a = &v->ar[row->log2 - MIN_LOG2];
+	uint64_t size = 1ull << row->log2;
+	if (row->slot > (UINT64_MAX - size) / size)
+		return NULL;
+	uint64_t start = row->slot * size, end = start + row->len;
+	uint64_t ep = __atomic_load_n(&v->epoch, __ATOMIC_RELAXED);
+	const unsigned char *p = NULL;
+	pthread_mutex_lock(&a->lock);
+	if (!a->map || end > a->maplen || a->epoch != ep) {
+		a->epoch = ep;
+		if (remap(v, a, row->log2) != 0 && !a->map)
+			goto out;
+	}
+	if (end <= a->maplen)
+		p = a->map + start;
+out:
+	pthread_mutex_unlock(&a->lock);
+	return p;
+}
