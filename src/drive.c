@@ -27,6 +27,10 @@ struct cfs_drive {
 	struct cfs_retry_policy retry;
 	struct cfs_pace pace;
 	int no_revisions; /* Drive refused a revision download: use plain media */
+	pthread_mutex_t wake_lock; /* retries sleeping in backoff_wait */
+	pthread_cond_t wake;
+	uint64_t successes;
+	int sleepers;
 	struct cfs_drive_stats st;
 };
 
@@ -59,6 +63,12 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	if (d->retry.max_attempts <= 0)
 		d->retry = (struct cfs_retry_policy){ .base_ms = 500, .cap_ms = 32000,
 						      .max_attempts = 12 };
+	pthread_mutex_init(&d->wake_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->wake, &ca);
+	pthread_condattr_destroy(&ca);
 	double rate = o->api_rate == 0 ? 150 : o->api_rate;
 	cfs_pace_init(&d->pace, rate, o->api_burst > 0 ? o->api_burst : 2 * rate, now_ms() * 1000);
 	*out = d;
@@ -70,6 +80,8 @@ void cfs_drive_free(struct cfs_drive *d)
 	if (!d)
 		return;
 	cfs_pace_cleanup(&d->pace);
+	pthread_mutex_destroy(&d->wake_lock);
+	pthread_cond_destroy(&d->wake);
 	free(d->api);
 	free(d);
 }
@@ -96,6 +108,44 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 }
 
 #define COUNT(d, f, n) __atomic_add_fetch(&(d)->st.f, (n), __ATOMIC_RELAXED)
+
+/* Retries sleep on a condition that any successful call signals: when Drive
+ * comes back after an outage, every waiting retry goes at once instead of
+ * finishing its backoff (up to the 32 s cap). */
+static void backoff_wait(struct cfs_drive *d, long wait_ms, int wakeable)
+{
+	if (!wakeable) {
+		usleep((useconds_t)wait_ms * 1000);
+		return;
+	}
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (wait_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&d->wake_lock);
+	uint64_t seen = d->successes;
+	d->sleepers++;
+	while (d->successes == seen &&
+	       pthread_cond_timedwait(&d->wake, &d->wake_lock, &ts) == 0)
+		;
+	d->sleepers--;
+	pthread_mutex_unlock(&d->wake_lock);
+}
+
+static void note_success(struct cfs_drive *d)
+{
+	/* cheap when nobody sleeps: one relaxed read */
+	if (!__atomic_load_n(&d->sleepers, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&d->wake_lock);
+	d->successes++;
+	pthread_cond_broadcast(&d->wake);
+	pthread_mutex_unlock(&d->wake_lock);
+}
 
 static void count_error(struct cfs_drive *d, int rc)
 {
@@ -131,9 +181,10 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 	uint64_t rng = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)r;
 	char token[4096];
 	int rc = 0;
+	char reason[64] = "", msg[160] = "";
 	for (int attempt = 0;; attempt++) {
 		uint64_t gen = 0;
-		char reason[64] = "", msg[160] = "";
+		reason[0] = msg[0] = '\0';
 		rc = cfs_auth_token(d->auth, token, sizeof(token), &gen);
 		if (!rc) {
 			r->bearer = token;
@@ -185,12 +236,18 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 		CFS_WARN("%s: %s%s%s (HTTP %ld%s%s), retry %d in %ld ms", what, cfs_strerror(rc),
 			 r->errmsg[0] ? ": " : "", r->errmsg, r->status, reason[0] ? " " : "", reason,
 			 attempt + 1, wait);
-		usleep((useconds_t)wait * 1000);
+		/* after a network failure (an outage), a call that gets through
+		 * again wakes this one early; rate limits and Retry-After are
+		 * always waited out in full */
+		backoff_wait(d, wait, rc == CFS_E_NET && ra < 0);
 	}
 	explicit_bzero(token, sizeof(token));
 	count_error(d, rc);
+	if (!rc)
+		note_success(d);
 	if (rc && !cfs_retry_transient(rc) && rc != -ENOENT)
-		CFS_ERROR("%s: %s (HTTP %ld)", what, cfs_strerror(rc), r->status);
+		CFS_ERROR("%s: %s (HTTP %ld%s%s%s%s)", what, cfs_strerror(rc), r->status,
+			  reason[0] ? ", reason " : "", reason, msg[0] ? ": " : "", msg);
 	return rc;
 }
 

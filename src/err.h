@@ -14,8 +14,8 @@ enum {
 	CFS_E_PROTO,               /* a reply we cannot trust: bad JSON, wrong Content-Range */
 	CFS_E_AUTH,                /* no usable credentials, or the token was refused */
 	CFS_E_QUOTA,               /* Drive download quota or abuse flag: permanent for now */
-	CFS_E_RATE,                /* rate limited and out of retries */
-	CFS_E_SERVER,              /* 5xx and out of retries */
+	CFS_E_RATE,                /* rate limited (transient; final once out of retries) */
+	CFS_E_SERVER,              /* 5xx (transient; final once out of retries) */
 	CFS_E_NOTDL,               /* Drive says the item has no downloadable content */
 	CFS_E_TOOBIG,              /* export larger than Drive allows */
 	CFS_E_BADREQ,              /* Drive refused the request as malformed (400) */

@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "drive.h"
+#include "err.h"
 #include "json.h"
 #include "log.h"
 #include "names.h"
@@ -20,6 +22,8 @@
 #define WIN_MIN 4
 #define WIN_MAX 64
 #define RESERVED_WORKERS 2 /* never used by prefetch: readers' misses go first */
+#define FAILS 64
+#define FAIL_MS 60000 /* how long a permanent refusal is believed without asking again */
 
 struct job;
 
@@ -63,6 +67,14 @@ struct spare {
 	uint64_t used;
 };
 
+/* A file Drive refused for good (quota, no permission, not downloadable):
+ * reads fail at once and prefetch leaves it alone for a while. */
+struct fail {
+	char key[KEY_MAX];
+	int rc;
+	int64_t until_ms;
+};
+
 struct cfs_reader_stream {
 	int64_t next;     /* where the last read ended */
 	uint32_t window;  /* blocks to keep fetched ahead; 0: random */
@@ -86,6 +98,7 @@ struct cfs_reader {
 	int nthreads;
 	struct spare spares[SPARES];
 	uint64_t clock;
+	struct fail fails[FAILS];
 	struct cfs_reader_stats st; /* under lock */
 };
 
@@ -162,6 +175,40 @@ static void spare_put(struct cfs_reader *r, const char *key, uint64_t b, const c
 	v->data = copy;
 	v->len = len;
 	v->used = ++r->clock;
+}
+
+/* ---- permanent failures (lock held) -------------------------------------- */
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int permanent(int rc)
+{
+	return rc == CFS_E_QUOTA || rc == CFS_E_NOTDL || rc == -EACCES || rc == CFS_E_TLS;
+}
+
+static int fail_get(struct cfs_reader *r, const char *key)
+{
+	int64_t now = mono_ms();
+	for (int i = 0; i < FAILS; i++)
+		if (r->fails[i].until_ms > now && strcmp(r->fails[i].key, key) == 0)
+			return r->fails[i].rc;
+	return 0;
+}
+
+static void fail_put(struct cfs_reader *r, const char *key, int rc)
+{
+	struct fail *v = &r->fails[0];
+	for (int i = 1; i < FAILS; i++)
+		if (r->fails[i].until_ms < v->until_ms)
+			v = &r->fails[i];
+	snprintf(v->key, sizeof(v->key), "%s", key);
+	v->rc = rc;
+	v->until_ms = mono_ms() + FAIL_MS;
 }
 
 /* ---- jobs ------------------------------------------------------------------ */
@@ -351,6 +398,8 @@ static void run_job(struct job *j)
 			rc = -ESTALE;
 	}
 	pthread_mutex_lock(&r->lock);
+	if (permanent(rc))
+		fail_put(r, j->key, rc);
 	for (uint32_t i = j->published; i < j->n; i++)
 		finish_block(r, j, i, rc ? rc : -EIO, 0);
 	pthread_mutex_unlock(&r->lock);
@@ -492,7 +541,7 @@ static void prefetch_range(struct cfs_reader *r, const struct cfs_reader_file *f
 	if (to >= total)
 		to = total ? total - 1 : 0;
 	for (uint64_t b = from; total && b <= to;) {
-		if (r->st.queued_bytes >= r->prefetch_budget)
+		if (r->st.queued_bytes >= r->prefetch_budget || fail_get(r, f->key))
 			return;
 		if (flight_find(r, f->key, b) || cfs_store_has(r->store, f->key, b)) {
 			b++;
@@ -518,6 +567,11 @@ static int read_miss(struct cfs_reader *r, const struct cfs_reader_file *f, uint
 			return 0;
 		}
 		struct flight *fl = flight_find(r, f->key, b);
+		int failed = fl ? 0 : fail_get(r, f->key);
+		if (failed) {
+			pthread_mutex_unlock(&r->lock);
+			return failed;
+		}
 		if (fl) {
 			r->st.joined++;
 			if (fl->job)
