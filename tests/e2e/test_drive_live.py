@@ -1,4 +1,6 @@
-"""Changes made in Drive reach the mount within one poll interval (Changes API).
+"""Drive as it lives: changes made in Drive reach the mount within one poll
+interval (Changes API), and credential sources that hand out short-lived
+tokens (metadata server, service-account JWT) keep a mount reading.
 
 A small tree on its own emulator; the mount polls every second (--poll-interval=1)
 and trusts listings for 300 s (--dir-ttl=300), so only the change feed can make
@@ -138,4 +140,45 @@ def test_metadata_server_tokens(mount_factory, emulator_factory, tmp_path):
     with open(m.log_file, encoding="utf-8", errors="replace") as f:
         log = f.read()
     assert "new access token from %s/computeMetadata/" % emu.url in log, log[-2000:]
+    assert "ya29." not in log
+
+
+@pytest.mark.deadline(90)
+def test_service_account_jwt(mount_factory, emulator_factory, tmp_path):
+    """A service_account credentials file: colabfs signs an RS256 JWT, the
+    emulator verifies it with the public key; 3-second tokens are replaced as
+    they expire and no read fails.  The private key never reaches a log."""
+    import subprocess
+    key = tmp_path / "sa.key"
+    pub = tmp_path / "sa.pub"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                    "-out", str(key)], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", str(key), "-pubout", "-out", str(pub)],
+                   check=True, capture_output=True)
+    email = "loader@colabfs-test.iam.gserviceaccount.com"
+    creds = tmp_path / "sa.json"
+    pem = key.read_text()
+    creds.write_text(json.dumps({"type": "service_account", "project_id": "p",
+                                 "private_key_id": "kid1", "private_key": pem,
+                                 "client_email": email, "client_id": "1",
+                                 "token_uri": "https://oauth2.googleapis.com/token"}))
+    os.chmod(creds, 0o600)
+    emu = emulator_factory(spec(tmp_path), "emu-sa", token_lifetime=3,
+                           extra=["--sa-public-key", str(pub), "--sa-email", email])
+    m = mount_factory.new(emu, name="sa", token=None,
+                          extra=["--credentials=" + str(creds), "--token-url=" + emu.url + "/token",
+                                 "--poll-interval=0", "--dir-ttl=1"])
+    d = m.path("dir")
+    t0 = emu.stats()["by_kind"]["token"]
+
+    def listed_across_token_lifetimes():
+        assert sorted(os.listdir(d)) == ["a.txt", "b.txt", "c.txt"]
+        assert read(os.path.join(d, "a.txt")) == b"first version of a\n"
+        return emu.stats()["by_kind"]["token"] - t0 >= 2
+    H.wait_until(listed_across_token_lifetimes, 30, interval=0.3,
+                 what="fresh JWT-bearer tokens as they expire")
+    with open(m.log_file, encoding="utf-8", errors="replace") as f:
+        log = f.read()
+    body = "".join(pem.strip().splitlines()[1:-1])
+    assert body[:40] not in log and "PRIVATE KEY" not in log
     assert "ya29." not in log
