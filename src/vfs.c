@@ -213,6 +213,20 @@ struct collect {
 	int nanc;
 };
 
+/* A new slot at the end of c's items (counted), or NULL. */
+static struct item *next_item(struct collect *c)
+{
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct item *ni = realloc(c->it, cap * sizeof(*ni));
+		if (!ni)
+			return NULL;
+		c->it = ni;
+		c->cap = cap;
+	}
+	return &c->it[c->n++];
+}
+
 /* Turns one Drive entry (after shortcut resolution) into an item, or skips it. */
 static int add_item(struct collect *c, const struct cfs_file_meta *self,
 		    const struct cfs_file_meta *m)
@@ -250,15 +264,10 @@ static int add_item(struct collect *c, const struct cfs_file_meta *self,
 	it.size = it.is_dir ? 0 : export_mime ? -1 : m->size < 0 ? 0 : m->size;
 	it.mtime_ns = m->mtime_ns;
 	it.ctime_ns = self->ctime_ns;
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct item *ni = realloc(c->it, cap * sizeof(*ni));
-		if (!ni)
-			return -ENOMEM;
-		c->it = ni;
-		c->cap = cap;
-	}
-	c->it[c->n++] = it;
+	struct item *slot = next_item(c);
+	if (!slot)
+		return -ENOMEM;
+	*slot = it;
 	return 0;
 }
 
@@ -410,15 +419,9 @@ static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id
 static int on_stored(const struct cfs_lrow_entry *e, void *arg)
 {
 	struct collect *c = arg;
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 64;
-		struct item *ni = realloc(c->it, cap * sizeof(*ni));
-		if (!ni)
-			return -ENOMEM;
-		c->it = ni;
-		c->cap = cap;
-	}
-	struct item *it = &c->it[c->n];
+	struct item *it = next_item(c);
+	if (!it)
+		return -ENOMEM;
 	memset(it, 0, sizeof(*it));
 	snprintf(it->name, sizeof(it->name), "%s", e->name);
 	snprintf(it->id, sizeof(it->id), "%s", e->id);
@@ -432,9 +435,10 @@ static int on_stored(const struct cfs_lrow_entry *e, void *arg)
 	it->mtime_ns = e->mtime_ns;
 	it->ctime_ns = e->ctime_ns;
 	it->ino = e->ino;
-	if (!(it->final = strdup(e->name)))
+	if (!(it->final = strdup(e->name))) {
+		c->n--;
 		return -ENOMEM;
-	c->n++;
+	}
 	return 0;
 }
 
