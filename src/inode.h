@@ -54,6 +54,7 @@ struct cfs_node {
 	struct cfs_listing *listing;  /* NULL: never listed */
 	int64_t listed_at_ms;
 	int listing_busy;             /* a thread is fetching the listing */
+	unsigned expired;             /* bumped when a change makes the listing stale */
 };
 
 struct cfs_inode;

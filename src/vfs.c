@@ -41,6 +41,7 @@ struct cfs_vfs {
 	pthread_mutex_t poll_lock;
 	pthread_cond_t poll_cond;
 	uint64_t changes_applied, polls; /* stats */
+	int64_t stored_valid_after; /* stored listings fetched before this (wall ms) are stale */
 };
 
 struct cfs_vfs_dir {
@@ -136,6 +137,12 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 		rc = cfs_reader_new(d, store, &o->reader, &v->reader);
 	struct cfs_file_meta m;
 	memset(&m, 0, sizeof(m));
+	void *va = NULL;
+	size_t val = 0;
+	if (!rc && cfs_store_meta_get(store, "meta", "dirs_valid_after", 16, &va, &val) == 0 &&
+	    val == sizeof(int64_t))
+		memcpy(&v->stored_valid_after, va, sizeof(int64_t));
+	free(va);
 	if (!rc)
 		rc = resolve_root(v, o->root_id && *o->root_id ? o->root_id : "root", &m);
 	if (!rc) {
@@ -451,6 +458,8 @@ static int load_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id)
 	int rc = cfs_nsdb_load_listing(v->ns, content_id, &fetched, on_stored, &c);
 	if (!rc) {
 		int64_t age = clock_ms(CLOCK_REALTIME) - fetched;
+		if (fetched < __atomic_load_n(&v->stored_valid_after, __ATOMIC_RELAXED))
+			age = v->dir_ttl_ms; /* a change made it stale: fetch again when possible */
 		rc = install_listing(v, ino, c.it, c.n, now_ms() - (age > 0 ? age : 0));
 	}
 	free_items(c.it, c.n);
@@ -481,6 +490,7 @@ static int get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **out
 		char anc_store[MAX_DEPTH][CFS_ID_MAX];
 		const char *anc[MAX_DEPTH];
 		int nanc = 0, had = n->listing != NULL;
+		unsigned gen = n->expired;
 		memcpy(cid, n->content_id, sizeof(cid));
 		for (struct cfs_node *a = n; a && nanc < MAX_DEPTH;
 		     a = a->ino == CFS_ROOT_INO ? NULL : cfs_inode_get(v->tab, a->parent)) {
@@ -498,6 +508,12 @@ static int get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **out
 		}
 		n->listing_busy = 0;
 		cfs_inode_broadcast(v->tab);
+		if (!frc && n->expired != gen) {
+			/* a change arrived while we loaded or fetched: serve this
+			 * listing now, but fetch again at the next use */
+			n->listed_at_ms = now_ms() - v->dir_ttl_ms;
+			break;
+		}
 		if (frc) {
 			if (n->listing) {
 				CFS_WARN("listing of %s failed (%s); serving the previous listing", cid,
@@ -973,6 +989,7 @@ struct change_ctx {
 	struct inval *iv;
 	size_t n;
 	uint64_t applied;
+	int all_stale;
 };
 
 static void add_inval(struct change_ctx *c, uint64_t ino, const char *name)
@@ -990,6 +1007,7 @@ static void add_inval(struct change_ctx *c, uint64_t ino, const char *name)
 static void expire_dir(struct change_ctx *c, struct cfs_node *d)
 {
 	d->listed_at_ms = now_ms() - c->v->dir_ttl_ms;
+	d->expired++; /* a fetch or load in progress is stale too */
 	add_inval(c, d->ino, NULL);
 }
 
@@ -1025,12 +1043,22 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 		add_inval(c, n->ino, NULL);
 	}
 	/* an item added to (or moved into) a folder we know */
+	int forget_stored = 0;
 	if (m && m->parent[0]) {
 		struct cfs_node *p = cfs_inode_find(v->tab, m->parent);
 		if (p && p->is_dir)
 			expire_dir(c, p);
+		forget_stored = 1;
 	}
+	/* an item this mount has not met (a remount catching up): the old
+	 * folder is unknown, so every stored listing is checked again */
+	int all_stale = !n && (removed || !m);
 	cfs_inode_unlock(v->tab);
+	/* the folder's stored listing goes too, for folders not loaded yet */
+	if (forget_stored)
+		cfs_store_meta_del(v->store, "dirs", m->parent, strlen(m->parent));
+	if (all_stale)
+		c->all_stale = 1;
 	c->applied++;
 	return 0;
 }
@@ -1066,6 +1094,11 @@ static int poll_once(struct cfs_vfs *v)
 		return -ENOMEM;
 	}
 	rc = cfs_drive_changes(v->drive, tok, on_change, &c, &next);
+	if (c.all_stale) {
+		int64_t now = clock_ms(CLOCK_REALTIME);
+		__atomic_store_n(&v->stored_valid_after, now, __ATOMIC_RELAXED);
+		cfs_store_meta_put(v->store, "meta", "dirs_valid_after", 16, &now, sizeof(now));
+	}
 	if (!rc && strcmp(next, tok) != 0)
 		rc = save_token(v, next);
 	for (size_t i = 0; i < c.n; i++) {
