@@ -151,28 +151,49 @@ struct dirbuf {
 	fuse_req_t req;
 	char *buf;
 	size_t size, used;
+	int plus; /* readdirplus: attributes with every entry */
 };
 
 static int add_dirent(const char *name, uint64_t ino, int is_dir, off_t next, void *arg)
 {
 	struct dirbuf *b = arg;
-	struct stat st;
-	memset(&st, 0, sizeof(st));
-	st.st_ino = ino;
-	st.st_mode = is_dir ? S_IFDIR : S_IFREG;
-	size_t need = fuse_add_direntry(b->req, b->buf + b->used, b->size - b->used, name, &st,
+	size_t need;
+	if (b->plus) {
+		/* ls -l and find get names and attributes in one round trip */
+		struct cfs_fs *fs = fs_of(b->req);
+		struct fuse_entry_param e;
+		struct cfs_vfs_attr a;
+		memset(&e, 0, sizeof(e));
+		if (cfs_vfs_getattr(fs->vfs, ino, &a) == 0) {
+			e.ino = ino;
+			e.generation = 1;
+			e.attr_timeout = attr_ttl(fs, &a);
+			e.entry_timeout = fs->attr_timeout;
+			to_stat(&a, &e.attr);
+		} else {
+			e.attr.st_ino = ino;
+			e.attr.st_mode = is_dir ? S_IFDIR : S_IFREG;
+		}
+		need = fuse_add_direntry_plus(b->req, b->buf + b->used, b->size - b->used, name,
+					      &e, next);
+	} else {
+		struct stat st;
+		memset(&st, 0, sizeof(st));
+		st.st_ino = ino;
+		st.st_mode = is_dir ? S_IFDIR : S_IFREG;
+		need = fuse_add_direntry(b->req, b->buf + b->used, b->size - b->used, name, &st,
 					 next);
+	}
 	if (need > b->size - b->used)
 		return 1;
 	b->used += need;
 	return 0;
 }
 
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+		       int plus)
 {
-	(void)ino;
-	struct dirbuf b = { req, malloc(size), size, 0 };
+	struct dirbuf b = { req, malloc(size), size, 0, plus };
 	if (!b.buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -184,6 +205,20 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_buf(req, b.buf, b.used);
 	free(b.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -347,6 +382,7 @@ const struct fuse_lowlevel_ops cfs_ops = {
 	.setattr = op_setattr,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
 	.open = op_open,
 	.read = op_read,

@@ -298,6 +298,10 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->stall_s);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, r->timeout_ms);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+	/* keep the pool's connections (curl_easy_reset restores the default of 5,
+	 * which made almost every request open a new connection) */
+	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)POOL_MAX);
+	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, h->user_agent);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
 	if (h->ca_file)

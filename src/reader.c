@@ -20,8 +20,8 @@
 #define SPARES 8
 #define BUCKETS 1024
 #define WIN_MIN 4
-#define WIN_MAX 64
-#define RESERVED_WORKERS 2 /* never used by prefetch: readers' misses go first */
+#define WIN_MAX 256
+#define RESERVED_WORKERS 1 /* never used by prefetch: readers' misses go first */
 #define FAILS 64
 #define FAIL_MS 60000 /* how long a permanent refusal is believed without asking again */
 
@@ -533,16 +533,18 @@ void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out)
 
 /* ---- reads ------------------------------------------------------------------ */
 
-/* lock held.  Queues prefetch jobs for blocks [from, to] under the budget. */
-static void prefetch_range(struct cfs_reader *r, const struct cfs_reader_file *f, uint64_t from,
-			   uint64_t to, uint32_t chunk)
+/* lock held.  Queues prefetch jobs for blocks [from, to] under the budget;
+ * returns the first block it did not cover (to + 1 when it got there). */
+static uint64_t prefetch_range(struct cfs_reader *r, const struct cfs_reader_file *f,
+			       uint64_t from, uint64_t to, uint32_t chunk)
 {
 	uint64_t total = nblocks(r, f->size);
 	if (to >= total)
 		to = total ? total - 1 : 0;
-	for (uint64_t b = from; total && b <= to;) {
+	uint64_t b = from;
+	while (total && b <= to) {
 		if (r->st.queued_bytes >= r->prefetch_budget || fail_get(r, f->key))
-			return;
+			return b;
 		if (flight_find(r, f->key, b) || cfs_store_has(r->store, f->key, b)) {
 			b++;
 			continue;
@@ -551,8 +553,11 @@ static void prefetch_range(struct cfs_reader *r, const struct cfs_reader_file *f
 		if (b + n > to + 1)
 			n = (uint32_t)(to + 1 - b);
 		struct job *j = job_make(r, f, b, n, 0);
-		b += j ? j->n : 1;
+		if (!j)
+			return b;
+		b += j->n;
 	}
+	return b;
 }
 
 /* Gets bytes [boff, boff+blen) of block b into dst: from a remembered block,
@@ -681,11 +686,14 @@ int cfs_reader_read(struct cfs_reader *r, struct cfs_reader_stream *stream,
 	r->st.bytes_cache += bytes_cache;
 	r->st.bytes_drive += bytes_drive;
 	if (!rc && stream && window) {
+		/* Refill the window only when half of it has been consumed, in
+		 * requests as large as allowed: topping it up one block per read
+		 * would turn a sequential reader into 1-block requests. */
 		uint64_t last = (uint64_t)(off + (int64_t)len - 1) / r->bs;
 		uint64_t from = stream->ahead > last + 1 ? stream->ahead : last + 1;
 		uint32_t pchunk = window / 2 < r->max_blocks ? window / 2 : r->max_blocks;
-		prefetch_range(r, f, from, last + window, pchunk ? pchunk : 1);
-		stream->ahead = last + window + 1;
+		if (from <= last + window / 2)
+			stream->ahead = prefetch_range(r, f, from, last + window, pchunk ? pchunk : 1);
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (!rc)

@@ -10,14 +10,15 @@
  * (requests grow with a sequential reader, up to max_request bytes), and
  * each block is published (stored, its waiters woken) as soon as its bytes
  * have arrived, not when the whole request ends.  A reader's own miss is an
- * urgent job; prefetch jobs wait behind urgent ones, never use the last two
- * workers, and stop when prefetch_budget bytes are queued or running.
+ * urgent job; prefetch jobs wait behind urgent ones, never use the last
+ * worker, and stop when prefetch_budget bytes are queued or running.
  * Joining a queued prefetch job makes it urgent.
  *
  * Prefetch.  Each open file has a stream that watches its reads: a read that
  * starts within two blocks of where the previous one ended (the kernel
  * reorders its read-ahead a little) is sequential and doubles the window of
- * blocks fetched ahead (4 up to 64); any other read is random and closes the
+ * blocks fetched ahead (4 up to 256), refilled in large requests once half
+ * of it has been read; any other read is random and closes the
  * window, so random readers waste no bandwidth.  A small file (up to
  * max_request) is fetched whole on its first miss.
  *

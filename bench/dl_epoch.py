@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""One or more PyTorch DataLoader epochs over the files of a folder (bench workload 7).
+
+    /usr/bin/python3 bench/dl_epoch.py DIR [--epochs N] [--workers 4] [--batch 32]
+                                           [--seed S] [--drop-before K ...]
+
+The Dataset reads each file whole (open, read to EOF, close) and returns it as a uint8 tensor with
+its index; the DataLoader shuffles with a fixed generator (seed + epoch), so a mount and a local copy
+see the same order. Every file's first 8 bytes must hold its index (little endian), which the bench
+writes when it makes the data: each batch is checked against the indices it was sampled for.
+``--drop-before K`` drops the kernel page cache of every file (posix_fadvise DONTNEED) before epoch K
+(counted from 1), so that epoch is served by the file system itself. Prints one JSON object:
+{"list_s": ..., "files": n, "epochs": [{"epoch": k, "seconds": t, "samples": n, "bytes": b}, ...]}.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def read_whole(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        buf = bytearray(size)
+        view = memoryview(buf)
+        got = 0
+        while got < size:
+            n = os.readv(fd, [view[got:]])
+            if n == 0:
+                break
+            got += n
+        if got != size:
+            raise OSError("%s: short file: %d of %d bytes" % (path, got, size))
+        return buf
+    finally:
+        os.close(fd)
+
+
+def drop_page_cache(paths):
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("root")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--drop-before", type=int, action="append", default=[])
+    args = ap.parse_args()
+
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    torch.set_num_threads(1)
+
+    class FileDataset(Dataset):
+        def __init__(self, paths):
+            self.paths = paths
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, i):
+            return torch.frombuffer(read_whole(self.paths[i]), dtype=torch.uint8), i
+
+    t = time.monotonic()
+    names = sorted(os.listdir(args.root))
+    paths = [os.path.join(args.root, n) for n in names]
+    list_s = time.monotonic() - t
+    ds = FileDataset(paths)
+    weights = torch.tensor([256 ** k for k in range(8)], dtype=torch.int64)
+    out = {"list_s": list_s, "files": len(paths), "epochs": []}
+    for epoch in range(1, args.epochs + 1):
+        if epoch in args.drop_before:
+            drop_page_cache(paths)
+        gen = torch.Generator()
+        gen.manual_seed(args.seed + epoch)
+        loader = DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=args.workers,
+                            generator=gen)
+        samples = nbytes = 0
+        t = time.monotonic()
+        for x, idx in loader:
+            got = (x[:, :8].to(torch.int64) * weights).sum(dim=1)
+            if not torch.equal(got, idx.to(torch.int64)):
+                sys.exit("epoch %d: a sample does not carry the index it was read for" % epoch)
+            samples += x.shape[0]
+            nbytes += x.numel()
+        seconds = time.monotonic() - t
+        if samples != len(paths):
+            sys.exit("epoch %d: %d samples, expected %d" % (epoch, samples, len(paths)))
+        out["epochs"].append({"epoch": epoch, "seconds": seconds, "samples": samples, "bytes": nbytes})
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

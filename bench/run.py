@@ -1,0 +1,1040 @@
+#!/usr/bin/python3
+"""colabfs benchmark suite: the workloads of issue 4 against the Drive emulator, each next to a
+reference measured (or computed) in the same run.
+
+    /usr/bin/python3 bench/run.py [--quick] [--ttfb-ms 100] [--bandwidth 25000000]
+                                  [--total-bandwidth 0] [--max-connections 16] [--only 1,3,7]
+                                  [--mount-opt=--max-request=64M ...] [--json FILE] [--keep]
+
+It writes the data deterministically under a fresh folder in /dev/shm (tmpfs), starts
+tests/emulator/drive_emulator.py on it with the given time to first byte and per-connection
+bandwidth, mounts colabfs with a fresh --cache-dir on tmpfs for every cold measurement, and prints a
+table: workload, measured figure, reference, ratio (measured speed / reference speed, so 100% means
+"as fast as the reference" for rates and times alike) and the issue's target. Notes under the table
+say where the time went (Drive requests, colabfs counters, CPU seconds of the daemon and emulator).
+Everything it started is stopped, and everything it wrote deleted, at exit, Ctrl-C included.
+
+Workloads (see bench/README.md):
+  1  cold sequential read of a 1 GiB file       ref: aggregate line rate of the emulator (curl)
+  2  warm re-read: a) page cache  b) daemon      ref: the same bytes from a tmpfs file
+  3  2,000 x 100 KiB, 8 readers, ordered/shuffled  ref: latency-bound ideal files x ttfb / 8
+  4  the same after `colabfs warm` of the folder  ref: the same reads from tmpfs; warm's own time
+  5  find + stat over 20,000 entries in 200 folders, cold and after remount  ref: tmpfs tree
+  6  4 KiB random reads on a cached file, page cache and O_DIRECT  ref: tmpfs file
+  7  PyTorch DataLoader epoch (4 workers, shuffle, batch 32), cold and warm  ref: local tmpfs copy
+"""
+
+import argparse
+import json
+import mmap
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("COLABFS_BIN", os.path.join(TOP, "colabfs"))
+EMU = os.path.join(TOP, "tests", "emulator", "drive_emulator.py")
+DL_EPOCH = os.path.join(TOP, "bench", "dl_epoch.py")
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+TOKEN = "bench-token-" + os.urandom(6).hex()
+ROOT_ID = "0AEmuRootFolder0000000000000000"
+BIG_ID = "1BenchBigFile00000000000000000000"
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+MB = 1e6
+SEED = 20240604
+
+FULL = dict(big=GiB, small_files=2000, small_size=100 * KiB, readers=8, tree_dirs=200,
+            tree_per_dir=100, dl_files=2000, dl_size=100 * KiB, rand_seconds=6.0, repeat=5)
+QUICK = dict(big=256 * MiB, small_files=500, small_size=100 * KiB, readers=8, tree_dirs=20,
+             tree_per_dir=100, dl_files=500, dl_size=100 * KiB, rand_seconds=3.0, repeat=3)
+
+TARGETS = {"1": ">= 80%", "2a": ">= 80%", "2b": ">= 40%", "3o": ">= 70%", "3s": ">= 70%",
+           "7w": ">= 77% (<= 1.3x time)"}
+
+
+def log(msg):
+    sys.stderr.write("[%7.1fs] %s\n" % (time.monotonic() - T0, msg))
+    sys.stderr.flush()
+
+
+T0 = time.monotonic()
+STOP = threading.Event()   # set on Ctrl-C: worker threads end after their current file
+WORKERS = []               # worker threads, waited for (briefly) before unmounting
+
+
+class Interrupted(Exception):
+    pass
+
+
+def wait_until(cond, timeout, what, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise RuntimeError("timed out after %.0f s waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def is_mounted(path):
+    path = os.path.abspath(path)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            a = line.split(" - ")[0].split()
+            if a[4] == path:
+                return True
+    return False
+
+
+def proc_cpu(pid):
+    """utime + stime of a process, in seconds (None when it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+        fields = s[s.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def proc_status(pid):
+    out = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if v.strip().endswith("kB"):
+                    out[k] = int(v.split()[0]) * KiB
+    except OSError:
+        pass
+    return out
+
+
+def drop_page_cache(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def fmt_bytes(n):
+    for unit, div in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= div:
+            return "%.1f %s" % (n / div, unit)
+    return "%d B" % n
+
+
+# ------------------------------------------------------------------------------------------------
+# data
+
+
+def write_random(path, size, seed, prefix=b""):
+    rnd = random.Random(seed)
+    with open(path, "wb") as f:
+        f.write(prefix)
+        left = size - len(prefix)
+        while left > 0:
+            n = min(left, 4 * MiB)
+            f.write(rnd.randbytes(n))
+            left -= n
+
+
+class Data:
+    """The source tree on tmpfs (which is also the local reference copy) and the emulator spec."""
+
+    def __init__(self, base, cfg):
+        self.base = base
+        self.cfg = cfg
+        self.src = os.path.join(base, "src")
+        self.big = os.path.join(self.src, "big.bin")
+        self.small_dir = os.path.join(self.src, "small")
+        self.dl_dir = os.path.join(self.src, "train")
+        self.tree_dir = os.path.join(self.src, "tree")
+        self.spec_path = os.path.join(base, "spec.json")
+
+    def small_names(self):
+        return ["f%05d.bin" % i for i in range(self.cfg["small_files"])]
+
+    def dl_names(self):
+        return ["s%05d.bin" % i for i in range(self.cfg["dl_files"])]
+
+    def tree_entries(self):
+        for d in range(self.cfg["tree_dirs"]):
+            for e in range(self.cfg["tree_per_dir"]):
+                yield "d%03d" % d, "e%03d.bin" % e, (d * 7919 + e * 104729) % 65536
+
+    def make(self):
+        c = self.cfg
+        os.makedirs(self.small_dir)
+        os.makedirs(self.dl_dir)
+        os.makedirs(self.tree_dir)
+        items = [{"id": BIG_ID, "name": "big.bin", "path": self.big}]
+        write_random(self.big, c["big"], SEED)
+        items.append({"id": "1BenchSmallFolder000000000000000", "name": "small",
+                      "mimeType": "application/vnd.google-apps.folder"})
+        for i, name in enumerate(self.small_names()):
+            p = os.path.join(self.small_dir, name)
+            write_random(p, c["small_size"], SEED + 1 + i)
+            items.append({"name": name, "parent": items[1]["id"], "path": p})
+        dl_id = "1BenchTrainFolder000000000000000"
+        items.append({"id": dl_id, "name": "train", "mimeType": "application/vnd.google-apps.folder"})
+        for i, name in enumerate(self.dl_names()):
+            p = os.path.join(self.dl_dir, name)
+            write_random(p, c["dl_size"], SEED + 100000 + i, prefix=i.to_bytes(8, "little"))
+            items.append({"name": name, "parent": dl_id, "path": p})
+        tree_id = "1BenchTreeFolder0000000000000000"
+        items.append({"id": tree_id, "name": "tree", "mimeType": "application/vnd.google-apps.folder"})
+        made = set()
+        for k, (d, e, size) in enumerate(self.tree_entries()):
+            did = "1BenchTreeDir%03d%s" % (int(d[1:]), "0" * 17)
+            if d not in made:
+                made.add(d)
+                os.mkdir(os.path.join(self.tree_dir, d))
+                items.append({"id": did, "name": d, "parent": tree_id,
+                              "mimeType": "application/vnd.google-apps.folder"})
+            # generated content: never read, only listed and stat'ed
+            items.append({"name": e, "parent": did, "size": size, "seed": k})
+            with open(os.path.join(self.tree_dir, d, e), "wb") as f:
+                f.truncate(size)
+        with open(self.spec_path, "w") as f:
+            json.dump({"root": {"id": ROOT_ID, "name": "My Drive"}, "items": items}, f)
+        self.folder_ids = [it["id"] for it in items
+                           if it.get("mimeType") == "application/vnd.google-apps.folder"]
+
+
+# ------------------------------------------------------------------------------------------------
+# processes: the emulator and the mounts, all cleaned up by Bench.cleanup()
+
+
+class Emulator:
+    def __init__(self, bench, args):
+        self.bench = bench
+        self.port_file = os.path.join(bench.work, "emu.port")
+        self.err_path = os.path.join(bench.work, "logs", "emulator.stderr")
+        argv = [PY, EMU, "--spec", bench.data.spec_path, "--port", "0", "--port-file", self.port_file,
+                "--access-token", TOKEN, "--ttfb-ms", str(args.ttfb_ms),
+                "--bandwidth", str(args.bandwidth), "--total-bandwidth", str(args.total_bandwidth)]
+        self.err = open(self.err_path, "wb")
+        # own session: Ctrl-C must not stop it before the mounts that depend on it are gone
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.err,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        bench.procs.append(self.proc)
+
+        def port():
+            if self.proc.poll() is not None:
+                raise RuntimeError("emulator exited: " + open(self.err_path, errors="replace").read())
+            try:
+                return int(open(self.port_file).read())
+            except (OSError, ValueError):
+                return None
+        self.port = wait_until(port, 120, "the emulator")
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def call(self, path, method="GET", headers=None, timeout=600):
+        req = urllib.request.Request(self.url + path, method=method, headers=headers or {})
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return json.loads(r.read() or b"null")
+
+    def stats(self):
+        return self.call("/_emu/stats")
+
+    def reset(self):
+        self.call("/_emu/reset", "POST")
+
+    def media_log(self):
+        return [r for r in self.call("/_emu/log") if r["kind"] == "media"]
+
+    def prepare(self, folder_ids):
+        """List every folder once with the checksum fields colabfs asks for: the emulator computes
+        (and caches) md5/sha256 of every file, and hashes the big file, before anything is timed."""
+        for fid in folder_ids:
+            tok = None
+            while True:
+                q = {"q": "'%s' in parents and trashed = false" % fid, "pageSize": "1000",
+                     "fields": "nextPageToken,files(id,md5Checksum,sha256Checksum,headRevisionId)"}
+                if tok:
+                    q["pageToken"] = tok
+                j = self.call("/drive/v3/files?" + urllib.parse.urlencode(q),
+                              headers={"Authorization": "Bearer " + TOKEN})
+                tok = j.get("nextPageToken")
+                if not tok:
+                    break
+        self.reset()
+
+
+class Mount:
+    def __init__(self, bench, name, cache_dir=None):
+        self.bench = bench
+        self.name = name
+        self.mnt = os.path.join(bench.work, "mnt-" + name)
+        self.cache_dir = cache_dir or os.path.join(bench.work, "cache-" + name)
+        self.log_file = os.path.join(bench.work, "logs", "colabfs-%s.log" % name)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.pid = None
+        self.env = dict(os.environ, COLABFS_ACCESS_TOKEN=TOKEN)
+        argv = [BIN, "mount", "--api-url=" + bench.emu.url, "--cache-dir=" + self.cache_dir,
+                "--log-file=" + self.log_file, "--max-connections=%d" % bench.args.max_connections]
+        argv += bench.args.mount_opt + [self.mnt]
+        bench.mounts.append(self)
+        r = subprocess.run(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=300)
+        if r.returncode != 0 or not is_mounted(self.mnt):
+            raise RuntimeError("colabfs mount failed (rc %d): %s" % (r.returncode,
+                                                                     r.stderr.decode(errors="replace")))
+        self.pid = int(os.getxattr(self.mnt, "user.colabfs.pid").decode().strip("\0 \n"))
+
+    def path(self, *rel):
+        return os.path.join(self.mnt, *rel)
+
+    def stats(self):
+        r = subprocess.run([BIN, "stats", self.mnt, "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=60)
+        try:
+            return json.loads(r.stdout)
+        except ValueError:
+            return {}
+
+    def umount(self, keep_cache=False):
+        """Unmount (colabfs umount, else umount -l and kill the daemon); delete the cache unless
+        ``keep_cache``."""
+        if self not in self.bench.mounts:
+            return
+        problems = []
+        if is_mounted(self.mnt):
+            try:
+                r = subprocess.run([BIN, "umount", self.mnt], env=self.env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+                if r.returncode != 0:
+                    problems.append("colabfs umount rc %d: %s" % (r.returncode,
+                                                                  r.stdout.decode(errors="replace")))
+            except subprocess.TimeoutExpired:
+                problems.append("colabfs umount timed out")
+        if is_mounted(self.mnt):
+            subprocess.run(["umount", "-l", self.mnt], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
+        if self.pid and proc_cpu(self.pid) is not None:
+            try:
+                wait_until(lambda: proc_cpu(self.pid) is None, 10, "daemon exit")
+            except RuntimeError:
+                problems.append("daemon %d still running after unmount; killed" % self.pid)
+                for sig in (signal.SIGTERM, signal.SIGKILL):
+                    try:
+                        os.kill(self.pid, sig)
+                    except OSError:
+                        pass
+                    try:
+                        wait_until(lambda: proc_cpu(self.pid) is None, 10, "daemon exit")
+                        break
+                    except RuntimeError:
+                        pass
+        self.bench.mounts.remove(self)
+        if not keep_cache:
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+        for p in problems:
+            log("mount %s: %s" % (self.name, p))
+
+
+# ------------------------------------------------------------------------------------------------
+# measurement primitives
+
+
+def seq_read(path, bs=MiB):
+    """Read ``path`` to EOF with ``bs`` reads into one buffer; returns (bytes, seconds)."""
+    buf = bytearray(bs)
+    n = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        t = time.monotonic()
+        while True:
+            got = os.readv(fd, [buf])
+            if not got:
+                break
+            n += got
+        return n, time.monotonic() - t
+    finally:
+        os.close(fd)
+
+
+def compare_files(a, b, chunk=8 * MiB):
+    with open(a, "rb", buffering=0) as fa, open(b, "rb", buffering=0) as fb:
+        off = 0
+        while True:
+            x, y = fa.read(chunk), fb.read(chunk)
+            if x != y:
+                raise RuntimeError("%s differs from %s near offset %d" % (a, b, off))
+            if not x:
+                return off
+            off += len(x)
+
+
+def rand_reads(path, size, seconds, direct, seed=7):
+    """Single-threaded 4 KiB preads at random aligned offsets for ``seconds``; returns reads/s."""
+    rnd = random.Random(seed)
+    flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
+    fd = os.open(path, flags)
+    buf = mmap.mmap(-1, 4096)  # page aligned, as O_DIRECT needs
+    blocks = size // 4096
+    n = 0
+    try:
+        t0 = time.monotonic()
+        end = t0 + seconds
+        while True:
+            for _ in range(256):
+                if os.preadv(fd, [buf], rnd.randrange(blocks) * 4096) != 4096:
+                    raise RuntimeError("short 4 KiB read on " + path)
+            n += 256
+            now = time.monotonic()
+            if now >= end:
+                return n / (now - t0)
+    finally:
+        os.close(fd)
+        buf.close()
+
+
+def parallel_read(paths, readers):
+    """``readers`` threads take the next path from ``paths`` (in that order) and read it whole.
+    Returns (seconds, bytes)."""
+    lock = threading.Lock()
+    state = {"next": 0, "bytes": 0, "error": None}
+
+    def worker():
+        buf = bytearray(MiB)
+        total = 0
+        try:
+            while True:
+                with lock:
+                    i = state["next"]
+                    state["next"] = i + 1
+                if i >= len(paths) or state["error"] or STOP.is_set():
+                    break
+                fd = os.open(paths[i], os.O_RDONLY)
+                try:
+                    while True:
+                        got = os.readv(fd, [buf])
+                        if not got:
+                            break
+                        total += got
+                finally:
+                    os.close(fd)
+        except OSError as e:
+            state["error"] = e
+        with lock:
+            state["bytes"] += total
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(readers)]
+    WORKERS.extend(threads)
+    t = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        while th.is_alive():       # short joins keep Ctrl-C responsive
+            th.join(0.2)
+    secs = time.monotonic() - t
+    if state["error"]:
+        raise state["error"]
+    return secs, state["bytes"]
+
+
+def line_rate(port, file_id, size, conns, chunk=None):
+    """Parallel range GETs straight to the emulator with curl, ``conns`` at a time. With no
+    ``chunk``: one contiguous range of size/conns per connection (the line rate itself); with a
+    chunk size: a queue of ranges of that size. Returns (bytes/s, bytes)."""
+    url = "http://127.0.0.1:%d/drive/v3/files/%s?alt=media" % (port, file_id)
+    if chunk is None:
+        chunk = -(-size // conns)
+    ranges = [(off, min(size, off + chunk) - 1) for off in range(0, size, chunk)]
+    lock = threading.Lock()
+    total = [0]
+    errors = []
+
+    def worker():
+        while True:
+            with lock:
+                if not ranges or errors or STOP.is_set():
+                    return
+                a, b = ranges.pop(0)
+            r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{http_code}",
+                                "-H", "Authorization: Bearer " + TOKEN,
+                                "-H", "Range: bytes=%d-%d" % (a, b), url],
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=600)
+            got, code = (r.stdout.decode().split() + ["0", "0"])[:2]
+            with lock:
+                if code != "206" or int(got) != b - a + 1:
+                    errors.append("curl range %d-%d: http %s, %s bytes %s" % (a, b, code, got,
+                                                                              r.stderr.decode()))
+                total[0] += int(got)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(conns)]
+    WORKERS.extend(threads)
+    t = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        while th.is_alive():
+            th.join(0.2)
+    secs = time.monotonic() - t
+    if errors:
+        raise RuntimeError(errors[0])
+    return total[0] / secs, total[0]
+
+
+class Probe:
+    """CPU seconds of the daemon and the emulator, colabfs and emulator counters, across a phase."""
+
+    def __init__(self, bench, mount):
+        self.bench, self.mount = bench, mount
+
+    def __enter__(self):
+        self.bench.emu.reset()
+        self.cs = self.mount.stats() if self.mount else {}
+        self.cpu_d = proc_cpu(self.mount.pid) if self.mount else None
+        self.cpu_e = proc_cpu(self.bench.emu.pid)
+        self.cpu_self = time.process_time()
+        self.t = time.monotonic()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.monotonic() - self.t
+        self.emu = self.bench.emu.stats()
+        after = self.mount.stats() if self.mount else {}
+        self.delta = {k: v - self.cs.get(k, 0) for k, v in after.items()
+                      if isinstance(v, (int, float))}
+        self.d_cpu = (proc_cpu(self.mount.pid) or 0) - (self.cpu_d or 0) if self.mount else 0
+        self.e_cpu = (proc_cpu(self.bench.emu.pid) or 0) - (self.cpu_e or 0)
+        self.self_cpu = time.process_time() - self.cpu_self
+        self.flight = None
+        if 0 < self.emu["by_kind"].get("media", 0) <= 10000:
+            # requests in flight at the emulator: mean over the phase, and the most at once
+            recs = [r for r in self.bench.emu.call("/_emu/log") if r["kind"] == "media"]
+            busy = sum(r.get("ms", 0) for r in recs) / 1000
+            ev = sorted([(r["t"], 1) for r in recs] + [(r["t"] + r.get("ms", 0) / 1000, -1)
+                                                        for r in recs])
+            cur = top = 0
+            for _, d in ev:
+                cur += d
+                top = max(top, cur)
+            self.flight = (busy / self.wall if self.wall else 0, top)
+
+    def note(self):
+        e = self.emu
+        parts = ["Drive: %d media requests, %s media, %d files.list"
+                 % (e["by_kind"].get("media", 0), fmt_bytes(e["media_bytes"]),
+                    e["by_kind"].get("files.list", 0))]
+        if self.flight:
+            parts[0] += ", %.1f requests in flight on average (%d at most)" % self.flight
+        d = self.delta
+        if self.mount:
+            parts.append("colabfs: %d download requests, %d blocks prefetched, %d joined, %d paced calls"
+                         % (d.get("download_requests_total", 0), d.get("blocks_prefetched_total", 0),
+                            d.get("downloads_joined_total", 0), d.get("drive_paced_calls_total", 0)))
+        parts.append("CPU s: daemon %.1f, emulator %.1f, bench %.1f (of %.1f s wall x 2 cores)"
+                     % (self.d_cpu, self.e_cpu, self.self_cpu, self.wall))
+        return "; ".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------
+# the suite
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.cfg = dict(QUICK if args.quick else FULL)
+        if args.big_mib:
+            self.cfg["big"] = args.big_mib * MiB
+        if args.rand_seconds:
+            self.cfg["rand_seconds"] = args.rand_seconds
+        self.work = None
+        self.mounts = []
+        self.procs = []
+        self.rows = []
+        self.notes = []
+        self.extra = {}
+        self.emu = None
+        self.nmount = 0
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+
+    def row(self, key, workload, measured, m_unit, reference, r_unit, ref_name, higher_better=True,
+            note=None):
+        """A table row. ``ratio`` = measured speed / reference speed."""
+        if measured and reference:
+            ratio = measured / reference if higher_better else reference / measured
+        else:
+            ratio = None
+        r = {"key": key, "workload": workload, "measured": measured, "unit": m_unit,
+             "reference": reference, "ref_unit": r_unit, "ref_name": ref_name, "ratio": ratio,
+             "target": TARGETS.get(key, "")}
+        self.rows.append(r)
+        log("%-4s %-44s %s  ref %s  %s" % (key, workload, fmt_val(measured, m_unit),
+                                            fmt_val(reference, r_unit),
+                                            "%.0f%%" % (100 * ratio) if ratio else "-"))
+        if note:
+            self.notes.append("%s: %s" % (key, note))
+
+    def new_mount(self, name=None, cache_dir=None):
+        self.nmount += 1
+        return Mount(self, name or str(self.nmount), cache_dir)
+
+    def cleanup(self):
+        STOP.set()
+        deadline = time.monotonic() + 10
+        for th in WORKERS:
+            th.join(max(0, deadline - time.monotonic()))
+        for m in list(reversed(self.mounts)):
+            try:
+                m.umount()
+            except Exception as e:  # keep cleaning
+                log("cleanup: %s: %r" % (m.mnt, e))
+        for p in self.procs:
+            try:
+                if p.poll() is None:
+                    p.terminate()
+                    try:
+                        p.wait(15)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait(15)
+            except Exception as e:
+                log("cleanup: pid %d: %r" % (p.pid, e))
+        if self.work and not self.args.keep:
+            if any(is_mounted(m.mnt) for m in self.mounts):
+                log("cleanup: mounts left under %s; not deleting it" % self.work)
+            else:
+                shutil.rmtree(self.work, ignore_errors=True)
+        elif self.work:
+            log("kept %s" % self.work)
+
+    # -- setup ------------------------------------------------------------------------------------
+
+    def setup(self):
+        a = self.args
+        for tool in ("curl", "find"):
+            if not shutil.which(tool):
+                raise SystemExit("bench: %s is needed" % tool)
+        if not os.access(BIN, os.X_OK):
+            raise SystemExit("bench: no colabfs binary at %s (make colabfs, or set COLABFS_BIN)" % BIN)
+        need = (self.cfg["big"] * 3 + (self.cfg["small_files"] * self.cfg["small_size"]
+                                       + self.cfg["dl_files"] * self.cfg["dl_size"]) * 3)
+        st = os.statvfs(a.workdir)
+        if st.f_bavail * st.f_frsize < need * 1.2:
+            raise SystemExit("bench: %s has %s free; this run needs about %s"
+                             % (a.workdir, fmt_bytes(st.f_bavail * st.f_frsize), fmt_bytes(need)))
+        self.extra["load_start"] = " ".join(open("/proc/loadavg").read().split()[:3])
+        self.work = tempfile.mkdtemp(prefix="colabfs-bench-", dir=a.workdir)
+        os.makedirs(os.path.join(self.work, "logs"))
+        log("data under %s" % self.work)
+        self.data = Data(self.work, self.cfg)
+        t = time.monotonic()
+        self.data.make()
+        log("data written in %.1f s" % (time.monotonic() - t))
+        self.emu = Emulator(self, a)
+        t = time.monotonic()
+        self.emu.prepare(self.data.folder_ids)
+        log("emulator on port %d ready (checksums computed in %.1f s)" % (self.emu.port,
+                                                                        time.monotonic() - t))
+
+    # -- workloads --------------------------------------------------------------------------------
+
+    def w1_w2_w6(self, do1, do2, do6):
+        a, c = self.args, self.cfg
+        size = c["big"]
+        m = self.new_mount("big")
+        path = m.path("big.bin")
+        if os.stat(path).st_size != size:
+            raise RuntimeError("big.bin has the wrong size on the mount")
+        conns = a.max_connections
+        max_req = parse_size(dict(o.split("=", 1) for o in a.mount_opt if o.startswith("--max-request="))
+                             .get("--max-request", "8M"))
+        if do1:
+            with Probe(self, None) as pr:
+                ref, _ = line_rate(self.emu.port, BIG_ID, size, conns)
+            log("line rate %.0f MB/s (%d connections x %s); %s"
+                % (ref / MB, conns, fmt_bytes(-(-size // conns)), pr.note()))
+            # what requests of --max-request size achieve over the same connections (for the notes)
+            ref_req, _ = line_rate(self.emu.port, BIG_ID, size, conns, chunk=max_req)
+        peak = {"VmRSS": 0, "RssAnon": 0, "RssShmem": 0, "RssFile": 0}
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(0.05):
+                s = proc_status(m.pid)
+                for k in peak:
+                    peak[k] = max(peak[k], s.get(k, 0))
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            with Probe(self, m) as pr:
+                n, secs = seq_read(path)
+        finally:
+            stop.set()
+            sampler.join()
+        if n != size:
+            raise RuntimeError("cold read returned %d bytes of %d" % (n, size))
+        # Closing a completely cached file makes the daemon hash it against Drive's checksum (in
+        # its release handler, after close() returned): wait for that, or it competes with the
+        # next measurements for the CPU.
+        t = time.monotonic()
+        cpu0 = proc_cpu(m.pid)
+        key = "files_checksum_verified_total"
+        base = pr.cs.get(key, 0)
+        try:
+            wait_until(lambda: m.stats().get(key, 0) > base or m.stats().get(
+                "files_checksum_mismatches_total", 0) > pr.cs.get("files_checksum_mismatches_total", 0),
+                300, "the daemon's whole-file checksum of big.bin", interval=0.1)
+            hash_note = ("after close, the daemon's whole-file checksum of %s took %.1f s (%.1f CPU s), "
+                         "waited for before workload 2" % (fmt_bytes(size), time.monotonic() - t,
+                                                          (proc_cpu(m.pid) or 0) - (cpu0 or 0)))
+        except RuntimeError as e:
+            hash_note = str(e)
+        status = proc_status(m.pid)
+        hwm = status.get("VmHWM", 0)
+        reqs = self.emu.media_log()
+        sizes = []
+        for r in reqs:
+            lo, hi = r["range"].split("=")[1].split("-")
+            sizes.append(int(hi) - int(lo) + 1)
+        hist = {}
+        for s in sizes:
+            k = fmt_bytes(s)
+            hist[k] = hist.get(k, 0) + 1
+        top = sorted(hist.items(), key=lambda kv: -kv[1])[:4]
+        if do1:
+            self.row("1", "cold sequential read %s" % fmt_bytes(size), n / secs, "MB/s", ref, "MB/s",
+                     "emulator line rate, %d conns (curl)" % conns,
+                     note="%s. Request sizes: %s. Same %d connections with %s ranges (--max-request): "
+                          "%.0f MB/s (%.0f%% of line rate)."
+                     % (pr.note(), ", ".join("%d x %s" % (v, k) for k, v in top), conns,
+                        fmt_bytes(max_req), ref_req / MB, 100 * ref_req / ref))
+            self.extra["rss"] = {"VmHWM": hwm, "peak_sampled": peak}
+            self.notes.append("1: daemon memory: VmHWM %s (limit 256 MiB); sampled peaks RssAnon %s, "
+                              "RssShmem %s, RssFile %s" % (fmt_bytes(hwm), fmt_bytes(peak["RssAnon"]),
+                                                           fmt_bytes(peak["RssShmem"]),
+                                                           fmt_bytes(peak["RssFile"])))
+        self.notes.append("1: " + hash_note)
+        # -- 2: warm re-reads; mount and tmpfs reads alternate, median of each (the machine is shared)
+        if do2:
+            seq_read(self.data.big)
+            pc, tm = [], []
+            for _ in range(c["repeat"]):
+                pc.append(seq_read(path)[1])
+                tm.append(seq_read(self.data.big)[1])
+            tmpfs = size / med(tm)
+            self.row("2a", "warm re-read, kernel page cache", size / med(pc), "MB/s", tmpfs, "MB/s",
+                     "tmpfs file")
+            dm, tm = [], []
+            with Probe(self, m) as pr:
+                for _ in range(c["repeat"]):
+                    drop_page_cache(path)
+                    dm.append(seq_read(path)[1])
+                    tm.append(seq_read(self.data.big)[1])
+            self.row("2b", "warm re-read, served by the daemon", size / med(dm), "MB/s",
+                     size / med(tm), "MB/s", "tmpfs file", note=pr.note())
+            if not a.no_verify:
+                compare_files(path, self.data.big)
+                log("big.bin on the mount equals the source")
+        # -- 6: random 4 KiB reads of the cached file, in alternating slices, median of each
+        if do6:
+            slice_s = c["rand_seconds"] / c["repeat"]
+            seq_read(path)  # all of it in the page cache
+            pc, pc_ref = [], []
+            for _ in range(c["repeat"]):
+                pc.append(rand_reads(path, size, slice_s, direct=False))
+                pc_ref.append(rand_reads(self.data.big, size, slice_s, direct=False))
+            self.row("6a", "4 KiB random reads, page cache", med(pc), "IOPS", med(pc_ref), "IOPS",
+                     "tmpfs file")
+            dio, dio_ref = [], []
+            with Probe(self, m) as pr:
+                for _ in range(c["repeat"]):
+                    dio.append(rand_reads(path, size, slice_s, direct=True))
+                    dio_ref.append(rand_reads(self.data.big, size, slice_s, direct=True))
+            self.row("6b", "4 KiB random reads, O_DIRECT (daemon)", med(dio), "IOPS", med(dio_ref),
+                     "IOPS", "tmpfs file, O_DIRECT",
+                     note="%.1f us per read through FUSE vs %.1f us on tmpfs; %s"
+                          % (1e6 / med(dio), 1e6 / med(dio_ref), pr.note()))
+        m.umount()
+
+    def w3(self):
+        c, a = self.cfg, self.args
+        ideal = c["small_files"] * a.ttfb_ms / 1000 / c["readers"]
+        ref_name = "ideal %d x %g ms / %d" % (c["small_files"], a.ttfb_ms, c["readers"])
+        for key, order in (("3o", "listing order"), ("3s", "shuffled")):
+            m = self.new_mount("small-" + key)
+            with Probe(self, m) as pr:
+                t = time.monotonic()
+                names = sorted(os.listdir(m.path("small")))
+                if order == "shuffled":
+                    random.Random(SEED).shuffle(names)
+                secs, n = parallel_read([m.path("small", x) for x in names], c["readers"])
+                total = time.monotonic() - t
+            if n != c["small_files"] * c["small_size"]:
+                raise RuntimeError("small files: read %d bytes" % n)
+            self.row(key, "cold %d x %s, %d readers, %s" % (c["small_files"], fmt_bytes(c["small_size"]),
+                                                           c["readers"], order),
+                     total, "s", ideal, "s", ref_name, higher_better=False,
+                     note="%.0f files/s; %s" % (c["small_files"] / total, pr.note()))
+            m.umount()
+
+    def w4(self):
+        c, a = self.cfg, self.args
+        m = self.new_mount("small-warm")
+        folder = m.path("small")
+        with Probe(self, m) as pr:
+            r = subprocess.run([BIN, "warm", folder], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=1800)
+        if r.returncode != 0:
+            raise RuntimeError("colabfs warm failed: %s %s" % (r.stdout.decode(), r.stderr.decode()))
+        per_file = a.ttfb_ms / 1000 + (c["small_size"] / a.bandwidth if a.bandwidth else 0)
+        ideal = c["small_files"] * per_file / a.max_connections
+        self.row("4w", "colabfs warm of the folder (%d files)" % c["small_files"], pr.wall, "s", ideal,
+                 "s", "ideal: files x (ttfb + size/bw) / %d conns" % a.max_connections,
+                 higher_better=False,
+                 note="%s; warm said: %s" % (pr.note(), r.stdout.decode().strip().splitlines()[-1:]))
+        names = sorted(os.listdir(folder))
+        shuffled = list(names)
+        random.Random(SEED).shuffle(shuffled)
+        for key, order, lst in (("4o", "listing order", names), ("4s", "shuffled", shuffled)):
+            ref, got = [], []
+            with Probe(self, m) as pr:
+                for _ in range(c["repeat"]):
+                    for x in names:
+                        drop_page_cache(os.path.join(folder, x))
+                    got.append(parallel_read([os.path.join(folder, x) for x in lst], c["readers"])[0])
+                    ref.append(parallel_read([os.path.join(self.data.small_dir, x) for x in lst],
+                                             c["readers"])[0])
+            self.row(key, "warmed %d files, %d readers, %s (daemon)" % (c["small_files"], c["readers"],
+                                                                        order),
+                     med(got), "s", med(ref), "s", "same reads from tmpfs", higher_better=False,
+                     note=pr.note())
+        if not a.no_verify:
+            for x in names:
+                compare_files(os.path.join(folder, x), os.path.join(self.data.small_dir, x))
+            log("small files on the mount equal the source")
+        m.umount()
+
+    def w5(self):
+        c = self.cfg
+        n_expect = c["tree_dirs"] * (c["tree_per_dir"] + 1) + 1
+
+        def find(root):
+            t = time.monotonic()
+            r = subprocess.run(["find", root, "-printf", "%y %s %T@\n"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=1800)
+            secs = time.monotonic() - t
+            lines = r.stdout.count(b"\n")
+            if r.returncode != 0 or lines != n_expect:
+                raise RuntimeError("find %s: rc %d, %d entries (expected %d): %s"
+                                   % (root, r.returncode, lines, n_expect, r.stderr.decode()[-500:]))
+            return secs
+        ref = min(find(self.data.tree_dir) for _ in range(max(2, c["repeat"])))
+        entries = c["tree_dirs"] * c["tree_per_dir"]
+        cache = os.path.join(self.work, "cache-tree")
+        m = self.new_mount("tree", cache)
+        with Probe(self, m) as pr:
+            cold = find(m.path("tree"))
+        self.row("5c", "find+stat %d entries in %d folders, cold" % (entries, c["tree_dirs"]), cold, "s",
+                 ref, "s", "same find on a tmpfs tree", higher_better=False, note=pr.note())
+        m.umount(keep_cache=True)
+        m = self.new_mount("tree2", cache)
+        with Probe(self, m) as pr:
+            warm = find(m.path("tree"))
+        self.row("5r", "find+stat %d entries, after remount" % entries, warm, "s", ref, "s",
+                 "same find on a tmpfs tree", higher_better=False, note=pr.note())
+        m.umount()
+
+    def w7(self):
+        c = self.cfg
+
+        def epochs(root, n, drop=()):
+            argv = [PY, DL_EPOCH, root, "--epochs", str(n), "--workers", "4", "--batch", "32",
+                    "--seed", str(SEED)]
+            for k in drop:
+                argv += ["--drop-before", str(k)]
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
+            self.procs.append(p)
+            out, err = p.communicate(timeout=3600)
+            if p.returncode != 0:
+                raise RuntimeError("dl_epoch.py failed: %s" % err.decode()[-2000:])
+            return json.loads(out)
+        try:
+            subprocess.run([PY, "-c", "import torch"], check=True, timeout=300,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except (subprocess.CalledProcessError, OSError):
+            log("7: torch is not installed (python3-torch); skipped")
+            self.notes.append("7: skipped: %s cannot import torch (apt-get install python3-torch)" % PY)
+            return
+        # Local epochs before and after the mount's (the machine is shared); a warm epoch takes well
+        # under a second, so each side gets several and the best counts.
+        local = epochs(self.data.dl_dir, 3)["epochs"]
+        m = self.new_mount("train")
+        with Probe(self, m) as pr:
+            got = epochs(m.path("train"), 5, drop=(5,))
+        local += epochs(self.data.dl_dir, 3)["epochs"]
+        le = [e["seconds"] for e in local]
+        me = [e["seconds"] for e in got["epochs"]]
+        nf = c["dl_files"]
+        desc = "%d x %s, 4 workers, batch 32, shuffle" % (nf, fmt_bytes(c["dl_size"]))
+        self.row("7c", "DataLoader epoch cold (%s)" % desc, me[0], "s", min(le), "s",
+                 "best epoch on the local tmpfs copy", higher_better=False,
+                 note="latency-bound ideal for 4 workers reading one file at a time: %.1f s; "
+                      "whole mount run (5 epochs): %s" % (nf * self.args.ttfb_ms / 1000 / 4, pr.note()))
+        self.row("7w", "DataLoader epoch warm (page cache)", min(me[1:4]), "s", min(le), "s",
+                 "best epoch on the local tmpfs copy", higher_better=False,
+                 note="best of 3 warm epochs; all: %s; local: %s"
+                      % (", ".join("%.2f" % x for x in me[1:4]), ", ".join("%.2f" % x for x in le)))
+        self.row("7d", "DataLoader epoch warm (page cache dropped)", me[4], "s", min(le), "s",
+                 "best epoch on the local tmpfs copy", higher_better=False)
+        m.umount()
+
+    # -- report -----------------------------------------------------------------------------------
+
+    def report(self, argv):
+        a = self.args
+        lines = []
+        lines.append("colabfs bench: %s" % " ".join(["/usr/bin/python3", "bench/run.py"] + argv))
+        lines.append("emulator: ttfb %g ms, %.0f MB/s per connection%s; colabfs --max-connections=%d %s"
+                     % (a.ttfb_ms, a.bandwidth / MB,
+                        ", %.0f MB/s total" % (a.total_bandwidth / MB) if a.total_bandwidth else "",
+                        a.max_connections, " ".join(a.mount_opt)))
+        lines.append("host: %d CPUs, %s RAM, Linux %s" % (os.cpu_count(), fmt_bytes(
+            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), os.uname().release))
+        lines.append("load average at start %s, at end %s (the bench shares the machine)"
+                     % (self.extra.get("load_start", "?"), " ".join(open("/proc/loadavg").read().split()[:3])))
+        lines.append("ratio = measured speed / reference speed (for times: reference / measured)")
+        lines.append("")
+        hdr = ("#", "workload", "measured", "reference", "", "ratio", "target")
+        rows = [hdr]
+        for r in self.rows:
+            rows.append((r["key"], r["workload"], fmt_val(r["measured"], r["unit"]),
+                         fmt_val(r["reference"], r["ref_unit"]), r["ref_name"],
+                         "%.0f%%" % (100 * r["ratio"]) if r["ratio"] else "-", r["target"]))
+        w = [max(len(str(x[i])) for x in rows) for i in range(len(hdr))]
+        for i, x in enumerate(rows):
+            lines.append("  ".join(str(v).rjust(w[k]) if k in (2, 3, 5) else str(v).ljust(w[k])
+                                   for k, v in enumerate(x)).rstrip())
+            if i == 0:
+                lines.append("  ".join("-" * n for n in w))
+        if "rss" in self.extra:
+            lines.append("")
+            lines.append("daemon peak memory during workload 1: VmHWM %s (limit 256 MiB)"
+                         % fmt_bytes(self.extra["rss"]["VmHWM"]))
+        if self.notes:
+            lines.append("")
+            lines.append("notes:")
+            for n in self.notes:
+                lines.append("  " + n)
+        text = "\n".join(lines)
+        print(text)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"argv": argv, "rows": self.rows, "notes": self.notes, "extra": self.extra,
+                           "config": self.cfg}, f, indent=1)
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def fmt_val(v, unit):
+    if v is None:
+        return "-"
+    if unit == "MB/s":
+        return "%.0f MB/s" % (v / MB)
+    if unit == "IOPS":
+        return "%.0f IOPS" % v
+    if unit == "s":
+        return "%.2f s" % v
+    return "%g %s" % (v, unit)
+
+
+def parse_size(s):
+    s = s.strip().upper()
+    mult = {"K": KiB, "M": MiB, "G": GiB, "T": 1 << 40}.get(s[-1:], 1)
+    return int(float(s.rstrip("KMGT")) * mult)
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(description="colabfs benchmark suite (issue 4); see bench/README.md")
+    ap.add_argument("--quick", action="store_true",
+                    help="smaller data (256 MiB, 500 files, 2,000 entries): a smoke run")
+    ap.add_argument("--ttfb-ms", type=float, default=100, help="emulator time to first byte (100)")
+    ap.add_argument("--bandwidth", type=int, default=25_000_000,
+                    help="emulator bytes/s per connection (25000000)")
+    ap.add_argument("--total-bandwidth", type=int, default=0,
+                    help="emulator bytes/s for all connections together (0: unlimited)")
+    ap.add_argument("--max-connections", type=int, default=16,
+                    help="colabfs --max-connections, also the reference's connection count (16)")
+    ap.add_argument("--mount-opt", action="append", default=[], metavar="OPT",
+                    help="extra colabfs mount option, e.g. --mount-opt=--max-request=64M (repeatable)")
+    ap.add_argument("--big-mib", type=int, help="size of the big file in MiB (1024; quick 256)")
+    ap.add_argument("--rand-seconds", type=float, help="seconds of each random-read test (6; quick 3)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7", help="workloads to run, e.g. 1,2,6")
+    ap.add_argument("--workdir", default="/dev/shm", help="where the data and caches go (/dev/shm)")
+    ap.add_argument("--no-verify", action="store_true", help="skip the (untimed) byte comparisons")
+    ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    ap.add_argument("--keep", action="store_true", help="keep the work folder (logs) at exit")
+    args = ap.parse_args(argv)
+    only = set(args.only.split(","))
+    bench = Bench(args)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    rc = 0
+    try:
+        bench.setup()
+        if only & {"1", "2", "6"}:
+            bench.w1_w2_w6("1" in only, "2" in only, "6" in only)
+        if "3" in only:
+            bench.w3()
+        if "4" in only:
+            bench.w4()
+        if "5" in only:
+            bench.w5()
+        if "7" in only:
+            bench.w7()
+    except KeyboardInterrupt:
+        log("interrupted; cleaning up")
+        rc = 130
+    except Exception as e:
+        log("bench failed: %s: %s" % (type(e).__name__, e))
+        rc = 1
+    finally:
+        # a second Ctrl-C during cleanup would leave mounts behind: ignore it there
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        if rc == 1 and bench.work:
+            for m in bench.mounts:
+                try:
+                    log("tail of %s:\n%s" % (m.log_file, open(m.log_file, errors="replace")
+                                                            .read()[-3000:]))
+                except OSError:
+                    pass
+        bench.cleanup()
+    if bench.rows:
+        bench.report(argv)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
