@@ -385,25 +385,28 @@ struct read_ctx {
 	struct cfs_drive *d;
 	int64_t size, off; /* the whole request: [off, off+len) */
 	size_t len;
-	size_t done;       /* bytes already in place from earlier attempts */
+	size_t done;       /* bytes already delivered by earlier attempts */
 	const char *id;
-	char *buf;
-	cfs_drive_progress_fn progress;
-	void *progress_arg;
+	cfs_drive_sink_fn sink;
+	void *arg;
 };
 
-/* Bytes are reported final only from a reply whose status and Content-Range
- * say they are the ones we asked for (the headers are in by the first byte). */
-static void on_progress(void *arg, struct cfs_http_req *r)
+/* Bytes go to the caller only from a reply whose status and Content-Range
+ * say they are the ones asked for (the headers are in by the first byte). */
+static int on_bytes(void *arg, struct cfs_http_req *r, const char *p, size_t n)
 {
 	struct read_ctx *c = arg;
 	int64_t a, b, t, at = c->off + (int64_t)c->done;
-	int ok = r->status == 206 ? cfs_wire_content_range(r->content_range, &a, &b, &t) == 0 &&
-					    a == at && (t < 0 || t == c->size)
-		 : r->status == 200 ? at == 0 && (size_t)c->size == c->len - c->done
-				     : 0;
-	if (ok)
-		c->progress(c->progress_arg, c->done + r->dst_len);
+	if (r->dst_len == 0) {
+		int ok = r->status == 206
+				 ? cfs_wire_content_range(r->content_range, &a, &b, &t) == 0 &&
+					   a == at && (t < 0 || t == c->size)
+			 : r->status == 200 ? at == 0 && (size_t)c->size == c->len - c->done
+					    : 0;
+		if (!ok)
+			return -1;
+	}
+	return c->sink(c->arg, at + (int64_t)r->dst_len, p, n);
 }
 
 /* Checks the reply to the segment [off+done, off+len). */
@@ -462,20 +465,12 @@ static int resume_range(struct cfs_http_req *r, void *ctx)
 	c->done += r->dst_len;
 	r->range_start = c->off + (int64_t)c->done;
 	r->range_len = (int64_t)(c->len - c->done);
-	r->dst = c->buf + c->done;
 	r->dst_cap = c->len - c->done;
 	return 1;
 }
 
-int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-		   int64_t off, size_t len, char *buf, size_t *got)
-{
-	return cfs_drive_read_cb(d, id, rev, size, off, len, buf, got, NULL, NULL);
-}
-
-int cfs_drive_read_cb(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-		      int64_t off, size_t len, char *buf, size_t *got,
-		      cfs_drive_progress_fn progress, void *arg)
+int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
+			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got)
 {
 	*got = 0;
 	if (off < 0)
@@ -499,19 +494,16 @@ int cfs_drive_read_cb(struct cfs_drive *d, const char *id, const char *rev, int6
 	if (!rc)
 		rc = url_files(d, &url, id, tail.data);
 	if (!rc) {
-		struct read_ctx c = { d, size, off, len, 0, id, buf, progress, arg };
+		struct read_ctx c = { d, size, off, len, 0, id, sink, arg };
 		char what[200];
 		snprintf(what, sizeof(what), "media %s [%" PRId64 "+%zu]", id, off, len);
 		r.url = url.data;
 		r.range_start = off;
 		r.range_len = (int64_t)len;
-		r.dst = buf;
+		r.sink = on_bytes;
+		r.sink_arg = &c;
 		r.dst_cap = len;
 		r.timeout_ms = 600000;
-		if (progress) {
-			r.progress = on_progress;
-			r.progress_arg = &c;
-		}
 		rc = call(d, &r, what, validate_range, resume_range, &c);
 		if (!rc)
 			*got = c.done + r.dst_len;
@@ -528,9 +520,31 @@ int cfs_drive_read_cb(struct cfs_drive *d, const char *id, const char *rev, int6
 		CFS_WARN("media %s: Drive refuses reading by revision; reading current content "
 			 "(a change during a read can then only be caught by size)", id);
 		__atomic_store_n(&d->no_revisions, 1, __ATOMIC_RELAXED);
-		rc = cfs_drive_read_cb(d, id, NULL, size, off, len, buf, got, progress, arg);
+		rc = cfs_drive_read_sink(d, id, NULL, size, off, len, sink, arg, got);
 	}
 	return rc;
+}
+
+struct copy_ctx {
+	char *buf;
+	int64_t off;
+	size_t len;
+};
+
+static int copy_sink(void *arg, int64_t at, const char *p, size_t n)
+{
+	struct copy_ctx *c = arg;
+	if (at < c->off || (size_t)(at - c->off) + n > c->len)
+		return -1;
+	memcpy(c->buf + (at - c->off), p, n);
+	return 0;
+}
+
+int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
+		   int64_t off, size_t len, char *buf, size_t *got)
+{
+	struct copy_ctx c = { buf, off, len };
+	return cfs_drive_read_sink(d, id, rev, size, off, len, copy_sink, &c, got);
 }
 
 static int validate_export(struct cfs_http_req *r, void *ctx)

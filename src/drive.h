@@ -67,13 +67,15 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
 		   int64_t off, size_t len, char *buf, size_t *got);
 
-/* The same, calling progress(arg, n) as the first n bytes of buf become
- * final (their reply's status and Content-Range checked), so a caller can
- * use the start of a long download before it ends. */
-typedef void (*cfs_drive_progress_fn)(void *arg, size_t n);
-int cfs_drive_read_cb(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-		      int64_t off, size_t len, char *buf, size_t *got,
-		      cfs_drive_progress_fn progress, void *arg);
+/* The same, streaming: bytes are handed to sink(arg, at, p, n) as they
+ * arrive, at being their offset in the file, and only from a reply whose
+ * status and Content-Range say they are the bytes asked for.  After a cut
+ * the download resumes at the next byte; a retry from an earlier offset may
+ * hand bytes again (at tells).  A non-zero return from sink aborts (and
+ * retries) the request.  No buffer of len bytes is needed. */
+typedef int (*cfs_drive_sink_fn)(void *arg, int64_t at, const char *p, size_t n);
+int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
+			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got);
 
 /* changes.getStartPageToken: a malloc'd token. */
 int cfs_drive_start_token(struct cfs_drive *d, char **token);

@@ -163,15 +163,21 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u)
 		}
 		return len;
 	}
-	if (r->dst) {
+	r->status = code; /* the sink judges the reply by it before perform returns */
+	if (r->sink || r->dst) {
 		if (len > r->dst_cap - r->dst_len) {
 			x->overflow = 1;
 			return 0;
 		}
-		memcpy(r->dst + r->dst_len, p, len);
+		if (r->sink) {
+			if (r->sink(r->sink_arg, r, p, len)) {
+				x->overflow = 1; /* refused: not the bytes we asked for */
+				return 0;
+			}
+		} else {
+			memcpy(r->dst + r->dst_len, p, len);
+		}
 		r->dst_len += len;
-		if (r->progress)
-			r->progress(r->progress_arg, r);
 		return len;
 	}
 	if (r->out) {
@@ -280,7 +286,7 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 		snprintf(range, sizeof(range), "%" PRId64 "-%" PRId64, r->range_start,
 			 r->range_start + r->range_len - 1);
 		curl_easy_setopt(c, CURLOPT_RANGE, range);
-	} else if (!r->dst) {
+	} else if (!r->dst && !r->sink) {
 		curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* JSON compresses well */
 	}
 	char errbuf[CURL_ERROR_SIZE];

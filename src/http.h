@@ -41,13 +41,15 @@ struct cfs_http_req {
 	int64_t range_start;     /* range_len > 0: send Range */
 	int64_t range_len;
 	long timeout_ms;         /* whole call; 0: none besides stall */
-	/* 2xx body sink: dst if set (at most dst_cap bytes), else out. */
+	/* 2xx body: sink if set, else dst if set (at most dst_cap bytes), else out. */
 	char *dst;
 	size_t dst_cap;
 	struct cfs_buf *out;
-	/* called as 2xx bytes land in dst (dst_len so far), from inside perform */
-	void (*progress)(void *arg, struct cfs_http_req *r);
-	void *progress_arg;
+	/* Instead of dst: 2xx bytes are handed to sink as they arrive (at most
+	 * dst_cap in all; dst_len counts them).  A non-zero return aborts the
+	 * transfer, which then fails with CFS_E_PROTO. */
+	int (*sink)(void *arg, struct cfs_http_req *r, const char *p, size_t n);
+	void *sink_arg;
 	/* response */
 	long status;
 	size_t dst_len;

@@ -20,7 +20,6 @@
 #define SPARES 8
 #define BUCKETS 1024
 #define WIN_MIN 4
-#define WIN_MAX 256
 #define RESERVED_WORKERS 1 /* never used by prefetch: readers' misses go first */
 #define FAILS 64
 #define FAIL_MS 60000 /* how long a permanent refusal is believed without asking again */
@@ -50,7 +49,8 @@ struct job {
 	uint32_t n, published;
 	int urgent, started;
 	uint64_t bytes;
-	char *buf;
+	char *blk;         /* the block being filled: a job needs one block of memory */
+	size_t fill;
 	struct flight **fl;
 };
 
@@ -87,6 +87,7 @@ struct cfs_reader {
 	struct cfs_store *store;
 	uint32_t bs, max_blocks;
 	uint64_t prefetch_budget;
+	uint32_t win_max;     /* largest read-ahead window, in blocks */
 	int workers;
 	pthread_mutex_t lock;
 	pthread_cond_t done;  /* a flight finished */
@@ -325,8 +326,9 @@ static void promote(struct cfs_reader *r, struct job *j)
 	pthread_cond_signal(&r->work);
 }
 
-/* lock held: block i of the job is final (rc 0) or failed. */
-static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc, int stored)
+/* lock held: block i of the job is final (rc 0, its bytes in data) or failed. */
+static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc, int stored,
+			 const char *data)
 {
 	struct flight *f = j->fl[i];
 	if (!f)
@@ -335,12 +337,12 @@ static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc
 	if (!rc && (f->waiters || !stored)) {
 		f->data = malloc(len ? len : 1);
 		if (f->data)
-			memcpy(f->data, j->buf + (size_t)i * r->bs, len);
+			memcpy(f->data, data, len);
 		else
 			rc = -ENOMEM;
 	}
 	if (!rc && !stored)
-		spare_put(r, j->key, j->first + i, j->buf + (size_t)i * r->bs, len);
+		spare_put(r, j->key, j->first + i, data, len);
 	f->rc = rc;
 	f->len = rc ? 0 : len;
 	f->done = 1;
@@ -355,29 +357,53 @@ static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc
 	j->fl[i] = NULL;
 }
 
-/* Stores and publishes every block whose bytes have all arrived. */
-static void publish(struct job *j, size_t have)
+/* Stores and publishes the job's current block (complete in j->blk). */
+static void publish(struct job *j)
 {
 	struct cfs_reader *r = j->r;
-	while (j->published < j->n) {
-		uint32_t i = j->published;
-		size_t start = (size_t)i * r->bs, len = block_len(r, j->size, j->first + i);
-		if (start + len > have)
-			break;
-		int src = cfs_store_put(r->store, j->key, j->first + i, j->buf + start, (uint32_t)len);
-		if (src)
-			CFS_DEBUG("block %s#%llu not cached (%s); serving it uncached", j->key,
-				  (unsigned long long)(j->first + i), strerror(-src));
-		pthread_mutex_lock(&r->lock);
-		finish_block(r, j, i, 0, src == 0);
-		pthread_mutex_unlock(&r->lock);
-		j->published++;
-	}
+	uint32_t i = j->published;
+	size_t len = block_len(r, j->size, j->first + i);
+	int src = cfs_store_put(r->store, j->key, j->first + i, j->blk, (uint32_t)len);
+	if (src)
+		CFS_DEBUG("block %s#%llu not cached (%s); serving it uncached", j->key,
+			  (unsigned long long)(j->first + i), strerror(-src));
+	pthread_mutex_lock(&r->lock);
+	finish_block(r, j, i, 0, src == 0, j->blk);
+	pthread_mutex_unlock(&r->lock);
+	j->published++;
+	j->fill = 0;
 }
 
-static void on_bytes(void *arg, size_t n)
+/* Bytes of the range as they arrive: fill the current block, publish it
+ * when complete.  Bytes a retry sends again are skipped. */
+static int on_bytes(void *arg, int64_t at, const char *p, size_t n)
 {
-	publish(arg, n);
+	struct job *j = arg;
+	struct cfs_reader *r = j->r;
+	while (n) {
+		if (j->published >= j->n)
+			return -1; /* more than we asked for */
+		int64_t want = (int64_t)(j->first + j->published) * r->bs + (int64_t)j->fill;
+		if (at < want) {
+			size_t skip = (size_t)(want - at) < n ? (size_t)(want - at) : n;
+			p += skip;
+			n -= skip;
+			at += (int64_t)skip;
+			continue;
+		}
+		if (at > want)
+			return -1; /* a gap: never serve a block with a hole */
+		size_t blen = block_len(r, j->size, j->first + j->published);
+		size_t take = blen - j->fill < n ? blen - j->fill : n;
+		memcpy(j->blk + j->fill, p, take);
+		j->fill += take;
+		p += take;
+		n -= take;
+		at += (int64_t)take;
+		if (j->fill == blen)
+			publish(j);
+	}
+	return 0;
 }
 
 static void run_job(struct job *j)
@@ -387,24 +413,20 @@ static void run_job(struct job *j)
 	for (uint32_t i = 0; i < j->n; i++)
 		len += block_len(r, j->size, j->first + i);
 	size_t got = 0;
-	j->buf = malloc(len ? len : 1);
-	int rc = j->buf ? cfs_drive_read_cb(r->drive, j->id, j->rev[0] ? j->rev : NULL, j->size,
-					    (int64_t)j->first * r->bs, len, j->buf, &got, on_bytes,
-					    j)
+	j->blk = malloc(r->bs);
+	int rc = j->blk ? cfs_drive_read_sink(r->drive, j->id, j->rev[0] ? j->rev : NULL, j->size,
+					      (int64_t)j->first * r->bs, len, on_bytes, j, &got)
 			: -ENOMEM;
-	if (!rc) {
-		publish(j, got);
-		if (got < len) /* 416: the file is shorter than its listing said */
-			rc = -ESTALE;
-	}
+	if (!rc && j->published < j->n) /* 416: the file is shorter than its listing said */
+		rc = -ESTALE;
 	pthread_mutex_lock(&r->lock);
 	if (permanent(rc))
 		fail_put(r, j->key, rc);
 	for (uint32_t i = j->published; i < j->n; i++)
-		finish_block(r, j, i, rc ? rc : -EIO, 0);
+		finish_block(r, j, i, rc ? rc : -EIO, 0, NULL);
 	pthread_mutex_unlock(&r->lock);
-	free(j->buf);
-	j->buf = NULL;
+	free(j->blk);
+	j->blk = NULL;
 }
 
 static void *worker(void *arg)
@@ -449,9 +471,14 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 	r->workers = o && o->workers > 0 ? o->workers : 16;
 	if (r->workers < RESERVED_WORKERS + 1)
 		r->workers = RESERVED_WORKERS + 1;
-	uint64_t maxreq = o && o->max_request ? o->max_request : 8u << 20;
+	uint64_t maxreq = o && o->max_request ? o->max_request : 16u << 20;
 	r->max_blocks = maxreq / r->bs ? (uint32_t)(maxreq / r->bs) : 1;
-	r->prefetch_budget = o && o->prefetch_budget ? o->prefetch_budget : 128u << 20;
+	/* enough read-ahead to keep every worker on a full-size request */
+	r->win_max = 2u * (uint32_t)r->workers * r->max_blocks;
+	if (r->win_max < 64)
+		r->win_max = 64;
+	r->prefetch_budget = o && o->prefetch_budget ? o->prefetch_budget
+						    : (uint64_t)r->win_max * r->bs;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->done, NULL);
 	pthread_cond_init(&r->work, NULL);
@@ -493,7 +520,7 @@ void cfs_reader_free(struct cfs_reader *r)
 		while ((j = pop(qs[q]))) {
 			for (uint32_t i = 0; i < j->n; i++)
 				if (j->fl[i])
-					finish_block(r, j, i, -ECANCELED, 0);
+					finish_block(r, j, i, -ECANCELED, 0, NULL);
 			free(j->fl);
 			free(j);
 		}
@@ -620,8 +647,8 @@ static uint32_t observe(struct cfs_reader *r, struct cfs_reader_stream *s, int64
 	int seq = s->reads ? off >= s->next - slack && off <= s->next + slack : off == 0;
 	if (seq) {
 		s->window = s->window ? s->window * 2 : WIN_MIN;
-		if (s->window > WIN_MAX)
-			s->window = WIN_MAX;
+		if (s->window > r->win_max)
+			s->window = r->win_max;
 	} else {
 		s->window = 0;
 		s->ahead = 0;

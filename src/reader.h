@@ -7,9 +7,9 @@
  * one flight that any number of readers join, so N concurrent readers of a
  * block cost one download.  Downloads are jobs run by `workers` threads; a
  * job covers a run of consecutive missing blocks in one range request
- * (requests grow with a sequential reader, up to max_request bytes), and
- * each block is published (stored, its waiters woken) as soon as its bytes
- * have arrived, not when the whole request ends.  A reader's own miss is an
+ * (requests grow with a sequential reader, up to max_request bytes); its
+ * bytes stream into a one-block buffer, and each block is published (stored,
+ * its waiters woken) as soon as it is complete, not when the request ends.  A reader's own miss is an
  * urgent job; prefetch jobs wait behind urgent ones, never use the last
  * worker, and stop when prefetch_budget bytes are queued or running.
  * Joining a queued prefetch job makes it urgent.
@@ -17,7 +17,8 @@
  * Prefetch.  Each open file has a stream that watches its reads: a read that
  * starts within two blocks of where the previous one ended (the kernel
  * reorders its read-ahead a little) is sequential and doubles the window of
- * blocks fetched ahead (4 up to 256), refilled in large requests once half
+ * blocks fetched ahead (4 up to 2 x workers x max_request), refilled in large
+ * requests once half
  * of it has been read; any other read is random and closes the
  * window, so random readers waste no bandwidth.  A small file (up to
  * max_request) is fetched whole on its first miss.
@@ -43,8 +44,8 @@ struct cfs_reader_stream;
 
 struct cfs_reader_opts {
 	int workers;              /* download threads (--max-connections); default 16 */
-	uint64_t max_request;     /* largest range request in bytes; default 8 MiB */
-	uint64_t prefetch_budget; /* prefetch bytes queued or running; default 128 MiB */
+	uint64_t max_request;     /* largest range request in bytes; default 16 MiB */
+	uint64_t prefetch_budget; /* prefetch bytes queued or running; default: the window */
 };
 
 /* What to read: a blob's identity. */
