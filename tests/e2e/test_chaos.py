@@ -34,8 +34,8 @@ Sizes are scaled down to keep the module well under 4 minutes on 2 cores
 (the issue asks for 1 GiB of large files and 2,000 small files):
 LARGE_COUNT x LARGE_SIZE = 4 x 128 MiB = 512 MiB of large files, SMALL_DIRS x
 SMALL_PER_DIR = 8 x 125 = 1,000 small files of 1-64 KiB, a 20 s outage.
-Raise the constants below to run the issue's sizes (the file bytes are kept
-in memory for the comparisons).
+Run the issue's sizes with CHAOS_LARGE_MIB=256 CHAOS_SMALL_PER_DIR=250 in the
+environment (the file bytes are kept in memory for the comparisons).
 """
 
 import errno
@@ -58,9 +58,9 @@ MiB = H.MiB
 
 # ---- sizes (scaled down; see the module doc) --------------------------------
 LARGE_COUNT = 4                 # the workload uses 4 large files (one per access pattern)
-LARGE_SIZE = 128 * MiB          # issue: 1 GiB of large files in all
+LARGE_SIZE = int(os.environ.get("CHAOS_LARGE_MIB", "128")) * MiB  # issue: 1 GiB in all (256)
 SMALL_DIRS = 8
-SMALL_PER_DIR = 125             # issue: 2,000 small files
+SMALL_PER_DIR = int(os.environ.get("CHAOS_SMALL_PER_DIR", "125"))  # issue: 2,000 (250)
 SMALL_MIN, SMALL_MAX = 1 * KiB, 64 * KiB
 NPREADS = 300                   # random preads of large/L1.bin
 LIST_PAGE_CAP = 40              # files.list page cap of the chaos emulator (several pages a folder)
