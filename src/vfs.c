@@ -651,6 +651,28 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	return rc;
 }
 
+/* A blob's identity copied out of its node (table lock held), so a download
+ * can run without the lock. */
+struct blob_ref {
+	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
+	char id[CFS_ID_MAX];
+	char rev[CFS_ID_MAX];         /* headRevisionId downloads are pinned to, or "" */
+	int64_t size;
+};
+
+static void blob_ref(const struct cfs_node *n, struct blob_ref *b)
+{
+	snprintf(b->key, sizeof(b->key), "%s@%s", n->content_id, n->rev);
+	memcpy(b->id, n->content_id, sizeof(b->id));
+	snprintf(b->rev, sizeof(b->rev), "%s", strncmp(n->rev, "r:", 2) == 0 ? n->rev + 2 : "");
+	b->size = n->size;
+}
+
+static struct cfs_reader_file reader_file(const struct blob_ref *b)
+{
+	return (struct cfs_reader_file){ b->id, b->rev[0] ? b->rev : NULL, b->key, b->size };
+}
+
 #define SIBLINGS_MAX 32
 #define SIBLING_SIZE_MAX (8 << 20)
 
@@ -659,9 +681,7 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
  * small files ahead (2, 4, ... up to 32 ahead of the reader). */
 static void prefetch_siblings(struct cfs_vfs *v, uint64_t ino)
 {
-	struct cfs_reader_file rf[SIBLINGS_MAX];
-	char keys[SIBLINGS_MAX][2 * CFS_ID_MAX + 2], revs[SIBLINGS_MAX][CFS_ID_MAX];
-	char ids[SIBLINGS_MAX][CFS_ID_MAX];
+	struct blob_ref refs[SIBLINGS_MAX];
 	int n = 0;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *f = cfs_inode_get(v->tab, ino);
@@ -681,19 +701,16 @@ static void prefetch_siblings(struct cfs_vfs *v, uint64_t ino)
 			if (!s || s->is_dir || s->export_mime[0] || s->size <= 0 ||
 			    s->size > SIBLING_SIZE_MAX)
 				continue;
-			snprintf(keys[n], sizeof(keys[n]), "%s@%s", s->content_id, s->rev);
-			snprintf(ids[n], sizeof(ids[n]), "%s", s->content_id);
-			snprintf(revs[n], sizeof(revs[n]), "%s",
-				 strncmp(s->rev, "r:", 2) == 0 ? s->rev + 2 : "");
-			rf[n] = (struct cfs_reader_file){ ids[n], revs[n][0] ? revs[n] : NULL, keys[n],
-							  s->size };
+			blob_ref(s, &refs[n]);
 			n++;
 		}
 	}
 	cfs_inode_unlock(v->tab);
-	for (int i = 0; i < n; i++)
-		if (cfs_reader_prefetch(v->reader, &rf[i]) == -EBUSY)
+	for (int i = 0; i < n; i++) {
+		struct cfs_reader_file rf = reader_file(&refs[i]);
+		if (cfs_reader_prefetch(v->reader, &rf) == -EBUSY)
 			break;
+	}
 }
 
 int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file **out,
@@ -942,8 +959,7 @@ int cfs_vfs_evict(struct cfs_vfs *v, uint64_t ino, uint64_t *bytes, uint64_t *bl
 
 int cfs_vfs_warm(struct cfs_vfs *v, uint64_t ino, int64_t off, uint64_t len, uint64_t *fetched)
 {
-	char key[2 * CFS_ID_MAX + 2], id[CFS_ID_MAX], rev[CFS_ID_MAX] = "";
-	int64_t size = 0;
+	struct blob_ref b = { .size = 0 };
 	int rc = 0;
 	*fetched = 0;
 	cfs_inode_lock(v->tab);
@@ -952,19 +968,12 @@ int cfs_vfs_warm(struct cfs_vfs *v, uint64_t ino, int64_t off, uint64_t len, uin
 		rc = -ENOENT;
 	else if (n->is_dir)
 		rc = -EISDIR;
-	else if (n->export_mime[0])
-		rc = 0; /* exports are fetched whole at open; nothing to warm */
-	else {
-		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev);
-		memcpy(id, n->content_id, sizeof(id));
-		if (strncmp(n->rev, "r:", 2) == 0)
-			snprintf(rev, sizeof(rev), "%s", n->rev + 2);
-		size = n->size;
-	}
+	else if (!n->export_mime[0]) /* exports are fetched whole at open: nothing to warm */
+		blob_ref(n, &b);
 	cfs_inode_unlock(v->tab);
-	if (rc || size <= 0)
+	if (rc || b.size <= 0)
 		return rc;
-	struct cfs_reader_file rf = { id, rev[0] ? rev : NULL, key, size };
+	struct cfs_reader_file rf = reader_file(&b);
 	return cfs_reader_warm(v->reader, &rf, off, len, fetched);
 }
 

@@ -13,20 +13,13 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from helpers import pread_full  # noqa: E402  (one copy for every e2e module)
+
 KiB = 1024
 MiB = 1024 * KiB
 
 
-def pread_full(fd, n, off):
-    """pread until n bytes or EOF (a FUSE read may legally be short)."""
-    parts, got = [], 0
-    while got < n:
-        b = os.pread(fd, n - got, off + got)
-        if not b:
-            break
-        parts.append(b)
-        got += len(b)
-    return b"".join(parts)
 
 
 def first_diff(a, b):

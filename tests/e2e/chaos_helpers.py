@@ -92,16 +92,8 @@ class SpecTree:
 # byte comparison
 
 
-def pread_full(fd, n, off):
-    """pread until n bytes or EOF (a FUSE read may legally be short)."""
-    parts, got = [], 0
-    while got < n:
-        b = os.pread(fd, n - got, off + got)
-        if not b:
-            break
-        parts.append(b)
-        got += len(b)
-    return b"".join(parts)
+
+pread_full = H.pread_full  # one copy for every e2e module
 
 
 def diff_text(got, want, what):

@@ -875,8 +875,17 @@ def test_stats_match_the_emulator_and_evict_frees_what_it_says(mount_factory, ce
             j = (i + 5) % len(small)
             small[i + 1], small[j] = small[j], small[i + 1]
     read_compare(m, ctree, rels[:4] + small)
-    e = cemu.stats()
-    st = cstats(m)
+
+    # the daemon counts a request when it sends it, the emulator when it has
+    # answered it: let any call in flight (the change poller's) land first
+    def settled():
+        e, st = cemu.stats(), cstats(m)
+        return (e, st) if st["drive_requests_total"] == e["requests"] and \
+            st["downloads_in_flight"] == 0 else None
+    try:
+        e, st = H.wait_until(settled, 10, interval=0.1, what="the counters to settle")
+    except H.Timeout:
+        e, st = cemu.stats(), cstats(m)   # the asserts below say what differs
     assert 0 < e["by_kind"]["media"] <= ctree.blocks(rels), e
     assert e["media_bytes"] == ctree.nbytes(rels), e
     assert st["drive_media_bytes_total"] == e["media_bytes"], (st, e)
