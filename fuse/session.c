@@ -15,7 +15,7 @@
 #include "log.h"
 #include "ops.h"
 
-#define READ_AHEAD_KB 1024
+#define READ_AHEAD_KB 4096
 
 /* The kernel reads ahead only 128 KiB on a FUSE mount unless told more via
  * its backing device's sysfs knob (as gcsfuse advises); a larger window
