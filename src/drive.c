@@ -525,28 +525,6 @@ int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, in
 	return rc;
 }
 
-struct copy_ctx {
-	char *buf;
-	int64_t off;
-	size_t len;
-};
-
-static int copy_sink(void *arg, int64_t at, const char *p, size_t n)
-{
-	struct copy_ctx *c = arg;
-	if (at < c->off || (size_t)(at - c->off) + n > c->len)
-		return -1;
-	memcpy(c->buf + (at - c->off), p, n);
-	return 0;
-}
-
-int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-		   int64_t off, size_t len, char *buf, size_t *got)
-{
-	struct copy_ctx c = { buf, off, len };
-	return cfs_drive_read_sink(d, id, rev, size, off, len, copy_sink, &c, got);
-}
-
 static int validate_export(struct cfs_http_req *r, void *ctx)
 {
 	struct cfs_drive *d = ctx;

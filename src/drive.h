@@ -57,22 +57,19 @@ int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m);
 typedef int (*cfs_drive_list_cb)(const struct cfs_file_meta *m, void *arg);
 int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb cb, void *arg);
 
-/* Range download of [off, off+len) of a blob of the given size into buf.
- * Reads past the end are clipped; *got is the number of bytes stored.
- * A 0-byte file or an offset at/after the end makes no request.
+/* Range download of [off, off+len) of a blob of the given size, streaming:
+ * bytes are handed to sink(arg, at, p, n) as they arrive, at being their
+ * offset in the file, and only from a reply whose status and Content-Range
+ * say they are the bytes asked for.  Reads past the end are clipped; *got is
+ * the number of bytes delivered; a 0-byte file or an offset at/after the end
+ * makes no request.  After a cut the download resumes at the next byte; a
+ * retry from an earlier offset may hand bytes again (at tells).  A non-zero
+ * return from sink aborts (and retries) the request.  No buffer of len bytes
+ * is needed.
  * With rev (a headRevisionId) the bytes come from that revision
  * (files/ID/revisions/REV), so consecutive reads can never mix two
  * revisions: -ESTALE when it is no longer the file's content.  Where Drive
  * does not let this user read revisions, the current content is read. */
-int cfs_drive_read(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-		   int64_t off, size_t len, char *buf, size_t *got);
-
-/* The same, streaming: bytes are handed to sink(arg, at, p, n) as they
- * arrive, at being their offset in the file, and only from a reply whose
- * status and Content-Range say they are the bytes asked for.  After a cut
- * the download resumes at the next byte; a retry from an earlier offset may
- * hand bytes again (at tells).  A non-zero return from sink aborts (and
- * retries) the request.  No buffer of len bytes is needed. */
 typedef int (*cfs_drive_sink_fn)(void *arg, int64_t at, const char *p, size_t n);
 int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
 			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got);
