@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,36 @@ static void *tune_readahead(void *arg)
 			close(fd);
 	}
 	free(mnt);
+	return NULL;
+}
+
+struct watch {
+	struct fuse_session *se;
+	const struct cfs_session_opts *o;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done;
+};
+
+/* Waits for the session to start ending, then tells the owner (see
+ * on_exit in session.h).  libfuse has no callback for that moment. */
+static void *watch_exit(void *arg)
+{
+	struct watch *w = arg;
+	pthread_mutex_lock(&w->lock);
+	while (!w->done && !fuse_session_exited(w->se)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (w->o->on_exit)
+		w->o->on_exit(w->o->on_exit_arg);
 	return NULL;
 }
 
@@ -114,7 +145,18 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 	else
 		free(mnt);
 	fuse_loop_cfg_set_idle_threads(lc, 8);
+	struct watch w = { .se = se, .o = o, .lock = PTHREAD_MUTEX_INITIALIZER,
+			   .cond = PTHREAD_COND_INITIALIZER };
+	pthread_t watcher;
+	int watching = o->on_exit && pthread_create(&watcher, NULL, watch_exit, &w) == 0;
 	rc = fuse_session_loop_mt(se, lc);
+	if (watching) {
+		pthread_mutex_lock(&w.lock);
+		w.done = 1;
+		pthread_cond_signal(&w.cond);
+		pthread_mutex_unlock(&w.lock);
+		pthread_join(watcher, NULL);
+	}
 	fuse_loop_cfg_destroy(lc);
 	if (rc > 0) /* a signal ended the loop: a clean exit */
 		rc = 0;

@@ -20,6 +20,11 @@ struct cfs_session_opts {
 	 * what cannot cross a fork and hands back the vfs to serve. */
 	int (*after_fork)(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *stats);
 	void *after_fork_arg;
+	/* Called once the session starts to end (unmount, signal), before the
+	 * loop waits for its workers: long downloads must stop so that workers
+	 * waiting on them can reply and the loop can return. */
+	void (*on_exit)(void *arg);
+	void *on_exit_arg;
 };
 
 /* Checks the FUSE mount options without mounting, so a typo is reported

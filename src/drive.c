@@ -31,6 +31,7 @@ struct cfs_drive {
 	pthread_cond_t wake;
 	uint64_t successes;
 	int sleepers;
+	int cancelled;
 	struct cfs_drive_stats st;
 };
 
@@ -114,10 +115,6 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
  * finishing its backoff (up to the 32 s cap). */
 static void backoff_wait(struct cfs_drive *d, long wait_ms, int wakeable)
 {
-	if (!wakeable) {
-		usleep((useconds_t)wait_ms * 1000);
-		return;
-	}
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += wait_ms / 1000;
@@ -129,10 +126,19 @@ static void backoff_wait(struct cfs_drive *d, long wait_ms, int wakeable)
 	pthread_mutex_lock(&d->wake_lock);
 	uint64_t seen = d->successes;
 	d->sleepers++;
-	while (d->successes == seen &&
+	/* a success ends the wait only when wakeable; cancellation always */
+	while (!d->cancelled && (!wakeable || d->successes == seen) &&
 	       pthread_cond_timedwait(&d->wake, &d->wake_lock, &ts) == 0)
 		;
 	d->sleepers--;
+	pthread_mutex_unlock(&d->wake_lock);
+}
+
+void cfs_drive_cancel(struct cfs_drive *d)
+{
+	pthread_mutex_lock(&d->wake_lock);
+	__atomic_store_n(&d->cancelled, 1, __ATOMIC_RELAXED);
+	pthread_cond_broadcast(&d->wake);
 	pthread_mutex_unlock(&d->wake_lock);
 }
 
@@ -182,9 +188,14 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 	char token[4096];
 	int rc = 0;
 	char reason[64] = "", msg[160] = "";
+	r->cancel = &d->cancelled;
 	for (int attempt = 0;; attempt++) {
 		uint64_t gen = 0;
 		reason[0] = msg[0] = '\0';
+		if (__atomic_load_n(&d->cancelled, __ATOMIC_RELAXED)) {
+			rc = -ECANCELED;
+			break;
+		}
 		rc = cfs_auth_token(d->auth, token, sizeof(token), &gen);
 		if (!rc) {
 			r->bearer = token;
@@ -216,6 +227,10 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 		}
 		if (!rc || !cfs_retry_transient(rc))
 			break;
+		if (__atomic_load_n(&d->cancelled, __ATOMIC_RELAXED)) {
+			rc = -ECANCELED;
+			break;
+		}
 		if (resume && resume(r, ctx)) {
 			/* bytes arrived before the cut: continue from there at once */
 			COUNT(d, resumed, 1);

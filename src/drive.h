@@ -47,6 +47,9 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 		  struct cfs_drive **out);
 void cfs_drive_free(struct cfs_drive *d);
 void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out);
+/* The mount is going away: transfers in flight stop, retries stop waiting,
+ * and every call from now on fails at once with -ECANCELED. */
+void cfs_drive_cancel(struct cfs_drive *d);
 
 /* files.get.  id may be "root".  m must be cleaned up by the caller. */
 int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m);

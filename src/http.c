@@ -234,6 +234,16 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
 	return len;
 }
 
+static int on_xferinfo(void *u, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	(void)dltotal;
+	(void)dlnow;
+	(void)ultotal;
+	(void)ulnow;
+	return __atomic_load_n((const int *)u, __ATOMIC_RELAXED) != 0;
+}
+
 /* Which curl failures no retry can fix. */
 static int classify_curl(CURLcode cc)
 {
@@ -316,6 +326,11 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	if (r->cancel) {
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_xferinfo);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)r->cancel);
+	}
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
 	if (r->method && strcmp(r->method, "POST") == 0) {
 		curl_easy_setopt(c, CURLOPT_POST, 1L);

@@ -41,6 +41,7 @@ struct cfs_http_req {
 	int64_t range_start;     /* range_len > 0: send Range */
 	int64_t range_len;
 	long timeout_ms;         /* whole call; 0: none besides stall */
+	const int *cancel;       /* when *cancel turns non-zero, the transfer stops (CFS_E_NET) */
 	/* 2xx body: sink if set, else dst if set (at most dst_cap bytes), else out. */
 	char *dst;
 	size_t dst_cap;

@@ -174,6 +174,12 @@ static int reopen_core(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *st
 	return 0;
 }
 
+static void stop_downloads(void *arg)
+{
+	struct mount *m = arg;
+	cfs_drive_cancel(m->drive);
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct cfs_config c;
@@ -253,10 +259,16 @@ static int cmd_mount(int argc, char **argv)
 			   .started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 },
 		.after_fork = reopen_core,
 		.after_fork_arg = &m,
+		.on_exit = stop_downloads,
+		.on_exit_arg = &m,
 	};
 	rc = cfs_session_run(m.vfs, &so);
 	if (rc)
 		fprintf(stderr, "colabfs: %s\n", cfs_strerror(rc));
+	/* unmounted: downloads still running or retrying end now, not after
+	 * --io-timeout, so the daemon exits promptly even with Drive down
+	 * (stop_downloads did it already when the session began to end) */
+	cfs_drive_cancel(m.drive);
 out:
 	close_core(&m);
 	cfs_drive_free(m.drive);

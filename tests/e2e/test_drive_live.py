@@ -182,3 +182,30 @@ def test_service_account_jwt(mount_factory, emulator_factory, tmp_path):
     body = "".join(pem.strip().splitlines()[1:-1])
     assert body[:40] not in log and "PRIVATE KEY" not in log
     assert "ya29." not in log
+
+
+@pytest.mark.deadline(90)
+def test_umount_is_prompt_while_drive_is_down(mount_factory, emulator_factory, tmp_path):
+    """Read-ahead downloads still retrying against an unreachable Drive must not
+    keep the daemon alive after unmount (--io-timeout is 300 s here): it exits
+    within seconds, and `colabfs umount` reports success."""
+    import time
+    big = "0123456789abcdef" * (16 * 1024 * 1024 // 16)   # 16 MiB
+    p = tmp_path / "spec.json"
+    p.write_text(json.dumps({"root": {"id": H.ROOT_ID, "name": "My Drive"}, "items": [
+        {"id": H.mkid("umount/big"), "name": "big.txt", "parent": "root", "content": big}]}))
+    # 1 MB/s: the rest of the file is still downloading when Drive goes away
+    emu = emulator_factory(p, "emu-umount", access_token=SESSION_TOKEN,
+                           extra=["--bandwidth", "1000000"])
+    m = mount_factory.new(emu, name="umount", extra=["--io-timeout=300", "--poll-interval=0"])
+    with open(m.path("big.txt"), "rb") as f:
+        assert f.read(1 << 20) == big[:1 << 20].encode()   # starts the read-ahead
+    pid = m.pid
+    emu.stop()                                             # downloads now fail and retry
+    t0 = time.monotonic()
+    rc, out, err = m.umount(timeout=60)
+    took = time.monotonic() - t0
+    assert rc == 0, (rc, out, err, m.log_tail())
+    assert took < 15, "colabfs umount took %.1f s with Drive down" % took
+    assert not H.is_fuse_mounted(m.mnt)
+    H.wait_until(lambda: H.pid_gone(pid), 10, what="the daemon to exit")
