@@ -49,12 +49,31 @@ struct cfs_vfs_dir {
 	uint64_t ino, parent;
 };
 
-struct cfs_vfs_file {
-	uint64_t ino;
-	char content_id[CFS_ID_MAX];
+/* A blob's identity copied out of its node (table lock held), so a download
+ * can run without the lock. */
+struct blob_ref {
 	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
+	char id[CFS_ID_MAX];
 	char rev[CFS_ID_MAX];         /* headRevisionId downloads are pinned to, or "" */
 	int64_t size;
+};
+
+static void blob_ref(const struct cfs_node *n, struct blob_ref *b)
+{
+	snprintf(b->key, sizeof(b->key), "%s@%s", n->content_id, n->rev);
+	memcpy(b->id, n->content_id, sizeof(b->id));
+	snprintf(b->rev, sizeof(b->rev), "%s", strncmp(n->rev, "r:", 2) == 0 ? n->rev + 2 : "");
+	b->size = n->size;
+}
+
+static struct cfs_reader_file reader_file(const struct blob_ref *b)
+{
+	return (struct cfs_reader_file){ b->id, b->rev[0] ? b->rev : NULL, b->key, b->size };
+}
+
+struct cfs_vfs_file {
+	uint64_t ino;
+	struct blob_ref b; /* what to read (size: the export's, for exports) */
 	char *data; /* whole export, or NULL for blobs */
 	int held;   /* cfs_store_hold taken on key */
 	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
@@ -651,28 +670,6 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	return rc;
 }
 
-/* A blob's identity copied out of its node (table lock held), so a download
- * can run without the lock. */
-struct blob_ref {
-	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
-	char id[CFS_ID_MAX];
-	char rev[CFS_ID_MAX];         /* headRevisionId downloads are pinned to, or "" */
-	int64_t size;
-};
-
-static void blob_ref(const struct cfs_node *n, struct blob_ref *b)
-{
-	snprintf(b->key, sizeof(b->key), "%s@%s", n->content_id, n->rev);
-	memcpy(b->id, n->content_id, sizeof(b->id));
-	snprintf(b->rev, sizeof(b->rev), "%s", strncmp(n->rev, "r:", 2) == 0 ? n->rev + 2 : "");
-	b->size = n->size;
-}
-
-static struct cfs_reader_file reader_file(const struct blob_ref *b)
-{
-	return (struct cfs_reader_file){ b->id, b->rev[0] ? b->rev : NULL, b->key, b->size };
-}
-
 #define SIBLINGS_MAX 32
 #define SIBLING_SIZE_MAX (8 << 20)
 
@@ -734,12 +731,8 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 		rc = -EISDIR;
 	if (!rc) {
 		f->ino = ino;
-		memcpy(f->content_id, n->content_id, sizeof(f->content_id));
-		snprintf(f->key, sizeof(f->key), "%s@%s", n->content_id, n->rev);
-		if (strncmp(n->rev, "r:", 2) == 0)
-			snprintf(f->rev, sizeof(f->rev), "%s", n->rev + 2);
+		blob_ref(n, &f->b);
 		memcpy(export_mime, n->export_mime, sizeof(export_mime));
-		f->size = n->size;
 		*keep_cache = !export_mime[0] && strcmp(n->opened_rev, n->rev) == 0;
 		*direct_io = export_mime[0] != '\0';
 		memcpy(n->opened_rev, n->rev, sizeof(n->rev));
@@ -747,15 +740,15 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 	cfs_inode_unlock(v->tab);
 	if (!rc && export_mime[0]) {
 		struct cfs_buf b = { 0 };
-		rc = cfs_drive_export(v->drive, f->content_id, export_mime, EXPORT_MAX, &b);
+		rc = cfs_drive_export(v->drive, f->b.id, export_mime, EXPORT_MAX, &b);
 		if (!rc) {
 			size_t len;
 			f->data = cfs_buf_steal(&b, &len);
-			f->size = (int64_t)len;
+			f->b.size = (int64_t)len;
 			if (!f->data && !(f->data = calloc(1, 1)))
 				rc = -ENOMEM;
 			cfs_inode_lock(v->tab);
-			n->size = f->size;
+			n->size = f->b.size;
 			cfs_inode_unlock(v->tab);
 		}
 		cfs_buf_cleanup(&b);
@@ -773,8 +766,8 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 	/* Blocks of open files are the last the budget evicts, but only for
 	 * files small next to the budget: holding a file larger than the cache
 	 * would leave no room for its own later blocks. */
-	if (!f->data && (uint64_t)f->size <= cfs_store_budget(v->store) / 8)
-		f->held = cfs_store_hold(v->store, f->key) == 0;
+	if (!f->data && (uint64_t)f->b.size <= cfs_store_budget(v->store) / 8)
+		f->held = cfs_store_hold(v->store, f->b.key) == 0;
 	*out = f;
 	return 0;
 }
@@ -786,15 +779,15 @@ int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t 
 	if (off < 0)
 		return -EINVAL;
 	if (f->data) {
-		if (off >= f->size)
+		if (off >= f->b.size)
 			return 0;
-		if ((int64_t)len > f->size - off)
-			len = (size_t)(f->size - off);
+		if ((int64_t)len > f->b.size - off)
+			len = (size_t)(f->b.size - off);
 		memcpy(buf, f->data + off, len);
 		*got = len;
 		return 0;
 	}
-	struct cfs_reader_file rf = { f->content_id, f->rev[0] ? f->rev : NULL, f->key, f->size };
+	struct cfs_reader_file rf = reader_file(&f->b);
 	int rc = cfs_reader_read(v->reader, f->stream, &rf, off, len, buf, got);
 	if (rc == -ESTALE) {
 		/* The file changed in Drive since its listing: fail this read rather
@@ -843,36 +836,36 @@ static int hash_cached(struct cfs_vfs *v, const char *key, int64_t size, const c
  * copy is checked against it once per revision; a mismatch drops it all. */
 static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 {
-	char md5[33], sha[65], key[sizeof(f->key)];
+	char md5[33], sha[65], key[sizeof(f->b.key)];
 	int todo = 0;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, f->ino);
 	if (n) {
 		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev);
-		todo = strcmp(key, f->key) == 0 && strcmp(n->checked_rev, n->rev) != 0 &&
-		       (n->md5[0] || n->sha256[0]) && f->size > 0;
+		todo = strcmp(key, f->b.key) == 0 && strcmp(n->checked_rev, n->rev) != 0 &&
+		       (n->md5[0] || n->sha256[0]) && f->b.size > 0;
 		memcpy(md5, n->md5, sizeof(md5));
 		memcpy(sha, n->sha256, sizeof(sha));
 	}
 	cfs_inode_unlock(v->tab);
-	if (!todo || cfs_store_cached_bytes(v->store, f->key) != (uint64_t)f->size)
+	if (!todo || cfs_store_cached_bytes(v->store, f->b.key) != (uint64_t)f->b.size)
 		return;
-	int r = sha[0] ? hash_cached(v, f->key, f->size, "sha256", sha)
-		       : hash_cached(v, f->key, f->size, "md5", md5);
+	int r = sha[0] ? hash_cached(v, f->b.key, f->b.size, "sha256", sha)
+		       : hash_cached(v, f->b.key, f->b.size, "md5", md5);
 	if (r == 0)
 		return;
 	__atomic_add_fetch(r > 0 ? &v->files_checked : &v->files_mismatched, 1, __ATOMIC_RELAXED);
 	if (r > 0) {
 		cfs_inode_lock(v->tab);
-		if (strcmp(key, f->key) == 0)
+		if (strcmp(key, f->b.key) == 0)
 			memcpy(n->checked_rev, n->rev, sizeof(n->rev));
 		cfs_inode_unlock(v->tab);
 		return;
 	}
-	char prefix[sizeof(f->key) + 1];
+	char prefix[sizeof(f->b.key) + 1];
 	uint64_t bytes, blocks;
-	snprintf(prefix, sizeof(prefix), "%s", f->key);
-	CFS_ERROR("cached copy of %s does not match Drive's %s checksum; dropping it", f->key,
+	snprintf(prefix, sizeof(prefix), "%s", f->b.key);
+	CFS_ERROR("cached copy of %s does not match Drive's %s checksum; dropping it", f->b.key,
 		  sha[0] ? "sha256" : "md5");
 	cfs_store_evict_prefix(v->store, prefix, &bytes, &blocks);
 }
@@ -889,7 +882,7 @@ void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f)
 		return;
 	if (f->held) {
 		check_whole_file(v, f);
-		cfs_store_release(v->store, f->key);
+		cfs_store_release(v->store, f->b.key);
 	}
 	cfs_reader_stream_free(f->stream);
 	free(f->data);

@@ -14,7 +14,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import pread_full  # noqa: E402  (one copy for every e2e module)
+from helpers import first_diff, pread_full  # noqa: E402  (one copy for every e2e module)
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -22,21 +22,6 @@ MiB = 1024 * KiB
 
 
 
-def first_diff(a, b):
-    n = min(len(a), len(b))
-    if a[:n] == b[:n]:
-        return n
-    lo, hi = 0, n
-    while hi - lo > 4096:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    for i in range(lo, hi):
-        if a[i] != b[i]:
-            return i
-    return hi
 
 
 def diff_text(got, want, what):

@@ -387,31 +387,8 @@ def log_lines(m, *needles):
     return [ln for ln in log_text(m).splitlines() if any(n in ln for n in needles)]
 
 
-def timed_open_read(path, n, timeout):
-    """open + pread(n, 0) + close in a thread; returns (seconds, bytes or OSError).
-    Raises AssertionError when it has not finished after ``timeout`` seconds
-    (the thread stays blocked until the mount's cleanup kills the daemon)."""
-    box = {}
 
-    def run():
-        t0 = time.monotonic()
-        try:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                box["result"] = pread_full(fd, n, 0)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            box["result"] = e
-        box["elapsed"] = time.monotonic() - t0
-
-    th = threading.Thread(target=run, name="timed-read", daemon=True)
-    th.start()
-    try:
-        H.wait_until(lambda: not th.is_alive(), timeout, what="read of %s to end" % path)
-    except H.Timeout:
-        raise AssertionError("reading %s hung: no result after %ss" % (path, timeout))
-    return box["elapsed"], box["result"]
+timed_open_read = H.timed_read  # one copy for every e2e module
 
 
 # --------------------------------------------------------------------------

@@ -883,6 +883,33 @@ def first_diff(a, b):
     return hi
 
 
+def timed_read(path, n, timeout):
+    """open + pread(n, 0) of path in a thread; returns (seconds, data or OSError).
+    Fails when it has not finished after ``timeout`` seconds (the thread stays
+    blocked until the mount's cleanup kills the daemon)."""
+    box = {}
+
+    def run():
+        t0 = time.monotonic()
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                box["result"] = pread_full(fd, n, 0)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            box["result"] = e
+        box["elapsed"] = time.monotonic() - t0
+
+    th = threading.Thread(target=run, name="timed-read", daemon=True)
+    th.start()
+    try:
+        wait_until(lambda: not th.is_alive(), timeout, what="read of %s to end" % path)
+    except Timeout:
+        raise AssertionError("reading %s hung: no result after %ss" % (path, timeout))
+    return box["elapsed"], box["result"]
+
+
 def assert_same_bytes(got, want, what):
     if got == want:
         return
