@@ -15,6 +15,7 @@
 #include "err.h"
 #include "log.h"
 #include "ops.h"
+#include "serve_io.h"
 
 #define READ_AHEAD_KB 4096
 
@@ -75,17 +76,16 @@ static void *watch_exit(void *arg)
 	return NULL;
 }
 
-/* A session with our fixed options and the user's -o. */
-static struct fuse_session *new_session(const struct cfs_session_opts *o, struct cfs_fs *fs)
+struct fuse_session *cfs_session_fuse_new(const char *fuse_opts, int debug, void *fs)
 {
 	char opts[4096];
 	/* read-only: the kernel answers EROFS to every write for us */
 	int n = snprintf(opts, sizeof(opts), "ro,fsname=colabfs,subtype=colabfs,max_read=%d%s%s",
-			 CFS_MAX_READ, o->fuse_opts ? "," : "", o->fuse_opts ? o->fuse_opts : "");
+			 CFS_MAX_READ, fuse_opts ? "," : "", fuse_opts ? fuse_opts : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
 		return NULL;
-	char *argv[] = { "colabfs", "-o", opts, o->debug ? "-d" : NULL, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
+	char *argv[] = { "colabfs", "-o", opts, debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, argv);
 	struct fuse_session *se = fuse_session_new(&args, &cfs_ops, sizeof(cfs_ops), fs);
 	fuse_opt_free_args(&args);
 	return se;
@@ -94,7 +94,7 @@ static struct fuse_session *new_session(const struct cfs_session_opts *o, struct
 int cfs_session_check(const struct cfs_session_opts *o)
 {
 	struct cfs_fs fs = { 0 };
-	struct fuse_session *se = new_session(o, &fs);
+	struct fuse_session *se = cfs_session_fuse_new(o->fuse_opts, o->debug, &fs);
 	if (!se)
 		return CFS_E_CONFIG;
 	fuse_session_destroy(se);
@@ -106,7 +106,7 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats,
 			     .poll_interval = o->poll_interval };
 	int rc = 0;
-	struct fuse_session *se = new_session(o, &fs);
+	struct fuse_session *se = cfs_session_fuse_new(o->fuse_opts, o->debug, &fs);
 	if (!se) {
 		CFS_ERROR("cannot create the FUSE session (bad -o option?)");
 		return CFS_E_CONFIG;
@@ -116,13 +116,21 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		rc = -EIO;
 		goto out_destroy;
 	}
-	if (fuse_session_mount(se, o->mountpoint) != 0) {
+	if (o->serve.shm) {
+		/* supervised: the supervisor mounted; complete INIT from its record */
+		rc = cfs_serve_io_attach(se, &o->serve);
+		if (rc)
+			goto out_signals;
+		if (o->on_serving)
+			o->on_serving(o->on_serving_arg);
+	} else if (fuse_session_mount(se, o->mountpoint) != 0) {
 		CFS_ERROR("cannot mount on %s", o->mountpoint);
 		rc = -EIO;
 		goto out_signals;
+	} else {
+		CFS_INFO("mounted on %s", o->mountpoint);
 	}
-	CFS_INFO("mounted on %s", o->mountpoint);
-	if (!o->foreground) {
+	if (!o->foreground && !o->serve.shm) {
 		if (fuse_daemonize(0) != 0) {
 			rc = -EIO;
 			goto out_unmount;
@@ -160,9 +168,11 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 	fuse_loop_cfg_destroy(lc);
 	if (rc > 0) /* a signal ended the loop: a clean exit */
 		rc = 0;
-	CFS_INFO("unmounting %s", o->mountpoint);
+	if (!o->serve.shm)
+		CFS_INFO("unmounting %s", o->mountpoint);
 out_unmount:
-	fuse_session_unmount(se);
+	if (!o->serve.shm) /* supervised: the supervisor unmounts */
+		fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:

@@ -2,6 +2,7 @@
 #ifndef CFS_SESSION_H
 #define CFS_SESSION_H
 
+#include "serve_io.h"
 #include "stats.h"
 
 struct cfs_vfs;
@@ -25,7 +26,18 @@ struct cfs_session_opts {
 	 * waiting on them can reply and the loop can return. */
 	void (*on_exit)(void *arg);
 	void *on_exit_arg;
+	/* Supervised (serve.shm set): no mount, no daemonizing; the session
+	 * serves the supervisor's descriptor and calls on_serving once INIT is
+	 * complete. */
+	struct cfs_serve_io_opts serve;
+	void (*on_serving)(void *arg);
+	void *on_serving_arg;
 };
+
+/* A FUSE session with our fixed options (read-only, max_read) and the
+ * user's -o; the supervisor and every server make theirs here, so their
+ * INIT replies agree.  fs: the ops' userdata (NULL for the supervisor). */
+struct fuse_session *cfs_session_fuse_new(const char *fuse_opts, int debug, void *fs);
 
 /* Checks the FUSE mount options without mounting, so a typo is reported
  * before any network call.  Returns 0 or CFS_E_CONFIG (libfuse says why on

@@ -67,6 +67,10 @@ static const struct opt opts[] = {
 	  "kernel attribute and name cache lifetime (default 60)", 0, 86400 },
 	{ "max-threads", 0, T_LONG, O(max_threads), "N",
 	  "most FUSE worker threads (default 64)", 1, 1024 },
+	{ "recovery", 0, T_STR, O(recovery), "MODE",
+	  "server restart after a crash: auto (default), resend, forward, none or off" },
+	{ "crash-loop-limit", 0, T_LONG, O(crash_loop_limit), "N",
+	  "answer EIO to a request in flight at N server deaths in a row (default 3)", 1, 1000 },
 	{ "foreground", 'f', T_FLAG, O(foreground), NULL, "stay in the foreground" },
 	{ "debug", 'd', T_FLAG, O(debug), NULL, "debug log and FUSE request trace (implies -f)" },
 	{ "options", 'o', T_FUSE, O(fuse_opts), "OPT[,OPT]",
@@ -239,6 +243,14 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 		snprintf(why, wcap, "--cache-size must be at least 16M");
 		return CFS_E_CONFIG;
 	}
+	static const char *const modes[] = { "auto", "resend", "forward", "none", "off" };
+	int mode_ok = 0;
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		mode_ok |= strcmp(c->recovery, modes[i]) == 0;
+	if (!mode_ok) {
+		snprintf(why, wcap, "--recovery must be auto, resend, forward, none or off");
+		return CFS_E_CONFIG;
+	}
 	if (!c->help && !c->mountpoint) {
 		snprintf(why, wcap, "missing MOUNTPOINT");
 		return CFS_E_CONFIG;
@@ -256,7 +268,10 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->max_connections = 16;
 	c->api_rate = 150;
 	c->poll_interval_s = 60;
+	c->crash_loop_limit = 3;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
+	if (!rc)
+		rc = set_str(&c->recovery, "auto");
 	if (!rc)
 		rc = set_str(&c->log_level, "info");
 	if (!rc)
@@ -323,7 +338,8 @@ void cfs_config_cleanup(struct cfs_config *c)
 {
 	char **s[] = { &c->mountpoint, &c->root_id, &c->api_url, &c->token_url,
 		       &c->ca_file, &c->credentials, &c->cache_dir, &c->log_file,
-		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url };
+		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url,
+		       &c->recovery };
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);
 		*s[i] = NULL;

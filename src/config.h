@@ -39,6 +39,8 @@ struct cfs_config {
 	long api_burst;
 	long poll_interval_s;
 	char *metadata_url;
+	char *recovery;       /* auto, resend, forward, none or off */
+	long crash_loop_limit;
 };
 
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "session.h"
 #include "stats.h"
 #include "store.h"
+#include "super.h"
 #include "vfs.h"
 #include "warm.h"
 
@@ -180,103 +182,315 @@ static void stop_downloads(void *arg)
 	cfs_drive_cancel(m->drive);
 }
 
-static int cmd_mount(int argc, char **argv)
+/* Everything below the FUSE session: HTTP, credentials, Drive, cache, vfs.
+ * Returns 0 or a status with the reason in m->why. */
+static int build_core(struct mount *m)
 {
-	struct cfs_config c;
-	struct mount m = { .c = &c };
-	char log_path[PATH_MAX];
-	int rc = cfs_config_parse(argc, argv, &c, m.why, sizeof(m.why));
-	if (rc || c.help) {
-		if (rc)
-			fprintf(stderr, "colabfs: %s\n", m.why);
-		else
-			cfs_config_usage(stdout);
-		cfs_config_cleanup(&c);
-		return rc ? 2 : 0;
-	}
-	enum cfs_log_level lvl = CFS_LOG_INFO;
-	cfs_log_parse_level(c.log_level, &lvl);
-	if (c.debug)
-		lvl = CFS_LOG_DEBUG;
-	struct stat st;
-	if (stat(c.mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "colabfs: mountpoint %s is not a folder\n", c.mountpoint);
-		cfs_config_cleanup(&c);
-		return 2;
-	}
-	if ((rc = prepare_dirs(&c, log_path, sizeof(log_path), m.why, sizeof(m.why)))) {
-		fprintf(stderr, "colabfs: %s\n", m.why[0] ? m.why : strerror(-rc));
-		cfs_config_cleanup(&c);
-		return 1;
-	}
-	struct cfs_session_opts chk = { .fuse_opts = c.fuse_opts };
-	if (cfs_session_check(&chk)) {
-		fprintf(stderr, "colabfs: bad FUSE option in -o %s\n", c.fuse_opts);
-		cfs_config_cleanup(&c);
-		return 2;
-	}
-	/* In the foreground we log to stderr unless told otherwise. */
-	cfs_log_open(c.foreground && c.log_file ? log_path : NULL, lvl);
-	struct cfs_http_opts ho = { .ca_file = c.ca_file, .user_agent = "colabfs/" CFS_VERSION };
-	struct cfs_auth_opts ao = { .credentials = c.credentials, .token_url = c.token_url,
-				    .metadata_url = c.metadata_url };
-	struct cfs_drive_opts dopt = { .api_url = c.api_url,
-				       .io_timeout_ms = c.io_timeout_s * 1000,
-				       .api_rate = c.api_rate ? (double)c.api_rate : -1,
-				       .api_burst = (double)c.api_burst };
-	if ((rc = cfs_http_new(&ho, &m.http)))
-		snprintf(m.why, sizeof(m.why), "cannot start the HTTP client: %s", cfs_strerror(rc));
-	else if ((rc = cfs_auth_new(m.http, &ao, &m.auth, m.why, sizeof(m.why))) == 0)
+	struct cfs_config *c = m->c;
+	struct cfs_http_opts ho = { .ca_file = c->ca_file, .user_agent = "colabfs/" CFS_VERSION };
+	struct cfs_auth_opts ao = { .credentials = c->credentials, .token_url = c->token_url,
+				    .metadata_url = c->metadata_url };
+	struct cfs_drive_opts dopt = { .api_url = c->api_url,
+				       .io_timeout_ms = c->io_timeout_s * 1000,
+				       .api_rate = c->api_rate ? (double)c->api_rate : -1,
+				       .api_burst = (double)c->api_burst };
+	int rc = cfs_http_new(&ho, &m->http);
+	if (rc)
+		snprintf(m->why, sizeof(m->why), "cannot start the HTTP client: %s", cfs_strerror(rc));
+	else if ((rc = cfs_auth_new(m->http, &ao, &m->auth, m->why, sizeof(m->why))) == 0)
 		CFS_INFO("colabfs %s: credentials from %s, Drive API at %s", CFS_VERSION,
-			 cfs_auth_source(m.auth), c.api_url);
-	if (!rc && (rc = cfs_drive_new(m.http, m.auth, &dopt, &m.drive)))
-		snprintf(m.why, sizeof(m.why), "%s", cfs_strerror(rc));
+			 cfs_auth_source(m->auth), c->api_url);
+	if (!rc && (rc = cfs_drive_new(m->http, m->auth, &dopt, &m->drive)))
+		snprintf(m->why, sizeof(m->why), "%s", cfs_strerror(rc));
 	if (!rc)
-		rc = open_core(&m);
-	if (rc) {
-		fprintf(stderr, "colabfs: %s\n", m.why);
-		goto out;
-	}
+		rc = open_core(m);
+	return rc;
+}
+
+static void free_core(struct mount *m)
+{
+	close_core(m);
+	cfs_drive_free(m->drive);
+	cfs_auth_free(m->auth);
+	cfs_http_free(m->http);
+}
+
+/* The line `colabfs mount` prints once the mount serves. */
+static void serving_line(struct mount *m, const char *log_path, char *out, size_t cap)
+{
 	struct cfs_store_stats sst;
-	cfs_store_stats(m.store, &sst);
-	if (!c.foreground)
-		fprintf(stderr, "colabfs: serving %s at %s; cache %s (budget %llu MiB); log: %s\n",
-			cfs_vfs_root_id(m.vfs), c.mountpoint, c.cache_dir,
-			(unsigned long long)(sst.budget >> 20), log_path);
+	cfs_store_stats(m->store, &sst);
+	snprintf(out, cap, "colabfs: serving %s at %s; cache %s (budget %llu MiB); log: %s\n",
+		 cfs_vfs_root_id(m->vfs), m->c->mountpoint, m->c->cache_dir,
+		 (unsigned long long)(sst.budget >> 20), log_path);
+}
+
+static void session_opts(struct mount *m, const char *log_path, struct cfs_session_opts *so)
+{
+	struct cfs_config *c = m->c;
 	struct timespec now;
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	struct cfs_session_opts so = {
-		.mountpoint = c.mountpoint,
-		.fuse_opts = c.fuse_opts,
-		.foreground = (int)c.foreground,
-		.debug = (int)c.debug,
-		.max_threads = (int)c.max_threads,
-		.attr_timeout = (double)c.attr_timeout_s,
-		.poll_interval = c.poll_interval_s,
+	*so = (struct cfs_session_opts){
+		.mountpoint = c->mountpoint,
+		.fuse_opts = c->fuse_opts,
+		.foreground = (int)c->foreground,
+		.debug = (int)c->debug,
+		.max_threads = (int)c->max_threads,
+		.attr_timeout = (double)c->attr_timeout_s,
+		.poll_interval = c->poll_interval_s,
 		.log_file = log_path,
-		.stats = { .drive = m.drive, .store = m.store, .vfs = m.vfs,
-			   .reader = cfs_vfs_reader(m.vfs),
+		.stats = { .drive = m->drive, .store = m->store, .vfs = m->vfs,
+			   .reader = cfs_vfs_reader(m->vfs),
 			   .started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 },
 		.after_fork = reopen_core,
-		.after_fork_arg = &m,
+		.after_fork_arg = m,
 		.on_exit = stop_downloads,
-		.on_exit_arg = &m,
+		.on_exit_arg = m,
 	};
-	rc = cfs_session_run(m.vfs, &so);
+}
+
+/* Parses the mount words and prepares folders and logging; shared by mount
+ * and serve.  Returns 0, or an exit status with the reason printed. */
+static int mount_setup(int argc, char **argv, struct mount *m, char *log_path, size_t cap,
+		       int serving)
+{
+	struct cfs_config *c = m->c;
+	int rc = cfs_config_parse(argc, argv, c, m->why, sizeof(m->why));
+	if (rc || c->help) {
+		if (rc)
+			fprintf(stderr, "colabfs: %s\n", m->why);
+		else
+			cfs_config_usage(stdout);
+		return rc ? 2 : -1;
+	}
+	enum cfs_log_level lvl = CFS_LOG_INFO;
+	cfs_log_parse_level(c->log_level, &lvl);
+	if (c->debug)
+		lvl = CFS_LOG_DEBUG;
+	cfs_log_set_level(lvl);
+	struct stat st;
+	/* a server must not look at its own mountpoint: that waits on itself */
+	if (!serving && (stat(c->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode))) {
+		fprintf(stderr, "colabfs: mountpoint %s is not a folder\n", c->mountpoint);
+		return 2;
+	}
+	if ((rc = prepare_dirs(c, log_path, cap, m->why, sizeof(m->why)))) {
+		fprintf(stderr, "colabfs: %s\n", m->why[0] ? m->why : strerror(-rc));
+		return 1;
+	}
+	return 0;
+}
+
+/* --recovery=off: one process mounts and serves; its death ends the mount. */
+static int mount_single(struct mount *m, const char *log_path)
+{
+	struct cfs_config *c = m->c;
+	/* In the foreground we log to stderr unless told otherwise. */
+	cfs_log_open(c->foreground && c->log_file ? log_path : NULL, cfs_log_get_level());
+	int rc = build_core(m);
+	if (rc) {
+		fprintf(stderr, "colabfs: %s\n", m->why);
+		free_core(m);
+		return 1;
+	}
+	if (!c->foreground) {
+		char line[2048];
+		serving_line(m, log_path, line, sizeof(line));
+		fputs(line, stderr);
+	}
+	struct cfs_session_opts so;
+	session_opts(m, log_path, &so);
+	rc = cfs_session_run(m->vfs, &so);
 	if (rc)
 		fprintf(stderr, "colabfs: %s\n", cfs_strerror(rc));
 	/* unmounted: downloads still running or retrying end now, not after
 	 * --io-timeout, so the daemon exits promptly even with Drive down
 	 * (stop_downloads did it already when the session began to end) */
-	cfs_drive_cancel(m.drive);
-out:
-	close_core(&m);
-	cfs_drive_free(m.drive);
-	cfs_auth_free(m.auth);
-	cfs_http_free(m.http);
+	cfs_drive_cancel(m->drive);
+	free_core(m);
+	return rc ? 1 : 0;
+}
+
+static int cmd_mount(int argc, char **argv)
+{
+	struct cfs_config c;
+	struct mount m = { .c = &c };
+	char log_path[PATH_MAX];
+	int rc = mount_setup(argc, argv, &m, log_path, sizeof(log_path), 0);
+	if (rc == 0) {
+		struct cfs_session_opts chk = { .fuse_opts = c.fuse_opts };
+		if (cfs_session_check(&chk)) {
+			fprintf(stderr, "colabfs: bad FUSE option in -o %s\n", c.fuse_opts);
+			rc = 2;
+		}
+	}
+	if (rc == 0 && strcmp(c.recovery, "off") == 0) {
+		rc = mount_single(&m, log_path);
+	} else if (rc == 0) {
+		if (c.foreground)
+			cfs_log_open(c.log_file ? log_path : NULL, cfs_log_get_level());
+		/* servers get the cache folder worked out here: the default one
+		 * is named after the mountpoint, which a server must not resolve */
+		char **sargv = calloc((size_t)argc + 3, sizeof(*sargv));
+		if (!sargv) {
+			cfs_config_cleanup(&c);
+			return 1;
+		}
+		memcpy(sargv, argv, (size_t)argc * sizeof(*sargv));
+		sargv[argc] = "--cache-dir";
+		sargv[argc + 1] = c.cache_dir;
+		struct cfs_super_opts so = {
+			.mountpoint = c.mountpoint, .fuse_opts = c.fuse_opts, .debug = (int)c.debug,
+			.foreground = (int)c.foreground, .recovery = c.recovery,
+			.crash_loop_limit = (int)c.crash_loop_limit, .log_file = log_path,
+			.log_level = (int)cfs_log_get_level(), .argc = argc + 2, .argv = sargv,
+		};
+		rc = cfs_super_run(&so);
+		free(sargv);
+	}
 	cfs_config_cleanup(&c);
 	cfs_log_close();
-	return rc ? 1 : 0;
+	return rc < 0 ? 0 : rc;
+}
+
+/* ---- colabfs serve: the server a supervisor runs (not for users) ---------- */
+
+struct serve_args {
+	int fuse_fd, shm_fd, forward_fd, ready_fd;
+};
+
+static void report_ready(int fd, const char *msg)
+{
+	if (fd < 0)
+		return;
+	size_t n = strlen(msg);
+	while (n) {
+		ssize_t w = write(fd, msg, n);
+		if (w <= 0)
+			break;
+		msg += w;
+		n -= (size_t)w;
+	}
+}
+
+struct served {
+	struct mount *m;
+	struct cfs_super_shm *shm;
+	const char *log_path;
+	int ready_fd;
+};
+
+static void on_serving(void *arg)
+{
+	struct served *sv = arg;
+	__atomic_store_n(&sv->shm->ready, 1, __ATOMIC_RELEASE);
+	if (sv->ready_fd >= 0) {
+		char line[2048] = "OK ";
+		serving_line(sv->m, sv->log_path, line + 3, sizeof(line) - 3);
+		report_ready(sv->ready_fd, line);
+		close(sv->ready_fd);
+		sv->ready_fd = -1;
+	}
+	CFS_INFO("serving (server pid %d, supervisor pid %d)", (int)getpid(),
+		 (int)sv->shm->rec.super_pid);
+}
+
+/* COLABFS_TEST_SLOW_START_FILE: a test makes the next server start slowly by
+ * writing milliseconds there; the server that reads it removes it. */
+static void test_slow_start(void)
+{
+	const char *p = getenv("COLABFS_TEST_SLOW_START_FILE");
+	FILE *f = p ? fopen(p, "re") : NULL;
+	long ms = 0;
+	if (!f)
+		return;
+	if (fscanf(f, "%ld", &ms) != 1)
+		ms = 0;
+	fclose(f);
+	unlink(p);
+	if (ms > 0 && ms < 600000) {
+		CFS_INFO("test hook: starting %ld ms late", ms);
+		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+			;
+	}
+}
+
+static int parse_serve_args(int *argc, char ***argv, struct serve_args *a)
+{
+	*a = (struct serve_args){ -1, -1, -1, -1 };
+	int i = 0;
+	for (; i + 1 < *argc && strcmp((*argv)[i], "--") != 0; i += 2) {
+		const char *k = (*argv)[i];
+		int v = atoi((*argv)[i + 1]);
+		if (strcmp(k, "--fuse-fd") == 0)
+			a->fuse_fd = v;
+		else if (strcmp(k, "--shm-fd") == 0)
+			a->shm_fd = v;
+		else if (strcmp(k, "--forward-fd") == 0)
+			a->forward_fd = v;
+		else if (strcmp(k, "--ready-fd") == 0)
+			a->ready_fd = v;
+		else
+			return -EINVAL;
+	}
+	if (i >= *argc || strcmp((*argv)[i], "--") != 0 || a->fuse_fd < 0 || a->shm_fd < 0)
+		return -EINVAL;
+	*argc -= i + 1;
+	*argv += i + 1;
+	return 0;
+}
+
+static int cmd_serve(int argc, char **argv)
+{
+	struct serve_args a;
+	if (parse_serve_args(&argc, &argv, &a))
+		return usage_error("serve is run by colabfs mount, not by hand");
+	struct cfs_super_shm *shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE, MAP_SHARED,
+					 a.shm_fd, 0);
+	if (shm == MAP_FAILED || shm->magic != CFS_SHM_MAGIC)
+		return usage_error("serve: no supervisor state");
+	close(a.shm_fd);
+	struct cfs_config c;
+	struct mount m = { .c = &c };
+	char log_path[PATH_MAX];
+	int rc = mount_setup(argc, argv, &m, log_path, sizeof(log_path), 1);
+	if (rc) {
+		report_ready(a.ready_fd, "ERR bad mount arguments\n");
+		return CFS_SERVE_EXIT_START;
+	}
+	cfs_log_open(!c.foreground || c.log_file ? log_path : NULL, cfs_log_get_level());
+	test_slow_start();
+	rc = build_core(&m);
+	if (rc) {
+		char msg[600];
+		snprintf(msg, sizeof(msg), "ERR %s\n", m.why);
+		report_ready(a.ready_fd, msg);
+		CFS_ERROR("%s", m.why);
+		free_core(&m);
+		cfs_config_cleanup(&c);
+		return CFS_SERVE_EXIT_START;
+	}
+	struct served sv = { .m = &m, .shm = shm, .log_path = log_path, .ready_fd = a.ready_fd };
+	struct cfs_session_opts so;
+	session_opts(&m, log_path, &so);
+	so.foreground = 1;
+	so.after_fork = NULL;
+	so.stats.recovery = &shm->rec;
+	so.serve = (struct cfs_serve_io_opts){ .fuse_fd = a.fuse_fd, .forward_fd = a.forward_fd,
+					       .shm = shm };
+	so.on_serving = on_serving;
+	so.on_serving_arg = &sv;
+	rc = cfs_session_run(m.vfs, &so);
+	cfs_drive_cancel(m.drive);
+	if (sv.ready_fd >= 0)
+		report_ready(sv.ready_fd, "ERR the server could not complete FUSE_INIT\n");
+	free_core(&m);
+	cfs_config_cleanup(&c);
+	cfs_log_close();
+	if (rc == -EPROTO)
+		return CFS_SERVE_EXIT_REFUSE;
+	return rc ? 1 : CFS_SERVE_EXIT_OK;
 }
 
 static int cmd_umount(int argc, char **argv)
@@ -421,6 +635,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "mount") == 0)
 		return cmd_mount(argc - 2, argv + 2);
+	if (strcmp(cmd, "serve") == 0)
+		return cmd_serve(argc - 2, argv + 2);
 	if (strcmp(cmd, "umount") == 0 || strcmp(cmd, "unmount") == 0)
 		return cmd_umount(argc - 2, argv + 2);
 	if (strcmp(cmd, "stats") == 0)

@@ -39,8 +39,28 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		cfs_vfs_counters(s->vfs, &checked, &mismatched);
 		cfs_vfs_poll_stats(s->vfs, &polls, &changes);
 	}
+	struct cfs_stats_recovery rec = { 0 };
+	const struct cfs_stats_recovery *sr = s->recovery;
+	if (sr) {
+		rec.mode = __atomic_load_n(&sr->mode, __ATOMIC_RELAXED);
+		rec.restarts = __atomic_load_n(&sr->restarts, __ATOMIC_RELAXED);
+		rec.resends = __atomic_load_n(&sr->resends, __ATOMIC_RELAXED);
+		rec.resent = __atomic_load_n(&sr->resent, __ATOMIC_RELAXED);
+		rec.replayed = __atomic_load_n(&sr->replayed, __ATOMIC_RELAXED);
+		rec.poisoned = __atomic_load_n(&sr->poisoned, __ATOMIC_RELAXED);
+		rec.forwarded = __atomic_load_n(&sr->forwarded, __ATOMIC_RELAXED);
+		rec.mounted_ms = __atomic_load_n(&sr->mounted_ms, __ATOMIC_RELAXED);
+	}
+	int64_t since = sr && rec.mounted_ms ? rec.mounted_ms : s->started_ms;
 	const struct field f[] = {
-		{ "uptime_seconds", (uint64_t)((now - s->started_ms) / 1000) },
+		{ "uptime_seconds", (uint64_t)((now - since) / 1000) },
+		{ "recovery_mode", rec.mode },
+		{ "server_restarts_total", rec.restarts },
+		{ "recovery_resends_total", rec.resends },
+		{ "requests_resent_total", rec.resent },
+		{ "requests_replayed_total", rec.replayed },
+		{ "requests_forwarded_total", rec.forwarded },
+		{ "requests_failed_crash_loop_total", rec.poisoned },
 		{ "cache_hits_total", r.hits },
 		{ "cache_misses_total", r.misses },
 		{ "bytes_from_cache_total", r.bytes_cache },
@@ -90,6 +110,12 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 	if (!rc)
 		rc = cfs_buf_append(out, "}\n", 2);
 	return rc;
+}
+
+const char *cfs_stats_recovery_name(uint32_t mode)
+{
+	static const char *const names[] = { "off", "resend", "forward", "none" };
+	return mode < sizeof(names) / sizeof(names[0]) ? names[mode] : "unknown";
 }
 
 struct kv {
@@ -151,6 +177,8 @@ int cfs_stats_render(FILE *out, const char *json, const char *prev, double dt_s,
 	for (size_t i = 0; i < cur.n; i++) {
 		char val[32], rate[32] = "";
 		human(val, sizeof(val), cur.e[i].name, (double)cur.e[i].v);
+		if (strcmp(cur.e[i].name, "recovery_mode") == 0)
+			snprintf(val, sizeof(val), "%s", cfs_stats_recovery_name((uint32_t)cur.e[i].v));
 		if (prev && dt_s > 0 && strstr(cur.e[i].name, "_total")) {
 			for (size_t j = 0; j < old.n; j++)
 				if (strcmp(old.e[j].name, cur.e[i].name) == 0)

@@ -17,12 +17,40 @@ struct cfs_store;
 struct cfs_reader;
 struct cfs_vfs;
 
+/* Crash recovery: how the mount survives its server's death.  The supervisor
+ * (fuse/super.h) keeps these in memory it shares with the server; the
+ * server only reads them. */
+enum cfs_recovery_mode {
+	CFS_RECOVERY_OFF = 0,     /* one process: its death ends the mount */
+	CFS_RECOVERY_RESEND = 1,  /* the kernel resends what a dead server had read */
+	CFS_RECOVERY_FORWARD = 2, /* the supervisor reads every request and replays */
+	CFS_RECOVERY_NONE = 3,    /* restarted without replay (a test control) */
+};
+
+struct cfs_stats_recovery {
+	uint32_t mode;            /* enum cfs_recovery_mode */
+	int32_t super_pid;
+	int64_t mounted_ms;       /* CLOCK_MONOTONIC at mount */
+	uint64_t restarts;        /* servers started after a death */
+	uint64_t resends;         /* FUSE_NOTIFY_RESEND written */
+	uint64_t resent;          /* requests in flight at a death, resent by the kernel */
+	uint64_t replayed;        /* requests the supervisor replayed (forward mode) */
+	uint64_t poisoned;        /* requests answered EIO by the crash-loop guard */
+	uint64_t forwarded;       /* requests the supervisor read and forwarded */
+};
+
+/* The name of a recovery mode ("off", "resend", ...). */
+const char *cfs_stats_recovery_name(uint32_t mode);
+
 struct cfs_stats_src {
 	struct cfs_vfs *vfs;
 	struct cfs_drive *drive;
 	struct cfs_store *store;
 	struct cfs_reader *reader;
 	int64_t started_ms; /* CLOCK_MONOTONIC */
+	/* NULL without a supervisor; else its counters (read with relaxed
+	 * atomic loads: another process writes them) */
+	const struct cfs_stats_recovery *recovery;
 };
 
 /* Appends the JSON object to out.  Returns 0 or -ENOMEM. */

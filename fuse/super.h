@@ -1,0 +1,75 @@
+/* super: the supervisor that keeps a mount alive across its server's death.
+ *
+ * `colabfs mount` mounts, reads the kernel's FUSE_INIT itself and keeps the
+ * /dev/fuse descriptor; the file system runs in a child (`colabfs serve`,
+ * exec'd with the descriptor).  When the child dies by a signal or a failing
+ * exit, the supervisor has the requests it had read served again and starts
+ * a new child:
+ *   resend   the kernel (6.9+, FUSE_HAS_RESEND) moves them back to its queue
+ *            on FUSE_NOTIFY_RESEND; the supervisor sleeps in between;
+ *   forward  the supervisor reads every request, keeps the unanswered ones
+ *            and forwards them over a socket; the child replies to the kernel
+ *            itself and acks; a new child gets the table replayed.
+ * A request in flight at `crash_loop_limit` deaths in a row is answered EIO
+ * by the supervisor, so one poison request cannot keep the mount down.
+ * The supervisor links no curl and no LMDB; it is single-threaded.
+ *
+ * The supervisor and its children share one page (struct cfs_super_shm):
+ * the recorded INIT request and reply, the counters `colabfs stats` shows
+ * and the requests the child is working on. */
+#ifndef CFS_SUPER_H
+#define CFS_SUPER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "stats.h"
+
+#define CFS_SHM_MAGIC 0x43465331u /* "CFS1" */
+#define CFS_SHM_SLOTS 512
+#define CFS_INIT_MAX 4096
+#define CFS_INIT_REPLY_MAX 512
+
+/* Exit statuses of `colabfs serve` the supervisor acts on. */
+#define CFS_SERVE_EXIT_OK 0      /* unmounted or told to stop: end the mount */
+#define CFS_SERVE_EXIT_START 3   /* could not start (message on the ready fd) */
+#define CFS_SERVE_EXIT_REFUSE 4  /* INIT replay differs: will not serve */
+
+struct cfs_shm_slot {
+	uint64_t unique; /* 0: free */
+	uint32_t opcode;
+	uint32_t pad;
+};
+
+struct cfs_super_shm {
+	uint32_t magic;
+	uint32_t init_len;
+	uint8_t init[CFS_INIT_MAX];          /* the kernel's FUSE_INIT request */
+	uint32_t reply_len;                  /* 0 until the first server replied */
+	uint8_t reply[CFS_INIT_REPLY_MAX];   /* that reply, as sent */
+	uint32_t ready;                      /* the current server serves */
+	struct cfs_stats_recovery rec;
+	struct cfs_shm_slot slot[CFS_SHM_SLOTS]; /* requests the server works on */
+};
+
+struct cfs_super_opts {
+	const char *mountpoint;
+	const char *fuse_opts;
+	int debug;
+	int foreground;
+	const char *recovery;     /* auto, resend, forward, none */
+	int crash_loop_limit;
+	const char *log_file;     /* where the daemon logs */
+	int log_level;
+	/* the words after "mount", passed on to `colabfs serve` */
+	int argc;
+	char **argv;
+};
+
+/* Mounts, daemonizes unless foreground, and supervises servers until the
+ * mount ends.  In the calling (foreground) process it returns once the first
+ * server serves (0) or failed to start (the reason printed on stderr).
+ * Returns a process exit status. */
+int cfs_super_run(const struct cfs_super_opts *o);
+
+#endif
