@@ -100,17 +100,17 @@ void cfs_fwd_answered(struct cfs_fwd *f, uint64_t unique)
 
 int cfs_fwd_acks(struct cfs_fwd *f, int sock)
 {
-	uint64_t u[64];
+	uint64_t u;
 	for (;;) {
-		ssize_t n = recv(sock, u, sizeof(u[0]), MSG_DONTWAIT);
+		ssize_t n = recv(sock, &u, sizeof(u), MSG_DONTWAIT);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return errno == EAGAIN ? 0 : -EPIPE;
 		if (n == 0)
 			return -EPIPE;
-		if (n == sizeof(u[0]))
-			cfs_fwd_answered(f, u[0]);
+		if (n == sizeof(u))
+			cfs_fwd_answered(f, u);
 	}
 }
 

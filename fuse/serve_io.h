@@ -26,4 +26,16 @@ struct cfs_serve_io_opts {
  * server must not serve), or -errno. */
 int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts *o);
 
+/* The reply journal, for a write path to come.  A request read twice (the
+ * kernel's resend sets bit 63 of its unique; a forward replay repeats it)
+ * runs twice: harmless for every request of today's read-only mount.  A
+ * request that changes state (create, mkdir, unlink, rename, setattr, write)
+ * must not: its reply is to be recorded, keyed by the unique without bit 63,
+ * before it is sent, and a repeated request answered from the record.  When
+ * set, lookup is asked for every request of those opcodes before it is
+ * served; it returns 1 and fills the recorded reply (at most cap bytes) when
+ * there is one.  NULL today: nothing changes state. */
+extern int (*cfs_serve_journal_lookup)(uint64_t key, uint32_t opcode, void *reply, size_t cap,
+				       size_t *len);
+
 #endif
