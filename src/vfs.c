@@ -749,6 +749,12 @@ int cfs_vfs_opendir(struct cfs_vfs *v, uint64_t ino, uint64_t *fh)
 	return 0;
 }
 
+static void put_dir(struct cfs_vfs_dir *d)
+{
+	if (cfs_handles_unref(&d->h))
+		dir_free(d);
+}
+
 /* The handle fh on folder ino with a reference taken.  A number this process
  * does not know was handed out by a server process that was restarted since:
  * the folder is opened again and registered under that number (no stored
@@ -773,13 +779,11 @@ static int get_dir(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_
 				 (unsigned long long)fh, (unsigned long long)ino);
 	}
 	*out = (struct cfs_vfs_dir *)e;
+	if ((*out)->ino != ino) { /* not this folder's handle */
+		put_dir(*out);
+		return -EBADF;
+	}
 	return 0;
-}
-
-static void put_dir(struct cfs_vfs_dir *d)
-{
-	if (cfs_handles_unref(&d->h))
-		dir_free(d);
 }
 
 int cfs_vfs_readdir(struct cfs_vfs *v, uint64_t ino, uint64_t fh, off_t off,
@@ -1050,6 +1054,10 @@ static int get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs
 			return rc == -EEXIST ? -EBADF : rc;
 	}
 	*out = (struct cfs_vfs_file *)e;
+	if ((*out)->ino != ino) { /* not this file's handle */
+		put_file(v, *out);
+		return -EBADF;
+	}
 	return 0;
 }
 
