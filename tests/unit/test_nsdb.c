@@ -170,6 +170,32 @@ static void bench_fh_rows(const char *dir, const char *where)
 	cfs_store_close(s);
 }
 
+/* What a listing pays for its parent rows: all new (first listing), then
+ * unchanged (every later load: reads only). */
+static void bench_parents(const char *dir, const char *where)
+{
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	size_t count = 100000;
+	uint64_t *inos = calloc(count, sizeof(*inos));
+	for (size_t i = 0; i < count; i++)
+		inos[i] = 1000 + i;
+	double t0 = now_s();
+	CHECK_EQ(cfs_nsdb_set_parents(n, 7, inos, count), 0);
+	double t1 = now_s();
+	CHECK_EQ(cfs_nsdb_set_parents(n, 7, inos, count), 0);
+	double t2 = now_s();
+	uint64_t p = 0;
+	CHECK_EQ(cfs_nsdb_get_parent(n, 1000 + count - 1, &p), 0);
+	CHECK_EQ(p, 7);
+	printf("parent rows (%s), %zu entries: %.0f ms new, %.0f ms unchanged\n", where, count,
+	       (t1 - t0) * 1e3, (t2 - t1) * 1e3);
+	free(inos);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+}
+
 int main(void)
 {
 	char dir[64];
@@ -187,6 +213,7 @@ int main(void)
 	snprintf(shm, sizeof(shm), "/dev/shm/cfs-test-nsdb.XXXXXX");
 	if (mkdtemp(shm)) {
 		bench_fh_rows(shm, "/dev/shm");
+		bench_parents(shm, "/dev/shm");
 		rm_dir(shm);
 	}
 	return check_done("test_nsdb");
