@@ -271,7 +271,12 @@ int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct
 	}
 	if (rc)
 		goto out;
-	mdb_reader_check(ix->env, &dead);
+	/* Reader slots of processes that died holding a read transaction (a
+	 * server killed by SIGKILL or the OOM killer, then restarted under the
+	 * same mount; a killed GPU loader) would pin old pages forever and,
+	 * once all 256 are taken, fail every new reader: free them now. */
+	if (mdb_reader_check(ix->env, &dead) == 0 && dead > 0)
+		CFS_INFO("cache index: freed %d reader slot(s) of dead processes", dead);
 	mdb_env_info(ix->env, &info);
 	ix->map_size = info.me_mapsize;
 	rc = ix_write(ix, open_dbis, NULL);

@@ -135,16 +135,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct cfs_vfs_dir *d;
-	int rc = cfs_vfs_opendir(fs_of(req)->vfs, ino, &d);
+	uint64_t fh;
+	int rc = cfs_vfs_opendir(fs_of(req)->vfs, ino, &fh);
 	if (rc) {
 		reply_status(req, rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)d;
+	fi->fh = fh;
 	fi->cache_readdir = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT) /* interrupted: nobody will release it */
-		cfs_vfs_releasedir(fs_of(req)->vfs, d);
+		cfs_vfs_releasedir(fs_of(req)->vfs, ino, fh);
 }
 
 struct dirbuf {
@@ -190,16 +190,15 @@ static int add_dirent(const char *name, uint64_t ino, int is_dir, off_t next, vo
 	return 0;
 }
 
-static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
-		       int plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, int plus)
 {
 	struct dirbuf b = { req, malloc(size), size, 0, plus };
 	if (!b.buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	struct cfs_vfs_dir *d = (struct cfs_vfs_dir *)(uintptr_t)fi->fh;
-	int rc = cfs_vfs_readdir(fs_of(req)->vfs, d, off, add_dirent, &b);
+	int rc = cfs_vfs_readdir(fs_of(req)->vfs, ino, fi->fh, off, add_dirent, &b);
 	if (rc)
 		reply_status(req, rc);
 	else
@@ -210,53 +209,48 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi)
 {
-	(void)ino;
-	do_readdir(req, size, off, fi, 0);
+	do_readdir(req, ino, size, off, fi, 0);
 }
 
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
-	(void)ino;
-	do_readdir(req, size, off, fi, 1);
+	do_readdir(req, ino, size, off, fi, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	cfs_vfs_releasedir(fs_of(req)->vfs, (struct cfs_vfs_dir *)(uintptr_t)fi->fh);
+	cfs_vfs_releasedir(fs_of(req)->vfs, ino, fi->fh);
 	fuse_reply_err(req, 0);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct cfs_fs *fs = fs_of(req);
-	struct cfs_vfs_file *f;
+	uint64_t fh;
 	int keep = 0, direct = 0;
-	int rc = cfs_vfs_open(fs->vfs, ino, fi->flags, &f, &keep, &direct);
+	int rc = cfs_vfs_open(fs->vfs, ino, fi->flags, &fh, &keep, &direct);
 	if (rc) {
 		reply_status(req, rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->fh = fh;
 	fi->keep_cache = keep;
 	fi->direct_io = direct;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		cfs_vfs_release(fs->vfs, f);
+		cfs_vfs_release(fs->vfs, ino, fh);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
-	(void)ino;
-	struct cfs_vfs_file *f = (struct cfs_vfs_file *)(uintptr_t)fi->fh;
 	char *buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	size_t got = 0;
-	int rc = cfs_vfs_read(fs_of(req)->vfs, f, off, size, buf, &got);
+	int rc = cfs_vfs_read(fs_of(req)->vfs, ino, fi->fh, off, size, buf, &got);
 	if (rc)
 		reply_status(req, rc);
 	else
@@ -266,8 +260,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
-	cfs_vfs_release(fs_of(req)->vfs, (struct cfs_vfs_file *)(uintptr_t)fi->fh);
+	cfs_vfs_release(fs_of(req)->vfs, ino, fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -308,7 +301,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	struct cfs_fs *fs = fs_of(req);
 	char val[160];
 	if (strcmp(name, CFS_XATTR_PID) == 0) {
-		int n = snprintf(val, sizeof(val), "%d", (int)getpid());
+		/* supervised: the supervisor, whose exit ends the mount */
+		const struct cfs_stats_recovery *rec = fs->stats.recovery;
+		int pid = rec && rec->super_pid ? (int)rec->super_pid : (int)getpid();
+		int n = snprintf(val, sizeof(val), "%d", pid);
 		reply_xattr_value(req, val, (size_t)n, size);
 	} else if (strcmp(name, CFS_XATTR_STATS) == 0) {
 		struct cfs_buf b = { 0 };

@@ -2,7 +2,9 @@
  *
  * Each callback decodes its request, delegates to vfs, and replies exactly
  * once.  Reads are answered from the worker thread of the multithreaded
- * session loop; a slow download blocks only that worker. */
+ * session loop; a slow download blocks only that worker.  File handles
+ * (fi->fh) are vfs handle numbers, not pointers, so a server process started
+ * again under the same mount can serve handles opened before (see vfs.h). */
 #ifndef CFS_OPS_H
 #define CFS_OPS_H
 

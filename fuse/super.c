@@ -303,8 +303,10 @@ static size_t guard(struct sup *s)
 static void describe(int status, char *buf, size_t cap)
 {
 	if (WIFSIGNALED(status))
-		snprintf(buf, cap, "killed by signal %d (%s)%s", WTERMSIG(status),
-			 strsignal(WTERMSIG(status)), WCOREDUMP(status) ? ", core dumped" : "");
+		snprintf(buf, cap, "killed by signal %d (%s%s)%s", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)),
+			 WTERMSIG(status) == SIGKILL ? ": the OOM killer or kill -9" : "",
+			 WCOREDUMP(status) ? ", core dumped" : "");
 	else
 		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
 }

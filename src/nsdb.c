@@ -14,6 +14,8 @@
 struct cfs_nsdb {
 	struct cfs_store *store;
 	pthread_mutex_t lock; /* serialises inode number allocation */
+	pthread_mutex_t fh_lock;
+	uint64_t fh_next, fh_end; /* the reserved range not handed out yet */
 };
 
 int cfs_nsdb_new(struct cfs_store *s, struct cfs_nsdb **out)
@@ -23,6 +25,7 @@ int cfs_nsdb_new(struct cfs_store *s, struct cfs_nsdb **out)
 		return -ENOMEM;
 	n->store = s;
 	pthread_mutex_init(&n->lock, NULL);
+	pthread_mutex_init(&n->fh_lock, NULL);
 	*out = n;
 	return 0;
 }
@@ -32,6 +35,7 @@ void cfs_nsdb_free(struct cfs_nsdb *n)
 	if (!n)
 		return;
 	pthread_mutex_destroy(&n->lock);
+	pthread_mutex_destroy(&n->fh_lock);
 	free(n);
 }
 
@@ -163,4 +167,191 @@ int cfs_nsdb_load_root(struct cfs_nsdb *n, const char *asked, cfs_lrow_cb cb, vo
 	char key[300];
 	snprintf(key, sizeof(key), "root:%s", asked);
 	return load_row(n, "meta", key, NULL, cb, arg);
+}
+
+/* ---- parents ----------------------------------------------------------- */
+
+#define PARENT_PREFIX "iparent:"
+#define PARENT_KEY (sizeof(PARENT_PREFIX) - 1 + 8)
+
+static void parent_key(unsigned char *k, uint64_t ino)
+{
+	memcpy(k, PARENT_PREFIX, sizeof(PARENT_PREFIX) - 1);
+	le64(k + sizeof(PARENT_PREFIX) - 1, ino);
+}
+
+int cfs_nsdb_get_parent(struct cfs_nsdb *n, uint64_t ino, uint64_t *parent)
+{
+	unsigned char k[PARENT_KEY];
+	void *v = NULL;
+	size_t vl = 0;
+	parent_key(k, ino);
+	int rc = cfs_store_meta_get(n->store, "meta", k, sizeof(k), &v, &vl);
+	if (!rc && vl != 8)
+		rc = -ENOENT; /* not a row we wrote */
+	if (!rc)
+		*parent = get_le64(v);
+	free(v);
+	return rc;
+}
+
+int cfs_nsdb_set_parents(struct cfs_nsdb *n, uint64_t parent, const uint64_t *inos,
+			 size_t count)
+{
+	/* Reads first (cheap LMDB read transactions), so an unchanged listing
+	 * costs no write transaction at all. */
+	size_t todo = 0;
+	struct cfs_store_kv *kv = NULL;
+	unsigned char *keys = NULL, val[8];
+	int rc = 0;
+	le64(val, parent);
+	for (size_t i = 0; !rc && i < count; i++) {
+		uint64_t p;
+		int g = cfs_nsdb_get_parent(n, inos[i], &p);
+		if (g == 0 && p == parent)
+			continue;
+		if (g && g != -ENOENT) {
+			rc = g;
+			break;
+		}
+		if (!kv && (!(kv = calloc(count, sizeof(*kv))) ||
+			    !(keys = calloc(count, PARENT_KEY)))) {
+			rc = -ENOMEM;
+			break;
+		}
+		unsigned char *k = keys + todo * PARENT_KEY;
+		parent_key(k, inos[i]);
+		kv[todo++] = (struct cfs_store_kv){ "meta", k, PARENT_KEY, val, 8 };
+	}
+	if (!rc && todo)
+		rc = cfs_store_meta_put_many(n->store, kv, todo);
+	free(kv);
+	free(keys);
+	return rc;
+}
+
+/* ---- file handles --------------------------------------------------------- */
+
+int cfs_nsdb_fh_alloc(struct cfs_nsdb *n, uint64_t *fh)
+{
+	int rc = 0;
+	pthread_mutex_lock(&n->fh_lock);
+	if (n->fh_next == n->fh_end) {
+		/* Range b is [b * RANGE, (b + 1) * RANGE); b starts at 1, so 0 is
+		 * never a handle.  cfs_store_meta_next syncs before returning. */
+		uint64_t b = 0;
+		rc = cfs_store_meta_next(n->store, "fh_block", 1, &b);
+		if (!rc) {
+			n->fh_next = b * CFS_NSDB_FH_RANGE;
+			n->fh_end = n->fh_next + CFS_NSDB_FH_RANGE;
+		}
+	}
+	if (!rc)
+		*fh = n->fh_next++;
+	pthread_mutex_unlock(&n->fh_lock);
+	if (rc)
+		CFS_ERROR("cannot reserve file handle numbers: %s", cfs_strerror(rc));
+	return rc;
+}
+
+#define FH_PREFIX "fh:"
+#define FH_KEY (sizeof(FH_PREFIX) - 1 + 8)
+#define FH_MAGIC 0x31484643u /* "CFH1" little endian */
+
+static void fh_key(unsigned char *k, uint64_t fh)
+{
+	memcpy(k, FH_PREFIX, sizeof(FH_PREFIX) - 1);
+	le64(k + sizeof(FH_PREFIX) - 1, fh);
+}
+
+static int put_str(struct cfs_buf *b, const char *s, size_t cap)
+{
+	size_t l = strnlen(s, cap);
+	if (l >= cap)
+		return -EINVAL;
+	unsigned char h[2] = { (unsigned char)l, (unsigned char)(l >> 8) };
+	int rc = cfs_buf_append(b, h, 2);
+	return rc ? rc : cfs_buf_append(b, s, l);
+}
+
+int cfs_nsdb_fh_put(struct cfs_nsdb *n, uint64_t fh, const struct cfs_nsdb_fh *r)
+{
+	unsigned char k[FH_KEY], head[20];
+	struct cfs_buf b = { 0 };
+	fh_key(k, fh);
+	for (int i = 0; i < 4; i++)
+		head[i] = (unsigned char)(FH_MAGIC >> (8 * i));
+	le64(head + 4, r->ino);
+	le64(head + 12, (uint64_t)r->size);
+	int rc = cfs_buf_append(&b, head, sizeof(head));
+	if (!rc)
+		rc = put_str(&b, r->key, sizeof(r->key));
+	if (!rc)
+		rc = put_str(&b, r->id, sizeof(r->id));
+	if (!rc)
+		rc = put_str(&b, r->rev, sizeof(r->rev));
+	if (!rc)
+		rc = put_str(&b, r->export_mime, sizeof(r->export_mime));
+	if (!rc)
+		rc = cfs_store_meta_put(n->store, "meta", k, sizeof(k), b.data, b.len);
+	cfs_buf_cleanup(&b);
+	return rc;
+}
+
+/* Copies the next length-prefixed string of the row into out (cap bytes). */
+static int get_str(const unsigned char **p, const unsigned char *end, char *out, size_t cap)
+{
+	if (end - *p < 2)
+		return CFS_E_PROTO;
+	size_t l = (size_t)(*p)[0] | (size_t)(*p)[1] << 8;
+	*p += 2;
+	if (l >= cap || (size_t)(end - *p) < l || memchr(*p, 0, l))
+		return CFS_E_PROTO;
+	memcpy(out, *p, l);
+	out[l] = '\0';
+	*p += l;
+	return 0;
+}
+
+int cfs_nsdb_fh_get(struct cfs_nsdb *n, uint64_t fh, struct cfs_nsdb_fh *r)
+{
+	unsigned char k[FH_KEY];
+	void *v = NULL;
+	size_t vl = 0;
+	fh_key(k, fh);
+	memset(r, 0, sizeof(*r));
+	int rc = cfs_store_meta_get(n->store, "meta", k, sizeof(k), &v, &vl);
+	if (!rc) {
+		const unsigned char *p = v, *end = p + vl;
+		if (vl < 20 || (uint32_t)get_le64(p) != FH_MAGIC) /* get_le64 reads 8: vl >= 20 */
+			rc = CFS_E_PROTO;
+		if (!rc) {
+			r->ino = get_le64(p + 4);
+			r->size = (int64_t)get_le64(p + 12);
+			p += 20;
+			rc = get_str(&p, end, r->key, sizeof(r->key));
+		}
+		if (!rc)
+			rc = get_str(&p, end, r->id, sizeof(r->id));
+		if (!rc)
+			rc = get_str(&p, end, r->rev, sizeof(r->rev));
+		if (!rc)
+			rc = get_str(&p, end, r->export_mime, sizeof(r->export_mime));
+		if (!rc && p != end)
+			rc = CFS_E_PROTO;
+	}
+	free(v);
+	if (rc == CFS_E_PROTO) {
+		CFS_WARN("stored file handle %llu is damaged; dropping it", (unsigned long long)fh);
+		cfs_store_meta_del(n->store, "meta", k, sizeof(k));
+		memset(r, 0, sizeof(*r));
+	}
+	return rc;
+}
+
+int cfs_nsdb_fh_del(struct cfs_nsdb *n, uint64_t fh)
+{
+	unsigned char k[FH_KEY];
+	fh_key(k, fh);
+	return cfs_store_meta_del(n->store, "meta", k, sizeof(k));
 }

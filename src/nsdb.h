@@ -4,15 +4,24 @@
  *   dirs   content id of a folder -> its listing (lrow.h format)
  *   inodes Drive id -> inode number (u64 LE);  inos: inode number -> Drive id
  *   meta   "next_ino" -> next free inode number; "root:" + asked root ->
- *          a one-entry listing row describing the resolved root folder
+ *          a one-entry listing row describing the resolved root folder;
+ *          "iparent:" + u64 LE ino -> u64 LE inode number of the folder
+ *          whose listing holds it (so a restarted server can rebuild any
+ *          node the kernel still knows, parents first);
+ *          "fh_block" -> u64 LE counter of file handle ranges handed out;
+ *          "fh:" + u64 LE handle -> an open file's pinned identity (below)
  * Inode numbers are handed out from the stored counter and never reused, so
- * they are stable across remounts.  Thread-safe. */
+ * they are stable across remounts.  File handle numbers likewise: a process
+ * reserves CFS_NSDB_FH_RANGE numbers per (synced) counter write, so numbers
+ * only grow, also across a server process killed and restarted under the
+ * same mount.  Thread-safe. */
 #ifndef CFS_NSDB_H
 #define CFS_NSDB_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "json.h"
 #include "lrow.h"
 
 struct cfs_store;
@@ -33,5 +42,36 @@ int cfs_nsdb_load_listing(struct cfs_nsdb *n, const char *content_id, int64_t *f
 
 int cfs_nsdb_save_root(struct cfs_nsdb *n, const char *asked, const struct cfs_lrow_entry *root);
 int cfs_nsdb_load_root(struct cfs_nsdb *n, const char *asked, cfs_lrow_cb cb, void *arg);
+
+/* Parent rows.  Makes "iparent" rows say parent for each of inos[0..count),
+ * writing (in one write transaction) only rows missing or different.
+ * Returns 0 or a store error. */
+int cfs_nsdb_set_parents(struct cfs_nsdb *n, uint64_t parent, const uint64_t *inos,
+			 size_t count);
+/* -ENOENT when no row is stored for ino. */
+int cfs_nsdb_get_parent(struct cfs_nsdb *n, uint64_t ino, uint64_t *parent);
+
+/* File handle numbers: never 0, never handed out twice by one cache index
+ * (the counter is synced before a range is used). */
+#define CFS_NSDB_FH_RANGE 4096
+int cfs_nsdb_fh_alloc(struct cfs_nsdb *n, uint64_t *fh);
+
+/* What an open file was pinned to at open, so a restarted server serves the
+ * same bytes.  Row: u32 magic "CFH1", u64 ino, i64 size, then 4 x (u16 length
+ * + bytes): key, id, rev, export_mime. */
+struct cfs_nsdb_fh {
+	uint64_t ino;
+	int64_t size;
+	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
+	char id[CFS_ID_MAX];          /* content id */
+	char rev[CFS_ID_MAX];         /* headRevisionId downloads are pinned to, or "" */
+	char export_mime[128];        /* non-empty: a native file, exported */
+};
+/* -EINVAL for strings too long for the struct. */
+int cfs_nsdb_fh_put(struct cfs_nsdb *n, uint64_t fh, const struct cfs_nsdb_fh *r);
+/* -ENOENT when absent; CFS_E_PROTO for a damaged row (dropped). */
+int cfs_nsdb_fh_get(struct cfs_nsdb *n, uint64_t fh, struct cfs_nsdb_fh *r);
+/* -ENOENT when absent. */
+int cfs_nsdb_fh_del(struct cfs_nsdb *n, uint64_t fh);
 
 #endif

@@ -13,6 +13,7 @@
 #include "crypto.h"
 #include "drive.h"
 #include "err.h"
+#include "handles.h"
 #include "inode.h"
 #include "log.h"
 #include "names.h"
@@ -22,6 +23,8 @@
 
 #define EXPORT_MAX (64u << 20)
 #define MAX_DEPTH 128
+/* How many folders up resolve_node follows stored parent rows. */
+#define RESOLVE_DEPTH 64
 
 struct cfs_vfs {
 	struct cfs_drive *drive;
@@ -29,6 +32,7 @@ struct cfs_vfs {
 	struct cfs_nsdb *ns;
 	struct cfs_reader *reader;
 	struct cfs_inode *tab;
+	struct cfs_handles *handles; /* open files and folders by fh number */
 	long dir_ttl_ms;
 	struct cfs_export_map exports;
 	char root_id[CFS_ID_MAX];
@@ -44,7 +48,10 @@ struct cfs_vfs {
 	int64_t stored_valid_after; /* stored listings fetched before this (wall ms) are stale */
 };
 
+enum { H_FILE = 1, H_DIR = 2 }; /* struct cfs_handle kinds */
+
 struct cfs_vfs_dir {
+	struct cfs_handle h;
 	struct cfs_listing *l;
 	uint64_t ino, parent;
 };
@@ -72,12 +79,17 @@ static struct cfs_reader_file reader_file(const struct blob_ref *b)
 }
 
 struct cfs_vfs_file {
+	struct cfs_handle h;
 	uint64_t ino;
 	struct blob_ref b; /* what to read (size: the export's, for exports) */
 	char *data; /* whole export, or NULL for blobs */
 	int held;   /* cfs_store_hold taken on key */
 	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
 };
+
+static void file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);
+static void put_file(struct cfs_vfs *v, struct cfs_vfs_file *f);
+static void dir_free(struct cfs_vfs_dir *d);
 
 static int64_t clock_ms(clockid_t c)
 {
@@ -136,6 +148,8 @@ static int resolve_root(struct cfs_vfs *v, const char *want, struct cfs_file_met
 	return rc;
 }
 
+static void drop_handle(struct cfs_handle *e, void *arg);
+
 int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_vfs_opts *o,
 		struct cfs_vfs **out)
 {
@@ -150,6 +164,8 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	pthread_mutex_init(&v->poll_lock, NULL);
 	pthread_cond_init(&v->poll_cond, NULL);
 	int rc = cfs_inode_new(&v->tab);
+	if (!rc)
+		rc = cfs_handles_new(&v->handles);
 	if (!rc)
 		rc = cfs_nsdb_new(store, &v->ns);
 	if (!rc)
@@ -200,6 +216,7 @@ void cfs_vfs_free(struct cfs_vfs *v)
 	}
 	pthread_mutex_destroy(&v->poll_lock);
 	pthread_cond_destroy(&v->poll_cond);
+	cfs_handles_free(v->handles, drop_handle, v); /* open at unmount: never released */
 	cfs_reader_free(v->reader);
 	cfs_nsdb_free(v->ns);
 	cfs_inode_free(v->tab);
@@ -405,6 +422,25 @@ static void save_listing(struct cfs_vfs *v, const char *content_id, const struct
 	free(e);
 }
 
+/* Makes the stored parent rows of a listing's entries say folder ino, so a
+ * restarted server can find any of them (resolve_node).  Called before the
+ * listing is installed, so before a reply can hand an entry's number to the
+ * kernel.  Best effort: when the index cannot take the rows the listing is
+ * still served; only a restart would then miss those entries. */
+static void save_parents(struct cfs_vfs *v, uint64_t ino, const struct item *it, size_t n)
+{
+	uint64_t *inos = calloc(n ? n : 1, sizeof(*inos));
+	int rc = inos ? 0 : -ENOMEM;
+	for (size_t i = 0; inos && i < n; i++)
+		inos[i] = it[i].ino;
+	if (!rc)
+		rc = cfs_nsdb_set_parents(v->ns, ino, inos, n);
+	if (rc)
+		CFS_WARN("cannot store the parent of the entries of folder %llu: %s",
+			 (unsigned long long)ino, cfs_strerror(rc));
+	free(inos);
+}
+
 /* Fetches the listing of a folder from Drive and installs it. */
 static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id,
 			 const char *const *anc, int nanc)
@@ -432,6 +468,7 @@ static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id
 		c.it[i].ino = inos ? inos[i] : 0;
 	}
 	if (!rc) {
+		save_parents(v, ino, c.it, c.n);
 		save_listing(v, content_id, c.it, c.n);
 		rc = install_listing(v, ino, c.it, c.n, now_ms());
 	}
@@ -479,6 +516,7 @@ static int load_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id)
 		int64_t age = clock_ms(CLOCK_REALTIME) - fetched;
 		if (fetched < __atomic_load_n(&v->stored_valid_after, __ATOMIC_RELAXED))
 			age = v->dir_ttl_ms; /* a change made it stale: fetch again when possible */
+		save_parents(v, ino, c.it, c.n); /* rows stored by older versions lack them */
 		rc = install_listing(v, ino, c.it, c.n, now_ms() - (age > 0 ? age : 0));
 	}
 	free_items(c.it, c.n);
@@ -549,6 +587,61 @@ static int get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **out
 	return rc;
 }
 
+/* ---- nodes the kernel knows from an earlier server process ------------------ */
+
+static int resolve_at(struct cfs_vfs *v, uint64_t ino, int depth)
+{
+	cfs_inode_lock(v->tab);
+	int have = cfs_inode_get(v->tab, ino) != NULL;
+	cfs_inode_unlock(v->tab);
+	if (have)
+		return 0;
+	if (ino == CFS_ROOT_INO || depth >= RESOLVE_DEPTH)
+		return -ENOENT;
+	uint64_t parent = 0;
+	int rc = cfs_nsdb_get_parent(v->ns, ino, &parent);
+	if (!rc && parent == ino)
+		rc = -ENOENT;
+	if (!rc)
+		rc = resolve_at(v, parent, depth + 1);
+	if (!rc) {
+		struct cfs_listing *l;
+		rc = get_listing(v, parent, &l); /* installs the node, if still listed */
+		if (!rc)
+			cfs_listing_unref(l);
+	}
+	if (rc == -ENOTDIR)
+		rc = -ENOENT;
+	if (rc)
+		return rc;
+	cfs_inode_lock(v->tab);
+	have = cfs_inode_get(v->tab, ino) != NULL;
+	cfs_inode_unlock(v->tab);
+	if (!have)
+		CFS_INFO("inode %llu is no longer in folder %llu", (unsigned long long)ino,
+			 (unsigned long long)parent);
+	return have ? 0 : -ENOENT;
+}
+
+/* Makes sure the node for ino is in the table (lock not held; may do I/O).
+ * A server process restarted under a live mount starts with only the root,
+ * while the kernel still holds numbers handed out before; every entry point
+ * that takes an inode number calls this.  The node is rebuilt the normal
+ * way: the stored parent row names the folder that listed it, that folder is
+ * resolved the same way (up to RESOLVE_DEPTH levels; 1, the root, always
+ * exists) and its listing loaded (stored listing first, Drive when needed).
+ * A number with no parent row, or no longer in its folder's listing, is
+ * -ENOENT: the item is gone (or moved where we cannot see without listing
+ * the whole tree), which is what a lookup would say too.  -ESTALE would only
+ * make the kernel retry a path walk with a fresh lookup, which ends in the
+ * same ENOENT, and ENOENT is what the old process would answer for a name
+ * that disappeared.  A Drive failure while listing is returned as is (the
+ * item may well exist). */
+static int resolve_node(struct cfs_vfs *v, uint64_t ino)
+{
+	return resolve_at(v, ino, 0);
+}
+
 /* ---- attributes ------------------------------------------------------------ */
 
 static void fill_attr(const struct cfs_node *n, struct cfs_vfs_attr *a)
@@ -563,6 +656,9 @@ static void fill_attr(const struct cfs_node *n, struct cfs_vfs_attr *a)
 
 int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a)
 {
+	int rc = resolve_node(v, ino);
+	if (rc)
+		return rc;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	if (n)
@@ -576,7 +672,9 @@ int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct 
 	if (strlen(name) > CFS_NAME_MAX)
 		return -ENAMETOOLONG;
 	struct cfs_listing *l;
-	int rc = get_listing(v, parent, &l);
+	int rc = resolve_node(v, parent);
+	if (!rc)
+		rc = get_listing(v, parent, &l);
 	if (rc)
 		return rc;
 	long i = cfs_listing_find(l, name);
@@ -590,16 +688,29 @@ int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct 
 
 /* ---- directories ------------------------------------------------------------ */
 
-int cfs_vfs_opendir(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_dir **out)
+static void dir_free(struct cfs_vfs_dir *d)
+{
+	if (!d)
+		return;
+	cfs_listing_unref(d->l);
+	free(d);
+}
+
+/* A new directory handle on folder ino (not registered). */
+static int dir_new(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_dir **out)
 {
 	struct cfs_vfs_dir *d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	int rc = get_listing(v, ino, &d->l);
+	int rc = resolve_node(v, ino);
+	if (!rc)
+		rc = get_listing(v, ino, &d->l);
 	if (rc) {
 		free(d);
 		return rc;
 	}
+	d->h.fh = fh;
+	d->h.kind = H_DIR;
 	d->ino = ino;
 	cfs_inode_lock(v->tab);
 	d->parent = cfs_inode_get(v->tab, ino)->parent;
@@ -608,30 +719,101 @@ int cfs_vfs_opendir(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_dir **out)
 	return 0;
 }
 
-int cfs_vfs_readdir(struct cfs_vfs *v, struct cfs_vfs_dir *d, off_t off, cfs_vfs_dirent_cb cb,
-		    void *arg)
+/* Registers a new handle; the caller's reference is dropped, so the table
+ * holds the only one. */
+static int add_handle(struct cfs_vfs *v, struct cfs_handle *e)
 {
-	(void)v;
-	/* offsets: 0 start, 1 after ".", 2 after "..", 2+i+1 after entry i */
-	if (off < 0)
-		return -EINVAL;
-	if (off == 0 && cb(".", d->ino, 1, 1, arg))
-		return 0;
-	if (off <= 1 && cb("..", d->parent, 1, 2, arg))
-		return 0;
-	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < d->l->n; i++)
-		if (cb(d->l->e[i].name, d->l->e[i].ino, d->l->e[i].is_dir, (off_t)i + 3, arg))
-			break;
+	struct cfs_handle *got;
+	int rc = cfs_handles_add(v->handles, e, &got);
+	if (!rc && got == e)
+		cfs_handles_unref(e); /* never the last: the table has one */
+	else if (!rc)
+		rc = -EEXIST; /* a fresh number is never registered */
+	return rc;
+}
+
+int cfs_vfs_opendir(struct cfs_vfs *v, uint64_t ino, uint64_t *fh)
+{
+	struct cfs_vfs_dir *d = NULL;
+	uint64_t num = 0;
+	int rc = cfs_nsdb_fh_alloc(v->ns, &num);
+	if (!rc)
+		rc = dir_new(v, ino, num, &d);
+	if (!rc)
+		rc = add_handle(v, &d->h);
+	if (rc) {
+		dir_free(d);
+		return rc;
+	}
+	*fh = num;
 	return 0;
 }
 
-void cfs_vfs_releasedir(struct cfs_vfs *v, struct cfs_vfs_dir *d)
+static void put_dir(struct cfs_vfs_dir *d)
 {
-	(void)v;
-	if (!d)
-		return;
-	cfs_listing_unref(d->l);
-	free(d);
+	if (cfs_handles_unref(&d->h))
+		dir_free(d);
+}
+
+/* The handle fh on folder ino with a reference taken.  A number this process
+ * does not know was handed out by a server process that was restarted since:
+ * the folder is opened again and registered under that number (no stored
+ * row needed).  Its listing is the current one, so offsets may shift if the
+ * folder changed meanwhile; readdir from the middle then skips or repeats
+ * entries, as after a change seen by any cached listing. */
+static int get_dir(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_dir **out)
+{
+	struct cfs_handle *e = cfs_handles_get(v->handles, fh, H_DIR);
+	if (!e) {
+		struct cfs_vfs_dir *d;
+		int rc = dir_new(v, ino, fh, &d);
+		if (rc)
+			return rc;
+		rc = cfs_handles_add(v->handles, &d->h, &e);
+		if (rc || e != &d->h)
+			dir_free(d); /* another thread rebuilt it first, or the number is a file's */
+		if (rc)
+			return rc == -EEXIST ? -EBADF : rc;
+		if (e == &d->h)
+			CFS_INFO("reopened folder handle %llu (inode %llu) after a restart",
+				 (unsigned long long)fh, (unsigned long long)ino);
+	}
+	*out = (struct cfs_vfs_dir *)e;
+	if ((*out)->ino != ino) { /* not this folder's handle */
+		put_dir(*out);
+		return -EBADF;
+	}
+	return 0;
+}
+
+int cfs_vfs_readdir(struct cfs_vfs *v, uint64_t ino, uint64_t fh, off_t off,
+		    cfs_vfs_dirent_cb cb, void *arg)
+{
+	/* offsets: 0 start, 1 after ".", 2 after "..", 2+i+1 after entry i */
+	if (off < 0)
+		return -EINVAL;
+	struct cfs_vfs_dir *d;
+	int rc = get_dir(v, ino, fh, &d);
+	if (rc)
+		return rc;
+	if (off == 0 && cb(".", d->ino, 1, 1, arg))
+		goto out;
+	if (off <= 1 && cb("..", d->parent, 1, 2, arg))
+		goto out;
+	for (size_t i = off > 2 ? (size_t)off - 2 : 0; i < d->l->n; i++)
+		if (cb(d->l->e[i].name, d->l->e[i].ino, d->l->e[i].is_dir, (off_t)i + 3, arg))
+			break;
+out:
+	put_dir(d);
+	return 0;
+}
+
+void cfs_vfs_releasedir(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
+{
+	(void)ino;
+	struct cfs_handle *e = cfs_handles_remove(v->handles, fh, H_DIR);
+	if (e) /* else opened by a process since restarted: nothing to free */
+		put_dir((struct cfs_vfs_dir *)e);
 }
 
 /* ---- files ---------------------------------------------------------------- */
@@ -710,19 +892,61 @@ static void prefetch_siblings(struct cfs_vfs *v, uint64_t ino)
 	}
 }
 
-int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file **out,
-		 int *keep_cache, int *direct_io)
+/* Gets f ready to read what f->b names: the whole export when export_mime
+ * is set (into memory), else a stream for the prefetcher and a hold on the
+ * blocks.  On failure f holds nothing. */
+static int file_start(struct cfs_vfs *v, struct cfs_vfs_file *f, const char *export_mime)
+{
+	if (export_mime[0]) {
+		struct cfs_buf b = { 0 };
+		int rc = cfs_drive_export(v->drive, f->b.id, export_mime, EXPORT_MAX, &b);
+		if (!rc) {
+			size_t len;
+			f->data = cfs_buf_steal(&b, &len);
+			f->b.size = (int64_t)len;
+			if (!f->data && !(f->data = calloc(1, 1)))
+				rc = -ENOMEM;
+		}
+		cfs_buf_cleanup(&b);
+		return rc;
+	}
+	if (!(f->stream = cfs_reader_stream_new()))
+		return -ENOMEM;
+	/* Blocks of open files are the last the budget evicts, but only for
+	 * files small next to the budget: holding a file larger than the cache
+	 * would leave no room for its own later blocks. */
+	if ((uint64_t)f->b.size <= cfs_store_budget(v->store) / 8)
+		f->held = cfs_store_hold(v->store, f->b.key) == 0;
+	return 0;
+}
+
+/* The stored form of what f is pinned to. */
+static void file_row(const struct cfs_vfs_file *f, const char *export_mime,
+		     struct cfs_nsdb_fh *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->ino = f->ino;
+	r->size = f->b.size;
+	memcpy(r->key, f->b.key, sizeof(r->key));
+	memcpy(r->id, f->b.id, sizeof(r->id));
+	memcpy(r->rev, f->b.rev, sizeof(r->rev));
+	snprintf(r->export_mime, sizeof(r->export_mime), "%s", export_mime);
+}
+
+int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *keep_cache,
+		 int *direct_io)
 {
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
 		return -EROFS;
-	int rrc = refresh_stale(v, ino);
-	if (rrc)
-		return rrc;
+	int rc = resolve_node(v, ino);
+	if (!rc)
+		rc = refresh_stale(v, ino);
+	if (rc)
+		return rc;
 	struct cfs_vfs_file *f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
 	char export_mime[128];
-	int rc = 0;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	if (!n)
@@ -738,57 +962,127 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file
 		memcpy(n->opened_rev, n->rev, sizeof(n->rev));
 	}
 	cfs_inode_unlock(v->tab);
-	if (!rc && export_mime[0]) {
-		struct cfs_buf b = { 0 };
-		rc = cfs_drive_export(v->drive, f->b.id, export_mime, EXPORT_MAX, &b);
-		if (!rc) {
-			size_t len;
-			f->data = cfs_buf_steal(&b, &len);
-			f->b.size = (int64_t)len;
-			if (!f->data && !(f->data = calloc(1, 1)))
-				rc = -ENOMEM;
-			cfs_inode_lock(v->tab);
-			n->size = f->b.size;
-			cfs_inode_unlock(v->tab);
-		}
-		cfs_buf_cleanup(&b);
+	if (!rc)
+		rc = file_start(v, f, export_mime);
+	if (!rc && f->data) {
+		cfs_inode_lock(v->tab);
+		n->size = f->b.size; /* an export's size is known once fetched */
+		cfs_inode_unlock(v->tab);
+	}
+	if (!rc)
+		rc = cfs_nsdb_fh_alloc(v->ns, &f->h.fh);
+	if (!rc) {
+		/* Stored before the reply hands the number to the kernel, so a
+		 * server restarted later serves this handle at the same revision.
+		 * Best effort: without the row the open still works, only a read
+		 * after a restart would fail (EBADF). */
+		struct cfs_nsdb_fh r;
+		file_row(f, export_mime, &r);
+		int wrc = cfs_nsdb_fh_put(v->ns, f->h.fh, &r);
+		if (wrc)
+			CFS_WARN("cannot store file handle %llu: %s", (unsigned long long)f->h.fh,
+				 cfs_strerror(wrc));
+		f->h.kind = H_FILE;
+		rc = add_handle(v, &f->h);
+		if (rc && !wrc)
+			cfs_nsdb_fh_del(v->ns, f->h.fh);
 	}
 	if (rc) {
-		free(f);
+		file_free(v, f, 0);
 		return rc;
-	}
-	if (!f->data && !(f->stream = cfs_reader_stream_new())) {
-		free(f);
-		return -ENOMEM;
 	}
 	if (!f->data)
 		prefetch_siblings(v, ino);
-	/* Blocks of open files are the last the budget evicts, but only for
-	 * files small next to the budget: holding a file larger than the cache
-	 * would leave no room for its own later blocks. */
-	if (!f->data && (uint64_t)f->b.size <= cfs_store_budget(v->store) / 8)
-		f->held = cfs_store_hold(v->store, f->b.key) == 0;
+	*fh = f->h.fh;
+	return 0;
+}
+
+/* Rebuilds file handle fh, handed out by a server process that was restarted
+ * since, from its stored row: the same content key, revision and size the
+ * open pinned, never the node's current revision, so the kernel gets the
+ * bytes of the revision it opened (a revision Drive no longer serves fails
+ * the read with ESTALE, as it would have in the old process).  An export is
+ * fetched again (it lived in the old process's memory): the document may
+ * have changed since the open, which for exports (direct_io, no revision in
+ * the key) is the same as reading it a little later.  No row: -EBADF. */
+static int file_rebuild(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out)
+{
+	struct cfs_nsdb_fh r;
+	int rc = cfs_nsdb_fh_get(v->ns, fh, &r);
+	if (rc == -ENOENT || rc == CFS_E_PROTO || (!rc && r.ino != ino))
+		return -EBADF;
+	if (rc)
+		return rc;
+	/* the node is not needed for the bytes, only for noting a revision
+	 * change and the whole-file check: best effort */
+	resolve_node(v, ino);
+	struct cfs_vfs_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->h.fh = fh;
+	f->h.kind = H_FILE;
+	f->ino = ino;
+	memcpy(f->b.key, r.key, sizeof(f->b.key));
+	memcpy(f->b.id, r.id, sizeof(f->b.id));
+	memcpy(f->b.rev, r.rev, sizeof(f->b.rev));
+	f->b.size = r.size;
+	rc = file_start(v, f, r.export_mime);
+	if (rc) {
+		file_free(v, f, 0);
+		return rc;
+	}
+	CFS_INFO("rebuilt file handle %llu (inode %llu, %s) after a restart",
+		 (unsigned long long)fh, (unsigned long long)ino, r.key);
 	*out = f;
 	return 0;
 }
 
-int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t len, char *buf,
-		 size_t *got)
+/* The handle fh on file ino with a reference taken, rebuilt if this process
+ * does not know it. */
+static int get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out)
+{
+	struct cfs_handle *e = cfs_handles_get(v->handles, fh, H_FILE);
+	if (!e) {
+		struct cfs_vfs_file *f;
+		int rc = file_rebuild(v, ino, fh, &f);
+		if (rc)
+			return rc;
+		rc = cfs_handles_add(v->handles, &f->h, &e);
+		if (rc || e != &f->h)
+			file_free(v, f, 0); /* another thread rebuilt it first */
+		if (rc)
+			return rc == -EEXIST ? -EBADF : rc;
+	}
+	*out = (struct cfs_vfs_file *)e;
+	if ((*out)->ino != ino) { /* not this file's handle */
+		put_file(v, *out);
+		return -EBADF;
+	}
+	return 0;
+}
+
+int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
+		 char *buf, size_t *got)
 {
 	*got = 0;
 	if (off < 0)
 		return -EINVAL;
+	struct cfs_vfs_file *f;
+	int rc = get_file(v, ino, fh, &f);
+	if (rc)
+		return rc;
 	if (f->data) {
-		if (off >= f->b.size)
-			return 0;
-		if ((int64_t)len > f->b.size - off)
-			len = (size_t)(f->b.size - off);
-		memcpy(buf, f->data + off, len);
-		*got = len;
+		if (off < f->b.size) {
+			if ((int64_t)len > f->b.size - off)
+				len = (size_t)(f->b.size - off);
+			memcpy(buf, f->data + off, len);
+			*got = len;
+		}
+		put_file(v, f);
 		return 0;
 	}
 	struct cfs_reader_file rf = reader_file(&f->b);
-	int rc = cfs_reader_read(v->reader, f->stream, &rf, off, len, buf, got);
+	rc = cfs_reader_read(v->reader, f->stream, &rf, off, len, buf, got);
 	if (rc == -ESTALE) {
 		/* The file changed in Drive since its listing: fail this read rather
 		 * than mix revisions, and make the next lookup fetch the listing
@@ -804,6 +1098,7 @@ int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t 
 		}
 		cfs_inode_unlock(v->tab);
 	}
+	put_file(v, f);
 	return rc;
 }
 
@@ -876,17 +1171,52 @@ void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched
 	*mismatched = __atomic_load_n(&v->files_mismatched, __ATOMIC_RELAXED);
 }
 
-void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f)
+/* Frees a file handle's object; check: run the whole-file check first (a
+ * real release, not a failed open). */
+static void file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check)
 {
 	if (!f)
 		return;
 	if (f->held) {
-		check_whole_file(v, f);
+		if (check)
+			check_whole_file(v, f);
 		cfs_store_release(v->store, f->b.key);
 	}
 	cfs_reader_stream_free(f->stream);
 	free(f->data);
 	free(f);
+}
+
+static void put_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
+{
+	if (cfs_handles_unref(&f->h))
+		file_free(v, f, 1);
+}
+
+void cfs_vfs_release(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
+{
+	(void)ino;
+	struct cfs_handle *e = cfs_handles_remove(v->handles, fh, H_FILE);
+	/* the row goes first: a handle is never rebuilt after its release; none
+	 * when this process never stored it (a failed write) or it was released
+	 * before a restart's resend */
+	int rc = cfs_nsdb_fh_del(v->ns, fh);
+	if (rc && rc != -ENOENT)
+		CFS_WARN("cannot drop stored file handle %llu: %s", (unsigned long long)fh,
+			 cfs_strerror(rc));
+	if (e)
+		put_file(v, (struct cfs_vfs_file *)e);
+}
+
+/* Unmount: handles the kernel never released.  Their rows stay: this
+ * process may be ending for a restart under the same mount, where the
+ * kernel still holds the numbers. */
+static void drop_handle(struct cfs_handle *e, void *arg)
+{
+	if (e->kind == H_FILE)
+		file_free(arg, (struct cfs_vfs_file *)e, 0);
+	else
+		dir_free((struct cfs_vfs_dir *)e);
 }
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st)
@@ -940,12 +1270,15 @@ int cfs_vfs_evict(struct cfs_vfs *v, uint64_t ino, uint64_t *bytes, uint64_t *bl
 		  cfs_vfs_ino_cb inval, void *arg)
 {
 	*bytes = *blocks = 0;
+	int rc = resolve_node(v, ino);
+	if (rc)
+		return rc;
 	if (ino != CFS_ROOT_INO) {
 		evict_tree(v, ino, 0, bytes, blocks, inval, arg);
 		return 0;
 	}
 	/* everything, including blocks of files no listing shows any more */
-	int rc = cfs_store_evict_prefix(v->store, "", bytes, blocks);
+	rc = cfs_store_evict_prefix(v->store, "", bytes, blocks);
 	evict_tree(v, ino, 0, NULL, NULL, inval, arg);
 	return rc;
 }
@@ -953,8 +1286,10 @@ int cfs_vfs_evict(struct cfs_vfs *v, uint64_t ino, uint64_t *bytes, uint64_t *bl
 int cfs_vfs_warm(struct cfs_vfs *v, uint64_t ino, int64_t off, uint64_t len, uint64_t *fetched)
 {
 	struct blob_ref b = { .size = 0 };
-	int rc = 0;
 	*fetched = 0;
+	int rc = resolve_node(v, ino);
+	if (rc)
+		return rc;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	if (!n)

@@ -8,6 +8,13 @@
  * the others wait, and stored in the cache index with the inode numbers
  * (nsdb.h), so a remount lists at once, even offline.
  *
+ * Restarts.  The kernel may outlive the server process (a supervisor keeps
+ * /dev/fuse open and starts a new one with the same cache folder), so every
+ * inode and handle number handed out is usable by a later process: a node
+ * missing from memory is rebuilt from its stored parent chain and listings,
+ * a file handle from its stored row (same revision as at open), a folder
+ * handle by opening the folder again.  Handle numbers are never reused.
+ *
  * Every function returns 0, -errno or a CFS_E_* status; fuse/ turns that into
  * a reply.  All functions are thread-safe. */
 #ifndef CFS_VFS_H
@@ -25,8 +32,6 @@ struct cfs_drive;
 struct cfs_reader;
 struct cfs_store;
 struct cfs_vfs;
-struct cfs_vfs_dir;
-struct cfs_vfs_file;
 
 struct cfs_vfs_opts {
 	const char *root_id;   /* NULL or "root": My Drive */
@@ -55,24 +60,31 @@ struct cfs_reader *cfs_vfs_reader(struct cfs_vfs *v);
 int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a);
 int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a);
 
-/* Directory handles hold a snapshot of the listing, so offsets stay valid. */
-int cfs_vfs_opendir(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_dir **out);
+/* Directory handles hold a snapshot of the listing, so offsets stay valid
+ * (within one server process).  *fh: the handle number, never 0. */
+int cfs_vfs_opendir(struct cfs_vfs *v, uint64_t ino, uint64_t *fh);
 /* Calls cb for entries from offset off ("." and ".." first); cb returns
  * non-zero to stop (its buffer is full).  next is the offset after the entry. */
 typedef int (*cfs_vfs_dirent_cb)(const char *name, uint64_t ino, int is_dir, off_t next,
 				 void *arg);
-int cfs_vfs_readdir(struct cfs_vfs *v, struct cfs_vfs_dir *d, off_t off, cfs_vfs_dirent_cb cb,
-		    void *arg);
-void cfs_vfs_releasedir(struct cfs_vfs *v, struct cfs_vfs_dir *d);
+/* -EBADF when fh is not a folder handle and cannot be reopened. */
+int cfs_vfs_readdir(struct cfs_vfs *v, uint64_t ino, uint64_t fh, off_t off,
+		    cfs_vfs_dirent_cb cb, void *arg);
+/* An unknown fh is fine (nothing to do). */
+void cfs_vfs_releasedir(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
-/* Opens read-only (-EROFS for write access, -EISDIR for folders).
+/* Opens read-only (-EROFS for write access, -EISDIR for folders).  *fh: the
+ * handle number (never 0); what it reads (content id, revision, size) is
+ * stored in the cache index before this returns.
  * *keep_cache: the kernel may keep cached pages (content unchanged since the
  * last open); *direct_io: bypass the page cache (exports of unknown size). */
-int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, struct cfs_vfs_file **out,
-		 int *keep_cache, int *direct_io);
-int cfs_vfs_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t len, char *buf,
-		 size_t *got);
-void cfs_vfs_release(struct cfs_vfs *v, struct cfs_vfs_file *f);
+int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *keep_cache,
+		 int *direct_io);
+/* -EBADF when fh is not an open file of ino (never opened, or released). */
+int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
+		 char *buf, size_t *got);
+/* An unknown fh is fine (its stored row, if any, is dropped). */
+void cfs_vfs_release(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
 

@@ -1,0 +1,220 @@
+/* Unit tests: nsdb's rows that let a restarted server process serve what an
+ * earlier one handed out (parent rows, file handle numbers and rows), on a
+ * store in a temporary folder; plus the cost of a handle row (one write
+ * transaction at open, one at release), printed for the record. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "err.h"
+#include "nsdb.h"
+#include "store.h"
+#include "store_util.h"
+
+static void test_parents(const char *dir)
+{
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	uint64_t p = 0;
+	CHECK_EQ(cfs_nsdb_get_parent(n, 5, &p), -ENOENT);
+	uint64_t kids[] = { 5, 6, 7 };
+	CHECK_EQ(cfs_nsdb_set_parents(n, 1, kids, 3), 0);
+	for (int i = 0; i < 3; i++) {
+		p = 0;
+		CHECK_EQ(cfs_nsdb_get_parent(n, kids[i], &p), 0);
+		CHECK_EQ(p, 1);
+	}
+	CHECK_EQ(cfs_nsdb_set_parents(n, 1, kids, 3), 0); /* unchanged: nothing written */
+	CHECK_EQ(cfs_nsdb_set_parents(n, 1, kids, 0), 0);
+	/* 6 moved into folder 5, 8 is new there */
+	uint64_t moved[] = { 6, 8 };
+	CHECK_EQ(cfs_nsdb_set_parents(n, 5, moved, 2), 0);
+	CHECK_EQ(cfs_nsdb_get_parent(n, 6, &p), 0);
+	CHECK_EQ(p, 5);
+	CHECK_EQ(cfs_nsdb_get_parent(n, 8, &p), 0);
+	CHECK_EQ(p, 5);
+	CHECK_EQ(cfs_nsdb_get_parent(n, 7, &p), 0);
+	CHECK_EQ(p, 1);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+	/* a restart keeps them */
+	s = open_store(dir, K64, 64u << 20, 0);
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	CHECK_EQ(cfs_nsdb_get_parent(n, 6, &p), 0);
+	CHECK_EQ(p, 5);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+}
+
+/* Handle numbers only grow, across a store closed with handles never
+ * released (a killed server) and opened again. */
+static void test_fh_counter(const char *dir)
+{
+	uint64_t last = 0;
+	for (int round = 0; round < 3; round++) {
+		struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+		struct cfs_nsdb *n;
+		CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+		int count = round == 1 ? CFS_NSDB_FH_RANGE + 10 : 5; /* cross a range */
+		for (int i = 0; i < count; i++) {
+			uint64_t fh = 0;
+			CHECK_EQ(cfs_nsdb_fh_alloc(n, &fh), 0);
+			CHECK(fh != 0);
+			CHECK(fh > last);
+			last = fh;
+		}
+		cfs_nsdb_free(n);
+		cfs_store_close(s);
+	}
+	/* two nsdb on one store (never done, but numbers must still not repeat) */
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	struct cfs_nsdb *a, *b;
+	CHECK_EQ(cfs_nsdb_new(s, &a), 0);
+	CHECK_EQ(cfs_nsdb_new(s, &b), 0);
+	uint64_t fa = 0, fb = 0;
+	CHECK_EQ(cfs_nsdb_fh_alloc(a, &fa), 0);
+	CHECK_EQ(cfs_nsdb_fh_alloc(b, &fb), 0);
+	CHECK(fa > last && fb > last && fa != fb);
+	cfs_nsdb_free(a);
+	cfs_nsdb_free(b);
+	cfs_store_close(s);
+}
+
+static void test_fh_rows(const char *dir)
+{
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	struct cfs_nsdb_fh r = { .ino = 42, .size = 1234567 }, g;
+	snprintf(r.key, sizeof(r.key), "1AbC@r:rev7");
+	snprintf(r.id, sizeof(r.id), "1AbC");
+	snprintf(r.rev, sizeof(r.rev), "rev7");
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4096, &g), -ENOENT);
+	CHECK_EQ(cfs_nsdb_fh_put(n, 4096, &r), 0);
+	struct cfs_nsdb_fh e = { .ino = 43, .size = -1 };
+	snprintf(e.key, sizeof(e.key), "1Doc@v:3");
+	snprintf(e.id, sizeof(e.id), "1Doc");
+	snprintf(e.export_mime, sizeof(e.export_mime), "application/pdf");
+	CHECK_EQ(cfs_nsdb_fh_put(n, 4097, &e), 0);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+
+	s = open_store(dir, K64, 64u << 20, 0); /* after a restart */
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4096, &g), 0);
+	CHECK_EQ(g.ino, 42);
+	CHECK_EQ(g.size, 1234567);
+	CHECK_STR(g.key, "1AbC@r:rev7");
+	CHECK_STR(g.id, "1AbC");
+	CHECK_STR(g.rev, "rev7");
+	CHECK_STR(g.export_mime, "");
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4097, &g), 0);
+	CHECK_EQ(g.ino, 43);
+	CHECK_EQ(g.size, -1);
+	CHECK_STR(g.rev, "");
+	CHECK_STR(g.export_mime, "application/pdf");
+	CHECK_EQ(cfs_nsdb_fh_del(n, 4096), 0);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4096, &g), -ENOENT);
+	CHECK_EQ(cfs_nsdb_fh_del(n, 4096), -ENOENT);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4097, &g), 0);
+	/* a damaged row reads as damaged once, then is gone */
+	unsigned char k[11] = "fh:";
+	unsigned long long fh = 4097;
+	for (int i = 0; i < 8; i++)
+		k[3 + i] = (unsigned char)(fh >> (8 * i));
+	CHECK_EQ(cfs_store_meta_put(s, "meta", k, sizeof(k), "CFH1junk", 8), 0);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4097, &g), CFS_E_PROTO);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4097, &g), -ENOENT);
+	/* strings that do not fit are refused, not cut */
+	struct cfs_nsdb_fh bad = r;
+	memset(bad.id, 'x', sizeof(bad.id));
+	CHECK_EQ(cfs_nsdb_fh_put(n, 4098, &bad), -EINVAL);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* What open + release pay for the handle row: a put and a delete, each its
+ * own write transaction (MDB_NOMETASYNC: one data sync per commit). */
+static void bench_fh_rows(const char *dir, const char *where)
+{
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	struct cfs_nsdb_fh r = { .ino = 42, .size = 1 << 20 };
+	snprintf(r.key, sizeof(r.key), "1AbCdEfGhIjKlMnOpQrStUvWxYz0123@r:0B1234567890abcdef");
+	snprintf(r.id, sizeof(r.id), "1AbCdEfGhIjKlMnOpQrStUvWxYz0123");
+	snprintf(r.rev, sizeof(r.rev), "0B1234567890abcdef");
+	int iters = 2000;
+	double t0 = now_s();
+	for (int i = 0; i < iters; i++) {
+		uint64_t fh = 0;
+		CHECK_EQ(cfs_nsdb_fh_alloc(n, &fh), 0);
+		CHECK_EQ(cfs_nsdb_fh_put(n, fh, &r), 0);
+		CHECK_EQ(cfs_nsdb_fh_del(n, fh), 0);
+	}
+	double us = (now_s() - t0) * 1e6 / iters;
+	printf("handle row cost (%s): %.1f us per open+release (alloc + put + del)\n", where, us);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+}
+
+/* What a listing pays for its parent rows: all new (first listing), then
+ * unchanged (every later load: reads only). */
+static void bench_parents(const char *dir, const char *where)
+{
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	size_t count = 100000;
+	uint64_t *inos = calloc(count, sizeof(*inos));
+	for (size_t i = 0; i < count; i++)
+		inos[i] = 1000 + i;
+	double t0 = now_s();
+	CHECK_EQ(cfs_nsdb_set_parents(n, 7, inos, count), 0);
+	double t1 = now_s();
+	CHECK_EQ(cfs_nsdb_set_parents(n, 7, inos, count), 0);
+	double t2 = now_s();
+	uint64_t p = 0;
+	CHECK_EQ(cfs_nsdb_get_parent(n, 1000 + count - 1, &p), 0);
+	CHECK_EQ(p, 7);
+	printf("parent rows (%s), %zu entries: %.0f ms new, %.0f ms unchanged\n", where, count,
+	       (t1 - t0) * 1e3, (t2 - t1) * 1e3);
+	free(inos);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+}
+
+int main(void)
+{
+	char dir[64];
+	mkdir_tmp(dir, sizeof(dir));
+	test_parents(dir);
+	rm_dir(dir);
+	mkdir_tmp(dir, sizeof(dir));
+	test_fh_counter(dir);
+	rm_dir(dir);
+	mkdir_tmp(dir, sizeof(dir));
+	test_fh_rows(dir);
+	bench_fh_rows(dir, "/tmp");
+	rm_dir(dir);
+	char shm[64];
+	snprintf(shm, sizeof(shm), "/dev/shm/cfs-test-nsdb.XXXXXX");
+	if (mkdtemp(shm)) {
+		bench_fh_rows(shm, "/dev/shm");
+		bench_parents(shm, "/dev/shm");
+		rm_dir(shm);
+	}
+	return check_done("test_nsdb");
+}

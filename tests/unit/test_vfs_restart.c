@@ -1,0 +1,213 @@
+/* Unit test: a server process restarted under a live mount.  The first vfs
+ * walks a tree and opens a file and a folder; it is then freed without
+ * releasing anything (as if killed), and a second vfs on the same cache
+ * folder must serve the inode and handle numbers the kernel still holds:
+ * getattr on a deep inode, read on the old file handle (at the revision it
+ * was opened at, even when the listing now names another), readdir on the
+ * old folder handle.  Everything comes from the cache index (stored root,
+ * listings, blocks), so Drive is never asked: its URL is a closed port, and
+ * the test checks that no request was made. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "auth.h"
+#include "check.h"
+#include "drive.h"
+#include "http.h"
+#include "inode.h"
+#include "nsdb.h"
+#include "store.h"
+#include "store_util.h"
+#include "vfs.h"
+
+#define DEAD_URL "http://127.0.0.1:9"
+#define FSIZE (100000)
+
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void save_dir(struct cfs_nsdb *n, const char *cid, uint64_t ino, int is_dir,
+		     const char *name, const char *id, const char *rev, int64_t size)
+{
+	struct cfs_lrow_entry e = { ino, is_dir, size, 1, 1, name, id, id, rev, "", "", "" };
+	CHECK_EQ(cfs_nsdb_save_listing(n, cid, &e, 1, wall_ms()), 0);
+}
+
+/* root "ROOT" / a (D1, 10) / b (D2, 11) / f.txt (F1, 12, rev1) */
+static void seed(struct cfs_store *s)
+{
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	struct cfs_lrow_entry root = { CFS_ROOT_INO, 1, 0, 1, 1, "/", "ROOT", "ROOT", "", "" };
+	CHECK_EQ(cfs_nsdb_save_root(n, "root", &root), 0);
+	save_dir(n, "ROOT", 10, 1, "a", "D1", "", 0);
+	save_dir(n, "D1", 11, 1, "b", "D2", "", 0);
+	save_dir(n, "D2", 12, 0, "f.txt", "F1", "r:rev1", FSIZE);
+	cfs_nsdb_free(n);
+	CHECK_EQ(put(s, "F1@r:rev1", 0, K64), 0);
+	CHECK_EQ(put(s, "F1@r:rev1", 1, FSIZE - K64), 0);
+}
+
+struct env {
+	struct cfs_http *http;
+	struct cfs_auth *auth;
+	struct cfs_drive *drive;
+};
+
+static void env_new(struct env *e)
+{
+	struct cfs_http_opts ho = { .user_agent = "test" };
+	struct cfs_auth_opts ao = { .metadata_url = DEAD_URL };
+	struct cfs_drive_opts dopt = { .api_url = DEAD_URL, .io_timeout_ms = 1000, .api_rate = -1 };
+	char why[256];
+	CHECK_EQ(cfs_http_new(&ho, &e->http), 0);
+	CHECK_EQ(cfs_auth_new(e->http, &ao, &e->auth, why, sizeof(why)), 0);
+	CHECK_EQ(cfs_drive_new(e->http, e->auth, &dopt, &e->drive), 0);
+}
+
+static void env_free(struct env *e)
+{
+	struct cfs_drive_stats st;
+	cfs_drive_stats(e->drive, &st);
+	CHECK_EQ(st.requests, 0); /* everything came from the cache index */
+	cfs_drive_free(e->drive);
+	cfs_auth_free(e->auth);
+	cfs_http_free(e->http);
+}
+
+static struct cfs_vfs *vfs_new(struct env *e, struct cfs_store *s)
+{
+	struct cfs_vfs_opts o = { .dir_ttl_s = 3600 };
+	struct cfs_vfs *v = NULL;
+	CHECK_EQ(cfs_vfs_new(e->drive, s, &o, &v), 0);
+	if (!v)
+		exit(1);
+	return v;
+}
+
+struct names {
+	char seen[8][64];
+	int n;
+};
+
+static int on_dirent(const char *name, uint64_t ino, int is_dir, off_t next, void *arg)
+{
+	struct names *nm = arg;
+	if (nm->n < 8)
+		snprintf(nm->seen[nm->n++], sizeof(nm->seen[0]), "%s:%llu", name,
+			 (unsigned long long)ino);
+	return 0;
+}
+
+static int read_same(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
+{
+	char *buf = malloc(FSIZE), *want = malloc(FSIZE);
+	size_t got = 0;
+	int rc = cfs_vfs_read(v, ino, fh, 0, FSIZE, buf, &got);
+	fill(want, "F1@r:rev1", 0, K64);
+	fill(want + K64, "F1@r:rev1", 1, FSIZE - K64);
+	int ok = rc == 0 && got == FSIZE && memcmp(buf, want, FSIZE) == 0;
+	if (!ok)
+		fprintf(stderr, "read: rc %d, got %zu\n", rc, got);
+	free(buf);
+	free(want);
+	return ok;
+}
+
+int main(void)
+{
+	char dir[64], home[80];
+	mkdir_tmp(dir, sizeof(dir));
+	/* no credential file of this machine's user is found */
+	snprintf(home, sizeof(home), "%s/home", dir);
+	setenv("HOME", home, 1);
+	unsetenv("CLOUDSDK_CONFIG");
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	unsetenv("GCE_METADATA_HOST");
+	unsetenv("GCE_METADATA_ROOT");
+	setenv("COLABFS_ACCESS_TOKEN", "test-token", 1);
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	seed(s);
+	struct env e;
+	env_new(&e);
+
+	/* first server process: walk down, open, read */
+	struct cfs_vfs *v = vfs_new(&e, s);
+	struct cfs_vfs_attr a;
+	CHECK_EQ(cfs_vfs_getattr(v, 12, &a), -ENOENT); /* never listed, no parent rows yet */
+	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
+	CHECK_EQ(a.ino, 10);
+	CHECK_EQ(cfs_vfs_lookup(v, 10, "b", &a), 0);
+	CHECK_EQ(a.ino, 11);
+	CHECK_EQ(cfs_vfs_lookup(v, 11, "f.txt", &a), 0);
+	CHECK_EQ(a.ino, 12);
+	uint64_t fh = 0, dfh = 0, fh2 = 0;
+	int keep, direct;
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh2, &keep, &direct), 0);
+	CHECK(fh != 0 && fh2 > fh);
+	CHECK(read_same(v, 12, fh));
+	CHECK_EQ(cfs_vfs_opendir(v, 11, &dfh), 0);
+	CHECK(dfh > fh2);
+	uint64_t fclosed = 0;
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fclosed, &keep, &direct), 0);
+	cfs_vfs_release(v, 12, fclosed);
+	size_t got;
+	char b1[16];
+	CHECK_EQ(cfs_vfs_read(v, 12, fclosed, 0, sizeof(b1), b1, &got), -EBADF);
+	CHECK_EQ(cfs_vfs_read(v, 12, 77, 0, sizeof(b1), b1, &got), -EBADF);
+	cfs_vfs_free(v); /* killed: fh, fh2 and dfh never released */
+
+	/* the file changed in Drive meanwhile: the stored listing names rev2 */
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	save_dir(n, "D2", 12, 0, "f.txt", "F1", "r:rev2", FSIZE + 1);
+	cfs_nsdb_free(n);
+
+	/* second server process: the kernel's numbers still work */
+	v = vfs_new(&e, s);
+	CHECK_EQ(cfs_vfs_getattr(v, 12, &a), 0); /* deep inode, parents rebuilt */
+	CHECK_EQ(a.ino, 12);
+	CHECK_EQ(a.size, FSIZE + 1);
+	CHECK(read_same(v, 12, fh)); /* pinned: rev1's bytes, not rev2 */
+	CHECK_EQ(cfs_vfs_read(v, 12, fclosed, 0, sizeof(b1), b1, &got), -EBADF);
+	CHECK_EQ(cfs_vfs_read(v, 11, fh, 0, sizeof(b1), b1, &got), -EBADF); /* wrong inode */
+	CHECK_EQ(cfs_vfs_read(v, 12, dfh, 0, sizeof(b1), b1, &got), -EBADF);
+	struct names nm = { .n = 0 };
+	CHECK_EQ(cfs_vfs_readdir(v, 11, dfh, 0, on_dirent, &nm), 0);
+	CHECK_EQ(nm.n, 3);
+	CHECK_STR(nm.seen[0], ".:11");
+	CHECK_STR(nm.seen[1], "..:10");
+	CHECK_STR(nm.seen[2], "f.txt:12");
+	cfs_vfs_releasedir(v, 11, dfh);
+	cfs_vfs_releasedir(v, 11, dfh); /* unknown now: harmless */
+	cfs_vfs_release(v, 12, fh);
+	CHECK_EQ(cfs_vfs_read(v, 12, fh, 0, sizeof(b1), b1, &got), -EBADF);
+	/* new numbers are above every earlier one */
+	uint64_t fh3 = 0;
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh3, &keep, &direct), 0);
+	CHECK(fh3 > dfh);
+	cfs_vfs_release(v, 12, fh3);
+	CHECK_EQ(cfs_vfs_getattr(v, 999, &a), -ENOENT);
+	cfs_vfs_free(v); /* fh2 still open: freed, its row kept */
+
+	/* third process: fh2 was never released, so it still reads */
+	v = vfs_new(&e, s);
+	CHECK(read_same(v, 12, fh2));
+	cfs_vfs_release(v, 12, fh2);
+	cfs_vfs_free(v);
+
+	env_free(&e);
+	cfs_store_close(s);
+	rm_dir(dir);
+	return check_done("test_vfs_restart");
+}
