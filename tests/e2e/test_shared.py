@@ -238,3 +238,28 @@ def test_shared_drive_change_shows(mount_factory, emulator_factory, tmp_path):
     check_flags(calls)
     changes = [r for r in calls if r["kind"] == "changes"]
     assert changes and all(r["query"].get("driveId") == TEAM for r in changes), changes[:3]
+
+
+@pytest.mark.parametrize("scope,want", [
+    (None, "https://www.googleapis.com/auth/drive.readonly"),
+    ("drive", "https://www.googleapis.com/auth/drive"),
+    ("https://www.googleapis.com/auth/drive.readonly", "https://www.googleapis.com/auth/drive.readonly"),
+])
+def test_scope_reaches_the_metadata_server(mount_factory, emulator_factory, tmp_path, scope, want):
+    """--scope is what the token request asks for (GCE: ?scopes=), and the
+    token it gets reads the shared drive."""
+    emu, mdl = start_emulator(emulator_factory, tmp_path, "emu-scope")
+    extra = ["--metadata-url=" + emu.url, "--drive-id=" + TEAM, "--poll-interval=0"]
+    m = mount_factory.new(emu, name="scope", token=None,
+                          extra=extra + (["--scope=" + scope] if scope else []))
+    H.compare_stream(m.path("top.txt"), mdl.lookup("top.txt", TEAM))
+    asked = [r["query"].get("scopes") for r in emu.log() if r["kind"] == "metadata"]
+    assert asked and set(asked) == {want}, asked
+
+
+def test_bad_scope_is_a_config_error(mount_factory, shared_emu):
+    emu, _ = shared_emu
+    m = mount_factory.new(emu, name="badscope", start=False, extra=["--scope=drive.file"])
+    rc, _, err = H.run_cmd(m.argv, timeout=30, env=m.env)
+    assert rc == 2 and "--scope must be" in err, (rc, err)
+    assert not H.is_fuse_mounted(m.mnt)
