@@ -170,6 +170,11 @@ static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
 	char url[1024];
 	if (!metadata_url(o, url, sizeof(url)))
 		return -ENOENT;
+	/* ask for the mount's scope (GCE: ?scopes=, a comma-separated list) */
+	size_t ul = strlen(url);
+	if ((size_t)snprintf(url + ul, sizeof(url) - ul, "?scopes=%s", a->scope) >=
+	    sizeof(url) - ul)
+		return -ENAMETOOLONG;
 	a->kind = K_METADATA;
 	a->token_url = strdup(url);
 	if (!a->token_url)
@@ -192,7 +197,8 @@ static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
 	}
 	explicit_bzero(t, strlen(t));
 	free(t);
-	snprintf(a->source, sizeof(a->source), "metadata server %.480s", url);
+	snprintf(a->source, sizeof(a->source), "metadata server %.*s", (int)(ul < 480 ? ul : 480),
+		 url);
 	return 0;
 }
 
@@ -222,8 +228,11 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 			 "%s/.config/gcloud/application_default_credentials.json", home);
 	const char *gac = getenv("GOOGLE_APPLICATION_CREDENTIALS");
 	const char *env_token = getenv("COLABFS_ACCESS_TOKEN");
-	int rc;
-	if (o->credentials)
+	int rc = 0;
+	/* the scope first: the metadata probe asks for it */
+	if (!(a->scope = strdup(o->scope ? o->scope : DEFAULT_SCOPE)))
+		rc = -ENOMEM;
+	else if (o->credentials)
 		rc = load_file(a, o->credentials, why, wcap);
 	else if (gac && *gac)
 		rc = load_file(a, gac, why, wcap);
@@ -255,8 +264,6 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 			  : a->cred.token_uri ? a->cred.token_uri
 					       : DEFAULT_TOKEN_URL;
 	if (!rc && a->kind != K_METADATA && !(a->token_url = strdup(url)))
-		rc = -ENOMEM;
-	if (!rc && !(a->scope = strdup(o->scope ? o->scope : DEFAULT_SCOPE)))
 		rc = -ENOMEM;
 	if (rc) {
 		cfs_auth_free(a);

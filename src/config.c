@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drive.h"
 #include "err.h"
 #include "export.h"
 #include "log.h"
@@ -25,6 +26,11 @@ struct opt {
 #define O(f) offsetof(struct cfs_config, f)
 static const struct opt opts[] = {
 	{ "root", 0, T_STR, O(root_id), "ID", "Drive folder id to mount (default: My Drive)" },
+	{ "drive-id", 0, T_STR, O(drive_id), "ID", "mount the shared drive with this id" },
+	{ "shared-with-me", 0, T_FLAG, O(shared_with_me), NULL,
+	  "mount \"Shared with me\": the items others shared with you" },
+	{ "scope", 0, T_STR, O(scope), "SCOPE",
+	  "OAuth scope to ask for: drive.readonly (default) or drive" },
 	{ "api-url", 0, T_STR, O(api_url), "URL",
 	  "Drive API root URL (default https://www.googleapis.com)" },
 	{ "token-url", 0, T_STR, O(token_url), "URL",
@@ -207,8 +213,64 @@ static const struct opt *find_short(char s)
 	return NULL;
 }
 
+#define SCOPE_PREFIX "https://www.googleapis.com/auth/"
+
+/* --scope: drive.readonly or drive, short or as the full URL; stored as the URL. */
+static int check_scope(struct cfs_config *c, char *why, size_t wcap)
+{
+	const char *s = c->scope;
+	if (strncmp(s, SCOPE_PREFIX, strlen(SCOPE_PREFIX)) == 0)
+		s += strlen(SCOPE_PREFIX);
+	if (strcmp(s, "drive.readonly") != 0 && strcmp(s, "drive") != 0) {
+		snprintf(why, wcap, "--scope must be drive.readonly or drive (or its "
+				    SCOPE_PREFIX "... URL), not \"%.60s\"", c->scope);
+		return CFS_E_CONFIG;
+	}
+	char *full = malloc(strlen(SCOPE_PREFIX) + strlen(s) + 1);
+	if (!full)
+		return -ENOMEM;
+	memcpy(full, SCOPE_PREFIX, strlen(SCOPE_PREFIX));
+	memcpy(full + strlen(SCOPE_PREFIX), s, strlen(s) + 1);
+	free(c->scope);
+	c->scope = full;
+	return 0;
+}
+
+/* --drive-id, --root and --shared-with-me each name the mount's root. */
+static int check_root(const struct cfs_config *c, char *why, size_t wcap)
+{
+	if ((c->drive_id != NULL) + (c->root_id != NULL) + (c->shared_with_me != 0) > 1) {
+		snprintf(why, wcap, "--drive-id, --root and --shared-with-me exclude each other: "
+				    "give one of them");
+		return CFS_E_CONFIG;
+	}
+	const char *id = c->drive_id ? c->drive_id : c->root_id;
+	for (const char *p = id; p && *p; p++)
+		if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') &&
+		    !(*p >= '0' && *p <= '9') && *p != '-' && *p != '_') {
+			snprintf(why, wcap, "--%s: \"%.60s\" is not a Drive id",
+				 c->drive_id ? "drive-id" : "root", id);
+			return CFS_E_CONFIG;
+		}
+	if (id && strlen(id) >= CFS_ID_MAX) {
+		snprintf(why, wcap, "--%s: the id is too long", c->drive_id ? "drive-id" : "root");
+		return CFS_E_CONFIG;
+	}
+	return 0;
+}
+
+const char *cfs_config_root(const struct cfs_config *c)
+{
+	if (c->drive_id)
+		return c->drive_id;
+	if (c->shared_with_me)
+		return CFS_DRIVE_SHARED_WITH_ME;
+	return c->root_id;
+}
+
 static int validate(struct cfs_config *c, char *why, size_t wcap)
 {
+	int rc;
 	enum cfs_log_level lvl;
 	struct cfs_export_map m;
 	if (strncmp(c->api_url, "http://", 7) != 0 && strncmp(c->api_url, "https://", 8) != 0) {
@@ -251,6 +313,8 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 		snprintf(why, wcap, "--recovery must be auto, resend, forward, none or off");
 		return CFS_E_CONFIG;
 	}
+	if ((rc = check_root(c, why, wcap)) || (rc = check_scope(c, why, wcap)))
+		return rc;
 	if (!c->help && !c->mountpoint) {
 		snprintf(why, wcap, "missing MOUNTPOINT");
 		return CFS_E_CONFIG;
@@ -272,6 +336,8 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
 	if (!rc)
 		rc = set_str(&c->recovery, "auto");
+	if (!rc)
+		rc = set_str(&c->scope, "drive.readonly");
 	if (!rc)
 		rc = set_str(&c->log_level, "info");
 	if (!rc)
@@ -339,7 +405,7 @@ void cfs_config_cleanup(struct cfs_config *c)
 	char **s[] = { &c->mountpoint, &c->root_id, &c->api_url, &c->token_url,
 		       &c->ca_file, &c->credentials, &c->cache_dir, &c->log_file,
 		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url,
-		       &c->recovery };
+		       &c->recovery, &c->drive_id, &c->scope };
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);
 		*s[i] = NULL;

@@ -41,6 +41,9 @@ struct cfs_config {
 	char *metadata_url;
 	char *recovery;       /* auto, resend, forward, none or off */
 	long crash_loop_limit;
+	char *drive_id;       /* --drive-id: a shared drive to mount */
+	long shared_with_me;  /* --shared-with-me */
+	char *scope;          /* OAuth scope, always a full URL after parsing */
 };
 
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0
@@ -52,6 +55,11 @@ void cfs_config_cleanup(struct cfs_config *c);
  * 1024; "KiB", "MB" and friends accepted, a trailing B optional).
  * Returns 0 or -EINVAL. */
 int cfs_config_parse_size(const char *s, unsigned long long *out);
+
+/* The Drive id the mount serves as its root: --drive-id, the virtual
+ * "Shared with me" folder (drive.h), --root, or NULL for My Drive.
+ * (--drive-id, --root and --shared-with-me exclude each other.) */
+const char *cfs_config_root(const struct cfs_config *c);
 
 /* Prints the option table. */
 void cfs_config_usage(FILE *out);

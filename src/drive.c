@@ -33,6 +33,12 @@ struct cfs_drive {
 	int sleepers;
 	int cancelled;
 	struct cfs_drive_stats st;
+	/* where the mount is: see drive.h */
+	char *root_id;             /* --root whose shared drive is not known yet */
+	int shared_with_me;
+	pthread_mutex_t corpus_lock;
+	int corpus_known;
+	char corpus[CFS_ID_MAX];   /* shared drive id, "" = the user's corpus */
 };
 
 static int64_t now_ms(void)
@@ -72,6 +78,21 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_destroy(&ca);
 	double rate = o->api_rate == 0 ? 150 : o->api_rate;
 	cfs_pace_init(&d->pace, rate, o->api_burst > 0 ? o->api_burst : 2 * rate, now_ms() * 1000);
+	pthread_mutex_init(&d->corpus_lock, NULL);
+	d->shared_with_me = o->shared_with_me;
+	if (o->drive_id && *o->drive_id) {
+		snprintf(d->corpus, sizeof(d->corpus), "%s", o->drive_id);
+		d->corpus_known = 1;
+	} else if (o->root_id && *o->root_id && strcmp(o->root_id, "root") != 0 &&
+		   strcmp(o->root_id, CFS_DRIVE_SHARED_WITH_ME) != 0) {
+		d->root_id = strdup(o->root_id);
+		if (!d->root_id) {
+			cfs_drive_free(d);
+			return -ENOMEM;
+		}
+	} else {
+		d->corpus_known = 1;
+	}
 	*out = d;
 	return 0;
 }
@@ -83,6 +104,8 @@ void cfs_drive_free(struct cfs_drive *d)
 	cfs_pace_cleanup(&d->pace);
 	pthread_mutex_destroy(&d->wake_lock);
 	pthread_cond_destroy(&d->wake);
+	pthread_mutex_destroy(&d->corpus_lock);
+	free(d->root_id);
 	free(d->api);
 	free(d);
 }
@@ -293,8 +316,55 @@ static int validate_meta(struct cfs_http_req *r, void *ctx)
 	return cfs_json_parse_file(r->out->data ? r->out->data : "", r->out->len, c->m);
 }
 
+/* The virtual "Shared with me" folder. */
+static int shared_root(struct cfs_file_meta *m)
+{
+	memset(m, 0, sizeof(*m));
+	snprintf(m->id, sizeof(m->id), "%s", CFS_DRIVE_SHARED_WITH_ME);
+	snprintf(m->mime, sizeof(m->mime), "%s", CFS_FOLDER_MIME);
+	m->size = m->version = -1;
+	m->can_download = 1;
+	m->name = strdup("Shared with me");
+	return m->name ? 0 : -ENOMEM;
+}
+
+/* The files.get of the --root folder tells which shared drive it is in. */
+static void learn_corpus(struct cfs_drive *d, const char *id, const struct cfs_file_meta *m)
+{
+	pthread_mutex_lock(&d->corpus_lock);
+	if (!d->corpus_known && d->root_id && strcmp(id, d->root_id) == 0) {
+		snprintf(d->corpus, sizeof(d->corpus), "%s", m->drive_id);
+		d->corpus_known = 1;
+		if (m->drive_id[0])
+			CFS_INFO("root %s is in shared drive %s", id, m->drive_id);
+	}
+	pthread_mutex_unlock(&d->corpus_lock);
+}
+
+int cfs_drive_corpus(struct cfs_drive *d, char *out)
+{
+	pthread_mutex_lock(&d->corpus_lock);
+	int known = d->corpus_known;
+	snprintf(out, CFS_ID_MAX, "%s", d->corpus);
+	pthread_mutex_unlock(&d->corpus_lock);
+	if (known)
+		return 0;
+	/* a remount that trusted its stored root: ask once where it is */
+	struct cfs_file_meta m;
+	int rc = cfs_drive_get(d, d->root_id, &m);
+	cfs_file_meta_cleanup(&m);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&d->corpus_lock);
+	snprintf(out, CFS_ID_MAX, "%s", d->corpus);
+	pthread_mutex_unlock(&d->corpus_lock);
+	return 0;
+}
+
 int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m)
 {
+	if (strcmp(id, CFS_DRIVE_SHARED_WITH_ME) == 0)
+		return shared_root(m);
 	struct cfs_buf url = { 0 }, body = { .max = JSON_MAX };
 	struct cfs_http_req r;
 	cfs_http_req_init(&r);
@@ -308,6 +378,8 @@ int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m)
 		r.out = &body;
 		r.timeout_ms = 120000;
 		rc = call(d, &r, what, validate_meta, NULL, &c);
+		if (!rc)
+			learn_corpus(d, id, m);
 	}
 	cfs_http_req_cleanup(&r);
 	cfs_buf_cleanup(&url);
@@ -336,16 +408,30 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 {
 	struct cfs_buf q = { 0 }, base = { 0 }, url = { 0 }, body = { .max = JSON_MAX };
 	struct list_ctx c = { d, cb, arg, NULL };
-	char *token = NULL;
-	int rc = cfs_buf_append(&q, "'", 1);
-	if (!rc)
-		rc = cfs_wire_qliteral(&q, parent_id);
-	if (!rc)
-		rc = cfs_buf_append(&q, "' in parents and trashed = false", 32);
+	char *token = NULL, corpus[CFS_ID_MAX] = "";
+	int rc, shared = strcmp(parent_id, CFS_DRIVE_SHARED_WITH_ME) == 0;
+	if (shared) {
+		rc = cfs_buf_append(&q, "sharedWithMe = true and trashed = false", 39);
+	} else {
+		rc = cfs_drive_corpus(d, corpus);
+		if (!rc)
+			rc = cfs_buf_append(&q, "'", 1);
+		if (!rc)
+			rc = cfs_wire_qliteral(&q, parent_id);
+		if (!rc)
+			rc = cfs_buf_append(&q, "' in parents and trashed = false", 32);
+	}
 	if (!rc)
 		rc = url_files(d, &base, NULL,
 			       "?supportsAllDrives=true&includeItemsFromAllDrives=true&pageSize=1000"
-			       "&fields=nextPageToken%2Cfiles(" CFS_JSON_FILE_FIELDS ")&q=");
+			       "&fields=nextPageToken%2Cfiles(" CFS_JSON_FILE_FIELDS ")");
+	if (!rc && corpus[0]) {
+		rc = cfs_buf_append(&base, "&corpora=drive&driveId=", 23);
+		if (!rc)
+			rc = cfs_wire_urlencode(&base, corpus);
+	}
+	if (!rc)
+		rc = cfs_buf_append(&base, "&q=", 3);
 	if (!rc)
 		rc = cfs_wire_urlencode(&base, q.data);
 	int restarts = 0, pages = 0;
@@ -590,10 +676,18 @@ int cfs_drive_start_token(struct cfs_drive *d, char **token)
 	struct cfs_http_req r;
 	cfs_http_req_init(&r);
 	*token = NULL;
-	int rc = cfs_buf_append(&url, d->api, strlen(d->api));
+	char corpus[CFS_ID_MAX];
+	int rc = cfs_drive_corpus(d, corpus);
+	if (!rc)
+		rc = cfs_buf_append(&url, d->api, strlen(d->api));
 	if (!rc)
 		rc = cfs_buf_append(&url, "/drive/v3/changes/startPageToken?supportsAllDrives=true",
 				    55);
+	if (!rc && corpus[0]) {
+		rc = cfs_buf_append(&url, "&driveId=", 9);
+		if (!rc)
+			rc = cfs_wire_urlencode(&url, corpus);
+	}
 	if (!rc) {
 		r.url = url.data;
 		r.out = &body;
@@ -610,7 +704,20 @@ struct changes_ctx {
 	cfs_json_change_cb cb;
 	void *arg;
 	char *next, *new_start;
+	int shared_with_me;
 };
+
+/* In a Shared-with-me mount, an item whose parent the user cannot see sits in
+ * the virtual root folder: report it there. */
+static int on_change(const char *id, int removed, const struct cfs_file_meta *m, void *arg)
+{
+	struct changes_ctx *c = arg;
+	if (!c->shared_with_me || !m || m->parent[0])
+		return c->cb(id, removed, m, c->arg);
+	struct cfs_file_meta t = *m; /* shallow: name stays m's */
+	snprintf(t.parent, sizeof(t.parent), "%s", CFS_DRIVE_SHARED_WITH_ME);
+	return c->cb(id, removed, &t, c->arg);
+}
 
 static int validate_changes(struct cfs_http_req *r, void *ctx)
 {
@@ -618,7 +725,7 @@ static int validate_changes(struct cfs_http_req *r, void *ctx)
 	free(c->next);
 	free(c->new_start);
 	c->next = c->new_start = NULL;
-	return cfs_json_parse_changes(r->out->data ? r->out->data : "", r->out->len, c->cb, c->arg,
+	return cfs_json_parse_changes(r->out->data ? r->out->data : "", r->out->len, on_change, c,
 				      &c->next, &c->new_start);
 }
 
@@ -630,11 +737,13 @@ static const char changes_query[] =
 int cfs_drive_changes(struct cfs_drive *d, const char *token, cfs_json_change_cb cb, void *arg,
 		      char **new_start)
 {
-	struct changes_ctx c = { cb, arg, NULL, NULL };
-	char *tok = strdup(token);
+	struct changes_ctx c = { cb, arg, NULL, NULL, d->shared_with_me };
+	char *tok = strdup(token), corpus[CFS_ID_MAX];
 	struct cfs_buf url = { 0 }, body = { .max = JSON_MAX };
 	int rc = tok ? 0 : -ENOMEM;
 	*new_start = NULL;
+	if (!rc)
+		rc = cfs_drive_corpus(d, corpus);
 	while (!rc) {
 		struct cfs_http_req r;
 		cfs_http_req_init(&r);
@@ -644,6 +753,11 @@ int cfs_drive_changes(struct cfs_drive *d, const char *token, cfs_json_change_cb
 			rc = cfs_buf_append(&url, changes_query, sizeof(changes_query) - 1);
 		if (!rc)
 			rc = cfs_wire_urlencode(&url, tok);
+		if (!rc && corpus[0]) {
+			rc = cfs_buf_append(&url, "&driveId=", 9);
+			if (!rc)
+				rc = cfs_wire_urlencode(&url, corpus);
+		}
 		if (!rc) {
 			r.url = url.data;
 			r.out = &body;

@@ -9,6 +9,21 @@
  * short (reset, stall) keeps the bytes that arrived and continues from the
  * next byte with a new Range.  Every request first takes a pacing token.
  *
+ * Shared drives (drive-api-v3.md §1.9): every files.get/list, media, export,
+ * revision and changes call carries supportsAllDrives=true, lists and changes
+ * includeItemsFromAllDrives=true.  When the mount is a shared drive
+ * (opts.drive_id) or a folder inside one (opts.root_id; its driveId is learnt
+ * from the files.get of that folder, or fetched once when a listing comes
+ * first), folder listings use corpora=drive&driveId=D and the Changes API
+ * follows that drive's feed (driveId=D).
+ *
+ * "Shared with me": the reserved id CFS_DRIVE_SHARED_WITH_ME names a virtual
+ * folder.  cfs_drive_get answers it without a call (a folder named "Shared
+ * with me"); cfs_drive_list lists it with q "sharedWithMe = true and trashed
+ * = false" (every page); with opts.shared_with_me a change to an item whose
+ * parent the user cannot see is reported with that folder as its parent, so
+ * the listing is refreshed.
+ *
  * Returns 0, -ENOENT (404), -EACCES (no permission), -ESTALE (the file's size
  * changed under us), or a CFS_E_* class once retries are exhausted.  All
  * functions are thread-safe. */
@@ -31,7 +46,14 @@ struct cfs_drive_opts {
 	long io_timeout_ms;        /* how long one call may keep retrying */
 	struct cfs_retry_policy retry;
 	double api_rate, api_burst; /* pacing (pace.h); rate 0: default, < 0: off */
+	const char *drive_id;      /* a shared drive mounted whole (--drive-id), or NULL */
+	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive */
+	int shared_with_me;        /* the mount's root is CFS_DRIVE_SHARED_WITH_ME */
 };
+
+/* The id of the virtual "Shared with me" folder: never a Drive id (those are
+ * [A-Za-z0-9_-]). */
+#define CFS_DRIVE_SHARED_WITH_ME ":sharedWithMe"
 
 /* Counters, updated atomically; read with cfs_drive_stats. */
 struct cfs_drive_stats {
@@ -51,10 +73,12 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out);
  * and every call from now on fails at once with -ECANCELED. */
 void cfs_drive_cancel(struct cfs_drive *d);
 
-/* files.get.  id may be "root".  m must be cleaned up by the caller. */
+/* files.get.  id may be "root" or CFS_DRIVE_SHARED_WITH_ME.  m must be
+ * cleaned up by the caller. */
 int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m);
 
-/* files.list of a folder's non-trashed children, every page.  cb is called
+/* files.list of a folder's non-trashed children (for CFS_DRIVE_SHARED_WITH_ME:
+ * the items shared with the user), every page.  cb is called
  * for each child; cb(NULL, arg) means "the listing restarts: forget what you
  * got" (Drive rejected a page token).  A non-zero return from cb stops. */
 typedef int (*cfs_drive_list_cb)(const struct cfs_file_meta *m, void *arg);
@@ -77,7 +101,11 @@ typedef int (*cfs_drive_sink_fn)(void *arg, int64_t at, const char *p, size_t n)
 int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
 			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got);
 
-/* changes.getStartPageToken: a malloc'd token. */
+/* The shared drive the mount is in ("" for My Drive and Shared with me) into
+ * out (CFS_ID_MAX bytes); may make one files.get of the root folder. */
+int cfs_drive_corpus(struct cfs_drive *d, char *out);
+
+/* changes.getStartPageToken (of the mount's shared drive): a malloc'd token. */
 int cfs_drive_start_token(struct cfs_drive *d, char **token);
 /* changes.list from token, every page: cb per change (see json.h).  On
  * success *new_start is the token for the next poll (malloc'd). */

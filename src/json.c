@@ -149,6 +149,8 @@ static int file_from_obj(json_t *o, struct cfs_file_meta *m)
 	if (!rc)
 		rc = copy_str(o, "headRevisionId", m->rev, sizeof(m->rev), 0);
 	if (!rc)
+		rc = copy_str(o, "driveId", m->drive_id, sizeof(m->drive_id), 0);
+	if (!rc)
 		rc = get_i64(o, "version", &m->version, -1);
 	if (!rc)
 		rc = get_time(o, "modifiedTime", &m->mtime_ns);

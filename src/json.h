@@ -25,6 +25,7 @@ struct cfs_file_meta {
 	int64_t mtime_ns;        /* modifiedTime, 0 if absent */
 	int64_t ctime_ns;        /* createdTime, 0 if absent */
 	char parent[CFS_ID_MAX]; /* first parent or "" */
+	char drive_id[CFS_ID_MAX]; /* driveId: the shared drive it is in, or "" */
 	int trashed;
 	int can_download;        /* capabilities/canDownload, default 1 */
 	char target_id[CFS_ID_MAX];   /* shortcutDetails */
@@ -38,7 +39,8 @@ struct cfs_file_meta {
 /* The fields= selection matching what these parsers read. */
 #define CFS_JSON_FILE_FIELDS                                                     \
 	"id,name,mimeType,size,md5Checksum,sha256Checksum,headRevisionId,version," \
-	"modifiedTime,createdTime,parents,trashed,capabilities/canDownload,shortcutDetails"
+	"modifiedTime,createdTime,parents,trashed,capabilities/canDownload,shortcutDetails," \
+	"driveId"
 
 void cfs_file_meta_cleanup(struct cfs_file_meta *m);
 

@@ -131,7 +131,7 @@ static int open_core(struct mount *m)
 	struct cfs_store_opts sto = { .dir = c->cache_dir, .block_size = (uint32_t)c->block_size,
 				      .budget = c->cache_size, .verify_always = (int)c->verify_always };
 	struct cfs_vfs_opts vo = {
-		.root_id = c->root_id,
+		.root_id = cfs_config_root(c),
 		.dir_ttl_s = c->dir_ttl_s,
 		.reader = { .workers = (int)c->max_connections, .max_request = c->max_request,
 			    .prefetch_budget = c->prefetch_memory },
@@ -148,7 +148,7 @@ static int open_core(struct mount *m)
 	rc = cfs_vfs_new(m->drive, m->store, &vo, &m->vfs);
 	if (rc)
 		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s",
-			 c->root_id ? c->root_id : "My Drive", cfs_strerror(rc));
+			 cfs_config_root(c) ? cfs_config_root(c) : "My Drive", cfs_strerror(rc));
 	return rc;
 }
 
@@ -189,11 +189,13 @@ static int build_core(struct mount *m)
 	struct cfs_config *c = m->c;
 	struct cfs_http_opts ho = { .ca_file = c->ca_file, .user_agent = "colabfs/" CFS_VERSION };
 	struct cfs_auth_opts ao = { .credentials = c->credentials, .token_url = c->token_url,
-				    .metadata_url = c->metadata_url };
+				    .metadata_url = c->metadata_url, .scope = c->scope };
 	struct cfs_drive_opts dopt = { .api_url = c->api_url,
 				       .io_timeout_ms = c->io_timeout_s * 1000,
 				       .api_rate = c->api_rate ? (double)c->api_rate : -1,
-				       .api_burst = (double)c->api_burst };
+				       .api_burst = (double)c->api_burst, .drive_id = c->drive_id,
+				       .root_id = c->root_id,
+				       .shared_with_me = (int)c->shared_with_me };
 	int rc = cfs_http_new(&ho, &m->http);
 	if (rc)
 		snprintf(m->why, sizeof(m->why), "cannot start the HTTP client: %s", cfs_strerror(rc));

@@ -50,7 +50,12 @@ Spec format (--spec FILE)
 ::
 
     {"root": {"id": "0AEmuRootFolder0000000000000000", "name": "My Drive"},      (optional)
+     "drives": [{"id": "0ATeamDrive...", "name": "Team"}, ...],                     (optional)
      "items": [{"name": "a.bin", "parent": "root", ...}, ...]}
+
+Shared drives: a drive's id (default "0A" + a stable hash; must start with 0A) is its root folder's id;
+items with "parent" = a drive id or a folder below one are in that drive. See emuapi.py for which
+requests may see them (supportsAllDrives, includeItemsFromAllDrives, corpora, driveId).
 
 Item keys:
   name         required
@@ -67,6 +72,9 @@ Item keys:
   shortcutDetails             {"targetId": id} for mimeType application/vnd.google-apps.shortcut
   version      int, default 1;   headRevisionId   default a stable hash (blobs only)
   capabilities {"canDownload": false} makes media and export answer 403
+  sharedWithMe bool: "Shared with me" (q ``sharedWithMe = true``); such an item may name a parent that
+               is not in the spec (a folder the user cannot see; then ``parents`` is left out), and
+               without "parent" it has none
 
 Metadata server: GET /computeMetadata/v1/instance/service-accounts/default/token with the header
 ``Metadata-Flavor: Google`` issues a token (kind ``metadata``), like GCE and Colab; without the
@@ -77,7 +85,8 @@ Control endpoints (no auth; not counted in stats or logs)
   GET  /_emu/stats    {"requests", "by_kind": {kind: n}, "errors" (status >= 400), "media_bytes" (body
                       bytes sent for media and export), "range_requests" (requests with a Range
                       header), "status": {"200": n, ...}}. Kinds: files.list files.get media export
-                      about changes token revisions.get error (error = no such endpoint).
+                      about changes token revisions.get drives error (error = no such
+                      endpoint).
   GET  /_emu/log      the last 10,000 request records: {"t", "method", "path", "kind", "range",
                       "status", "bytes", "id", "query", "fault", "ms"}
   POST /_emu/reset    zero the counters and the in-memory log

@@ -8,7 +8,24 @@
                "errors": [{"domain": D, "reason": R, "message": M, "locationType": T, "location": L}]}}
 
 Behaviour follows drive-api-v3.md; the choices it leaves open are documented at the methods below.
+
+Shared drives (§1.9), as the emulator enforces them:
+
+* files.get, media, export and revisions of an item in a shared drive (a shared drive's id included) answer
+  404 notFound unless the request has ``supportsAllDrives=true``.
+* files.list ``corpora``: ``user`` (default) and ``domain`` list My Drive and shared-with-me items;
+  ``allDrives`` adds shared-drive items; ``drive`` lists one shared drive and needs ``driveId`` (else 400
+  required). Shared-drive items are listed only with ``supportsAllDrives=true`` and
+  ``includeItemsFromAllDrives=true`` (else they are left out). ``driveId`` without
+  ``includeItemsFromAllDrives=true`` is 400 ``teamDriveIncludeItemsRequired``; ``driveId`` with a corpora
+  other than ``drive`` is 400 invalid [?]; an unknown ``driveId``, or one without
+  ``supportsAllDrives=true``, is 404 notFound "Shared drive not found".
+* changes: ``driveId`` selects that drive's feed (startPageToken and changes.list; same 404 rules, and
+  changes.list needs ``includeItemsFromAllDrives=true`` like files.list [?]). Without ``driveId`` the feed
+  holds My Drive changes, plus shared-drive ones with both flags. Tokens are positions in one log.
+* drives.get ``/drive/v3/drives/ID`` and drives.list ``/drive/v3/drives`` (pageSize 1..100, default 10).
 """
+
 
 import base64
 import binascii
@@ -40,6 +57,14 @@ _CHANGES_SCHEMA = {"kind": None, "nextPageToken": None, "newStartPageToken": Non
 _DEFAULT_CHANGES_MASK = {"kind": None, "nextPageToken": None, "newStartPageToken": None,
                          "changes": {"kind": None, "changeType": None, "time": None, "removed": None,
                                      "fileId": None, "file": emudrive.DEFAULT_FILE_MASK}}
+_DRIVE_SCHEMA = {k: None for k in (
+    "kind", "id", "name", "createdTime", "hidden", "colorRgb", "backgroundImageLink", "themeId",
+    "orgUnitId")}
+_DRIVE_SCHEMA.update(capabilities=emuquery.ANY, restrictions=emuquery.ANY, backgroundImageFile=emuquery.ANY)
+_DEFAULT_DRIVE_MASK = {"kind": None, "id": None, "name": None}
+_DRIVE_LIST_SCHEMA = {"kind": None, "nextPageToken": None, "drives": _DRIVE_SCHEMA}
+_DEFAULT_DRIVE_LIST_MASK = {"kind": None, "nextPageToken": None, "drives": _DEFAULT_DRIVE_MASK}
+MAX_DRIVES_PAGE = 100
 _ABOUT_SCHEMA = {"kind": None, "user": {k: None for k in emudrive.USER},
                  "storageQuota": {k: None for k in ("limit", "usage", "usageInDrive", "usageInDriveTrash")},
                  "exportFormats": emuquery.ANY, "importFormats": emuquery.ANY,
@@ -179,6 +204,10 @@ class DriveApi:
             return Route("changes", self.changes_list)
         if path == "/drive/v3/changes/startPageToken":
             return Route("changes", self.changes_start)
+        if path == "/drive/v3/drives":
+            return Route("drives", self.drives_list)
+        if path.startswith("/drive/v3/drives/") and "/" not in path[len("/drive/v3/drives/"):]:
+            return Route("drives", self.drives_get, unquote(path[len("/drive/v3/drives/"):]))
         m = _FILE_PATH.fullmatch(path)
         if not m:
             return self._no_route(404)
@@ -253,11 +282,43 @@ class DriveApi:
     def _page_rng(self, *parts):
         return random.Random(":".join(str(p) for p in (self.seed, *parts)))
 
-    def _item(self, file_id):
+    def _item(self, file_id, req=None):
+        """The item, or 404: also for a shared-drive item asked for without supportsAllDrives."""
         item = self.drive.get(file_id)
-        if item is None:
+        if item is None or (item.drive_id is not None and not _flag(req, "supportsAllDrives")):
             raise not_found(file_id)
         return item
+
+    def _shared_drive(self, req, drive_id):
+        """The root Item of shared drive ``drive_id``; 404 when unknown or without supportsAllDrives."""
+        root = self.drive.drives.get(drive_id)
+        if root is None or not _flag(req, "supportsAllDrives"):
+            raise ApiError(404, "notFound", f"Shared drive not found: {drive_id}", "driveId")
+        return root
+
+    def _corpus(self, req, changes=False):
+        """The emudrive.Corpus a files.list or changes.list request reads (see the module doc)."""
+        include = _flag(req, "includeItemsFromAllDrives")
+        supports = _flag(req, "supportsAllDrives")
+        drive_id = req.params.get("driveId") or None
+        if changes:                                  # changes.list has no corpora parameter
+            corpora = "drive" if drive_id else "allDrives"
+        else:
+            corpora = req.params.get("corpora", "user")
+        if corpora not in ("user", "domain", "drive", "allDrives"):
+            raise invalid("corpora")
+        if corpora == "drive" and not drive_id:
+            raise ApiError(400, "required", "Required parameter: driveId", "driveId")
+        if drive_id and corpora != "drive":
+            raise invalid("corpora", "The corpora parameter must be 'drive' when driveId is set.")
+        if drive_id and not include:
+            raise ApiError(400, "teamDriveIncludeItemsRequired",
+                           "The includeItemsFromAllDrives parameter must be set to true when "
+                           "driveId is set.", "includeItemsFromAllDrives")
+        if drive_id:
+            self._shared_drive(req, drive_id)
+            return emudrive.Corpus(drive_id)
+        return emudrive.Corpus(None, all_drives=corpora == "allDrives" and supports and include)
 
     # -- files.list ---------------------------------------------------------------------------------
 
@@ -309,11 +370,12 @@ class DriveApi:
         page_size = self._page_size(req)
         order_by = self._order_by(req.params.get("orderBy"))
         q = req.params.get("q") or None
+        corpus = self._corpus(req)
         try:
-            items = self.drive.listing(q, order_by)
+            items = self.drive.listing(q, order_by, corpus)
         except emuquery.QueryError:
             raise invalid("q") from None
-        digest = hashlib.sha256(f"{q}\0{order_by}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{q}\0{order_by}\0{corpus.key()}".encode()).hexdigest()[:16]
         offset, page = 0, 0
         if req.params.get("pageToken"):
             offset, page = self._read_page_token(req.params["pageToken"], digest)
@@ -335,12 +397,12 @@ class DriveApi:
         if req.params.get("alt", "json") != "json":
             raise invalid("alt")
         mask = self._mask(req, emudrive.FILE_SCHEMA, emudrive.DEFAULT_FILE_MASK)
-        item = self._item(file_id)
+        item = self._item(file_id, req)
         return self._json(req, self.drive.file_resource(item, mask, req.base_url))
 
     def revision(self, req, file_id, revision):
         """revisions.get: only the head revision of a blob exists; with alt=media it is downloaded."""
-        item = self._item(file_id)
+        item = self._item(file_id, req)
         if item.head_revision is None or revision != item.head_revision:
             raise ApiError(404, "notFound", f"Revision not found: {revision}.", "revisionId")
         if req.params.get("alt") == "media":
@@ -357,7 +419,7 @@ class DriveApi:
         """alt=media. 200 full body without a usable Range; 206 for one satisfiable range;
         416 (``Content-Range: bytes */size``) when the first byte is past the end, or for any range on
         an empty file. Malformed and multi-range headers are ignored (200 full)."""
-        item = self._item(file_id)
+        item = self._item(file_id, req)
         if item.source is None:
             raise ApiError(403, "fileNotDownloadable", NOT_DOWNLOADABLE, "alt")
         if not item.can_download:
@@ -383,7 +445,7 @@ class DriveApi:
 
     def export(self, req, file_id):
         """files.export: native files with an entry in the export map only; Range is ignored."""
-        item = self._item(file_id)
+        item = self._item(file_id, req)
         targets = item.export_targets()
         if not targets:
             raise ApiError(403, "fileNotExportable", "Export only supports Docs Editors files.",
@@ -411,6 +473,10 @@ class DriveApi:
         return self._json(req, emuquery.project(self.drive.about(), mask))
 
     def changes_start(self, req):
+        """changes.getStartPageToken; with ``driveId`` (needs supportsAllDrives) for that drive."""
+        drive_id = req.params.get("driveId")
+        if drive_id:
+            self._shared_drive(req, drive_id)
         with self.drive.lock:
             token = str(len(self.drive.changes) + 1)
         return self._json(req, {"kind": "drive#startPageToken", "startPageToken": token})
@@ -424,6 +490,7 @@ class DriveApi:
         if not token:
             raise ApiError(400, "required", "Required parameter: pageToken", "pageToken")
         include_removed = req.params.get("includeRemoved", "true") != "false"
+        corpus = self._corpus(req, changes=True)
         with self.drive.lock:
             log = list(self.drive.changes)
             if not token.isdigit() or not 1 <= int(token) <= len(log) + 1:
@@ -435,13 +502,17 @@ class DriveApi:
             _, changes_mask = emuquery.selected(mask, "changes")
             _, file_mask = emuquery.selected(changes_mask, "file")
             changes = []
-            for when, file_id, removed in log[start:end]:
+            for when, file_id, removed, drive_id in log[start:end]:
+                if not corpus.admits(drive_id):
+                    continue
                 item = self.drive.items.get(file_id)
                 removed = removed or item is None
                 if removed and not include_removed:
                     continue
                 change = {"kind": "drive#change", "changeType": "file", "time": emudrive.rfc3339(when),
                           "removed": removed, "fileId": file_id}
+                if drive_id:
+                    change["driveId"] = drive_id
                 if not removed:
                     change["file"] = self.drive.file_resource(item, file_mask, req.base_url)
                 changes.append(_project_except(change, changes_mask, "file"))
@@ -452,6 +523,45 @@ class DriveApi:
             reply["newStartPageToken"] = str(len(log) + 1)
         reply["changes"] = changes
         return self._json(req, _project_except(reply, mask, "changes"))
+
+    # -- shared drives ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _drive_resource(root):
+        return {"kind": "drive#drive", "id": root.id, "name": root.name,
+                "createdTime": emudrive.rfc3339(root.created_ms), "hidden": False,
+                "capabilities": {"canListChildren": True, "canDownload": True, "canEdit": True}}
+
+    def drives_get(self, req, drive_id):
+        """drives.get: 404 notFound (location driveId) for an unknown drive."""
+        mask = self._mask(req, _DRIVE_SCHEMA, _DEFAULT_DRIVE_MASK)
+        root = self.drive.drives.get(drive_id)
+        if root is None:
+            raise ApiError(404, "notFound", f"Shared drive not found: {drive_id}", "driveId")
+        return self._json(req, emuquery.project(self._drive_resource(root), mask))
+
+    def drives_list(self, req):
+        """drives.list: the shared drives in creation order; pageSize 1..100 (default 10); the page
+        token is the offset."""
+        mask = self._mask(req, _DRIVE_LIST_SCHEMA, _DEFAULT_DRIVE_LIST_MASK)
+        text = req.params.get("pageSize", "10")
+        size = int(text) if text.strip().isdigit() else 0
+        if not 1 <= size <= MAX_DRIVES_PAGE:
+            raise invalid("pageSize", f"Invalid value '{text}'. Values must be within the range: "
+                                      f"[1, {MAX_DRIVES_PAGE}]")
+        token = req.params.get("pageToken") or "0"
+        with self.drive.lock:
+            roots = list(self.drive.drives.values())
+        if not token.isdigit() or int(token) > len(roots):
+            raise invalid("pageToken")
+        start = int(token)
+        reply = {"kind": "drive#driveList"}
+        if start + size < len(roots):
+            reply["nextPageToken"] = str(start + size)
+        _, sub = emuquery.selected(mask, "drives")
+        reply["drives"] = [emuquery.project(self._drive_resource(r), sub)
+                           for r in roots[start:start + size]]
+        return self._json(req, _project_except(reply, mask, "drives"))
 
     # -- token endpoint -----------------------------------------------------------------------------
 
@@ -481,6 +591,11 @@ class DriveApi:
             reply, status = exc.body(), exc.status
         return Response(status, (json.dumps(reply) + "\n").encode(), "application/json; charset=utf-8",
                         headers=[("Cache-Control", "no-cache, no-store, max-age=0, must-revalidate")])
+
+
+def _flag(req, name):
+    """Whether boolean query parameter ``name`` is true (Drive accepts true/false, any case)."""
+    return req is not None and req.params.get(name, "").lower() == "true"
 
 
 def _project_except(reply, mask, key):

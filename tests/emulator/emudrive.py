@@ -11,6 +11,13 @@ URL-safe base64 of a SHA-256, 33 characters from [A-Za-z0-9_-], stable across ru
 Changes to the item table and listings hold ``Drive.lock``; ``generation`` increases on every change so
 that cached listings are dropped. ``add_item``, ``update_item`` and ``remove_item`` (reached through the
 /_emu/items control endpoints) append to the change log that changes.list serves.
+
+Shared drives (drive-api-v3.md §1.9): each is a folder without a parent whose id is the drive id ("0A...");
+every item below one carries ``drive_id`` (``driveId`` in its File resource, and no ``owners``). Which
+requests may see them is decided by the API layer (emuapi.py) through ``Corpus``.
+
+"Shared with me": items flagged ``shared_with_me``. Their parent may be a folder the user cannot see (an id
+that is not in the drive, or none): such an item is a top of its own, and its ``parents`` are left out.
 """
 
 import base64
@@ -88,10 +95,13 @@ class Item:
         self.version = 1
         self.head_revision = None
         self.can_download = True
+        self.drive_id = None                 # the shared drive this item is in, or None (My Drive)
+        self.shared_with_me = False
+        self.hidden_parent = False           # parent not visible to the user (shared with me)
 
     @property
     def parents(self):
-        return [self.parent] if self.parent else []
+        return [self.parent] if self.parent and not self.hidden_parent else []
 
     @property
     def is_folder(self):
@@ -134,6 +144,28 @@ FILE_SCHEMA.update({name: emuquery.ANY for name in (
 FILE_SCHEMA["shortcutDetails"] = _SHORTCUT_SCHEMA
 
 DEFAULT_FILE_MASK = {"kind": None, "id": None, "name": None, "mimeType": None}
+SHARER = {"kind": "drive#user", "displayName": "Sharing User", "emailAddress": "sharer@example.com",
+          "permissionId": "98765432109876543210", "me": False}
+
+
+class Corpus:
+    """Which items a files.list or changes.list request may see: ``drive_id`` = one shared drive only
+    (corpora=drive); else My Drive and shared-with-me items, plus shared-drive items when
+    ``all_drives`` (supportsAllDrives=true and includeItemsFromAllDrives=true)."""
+
+    def __init__(self, drive_id=None, all_drives=False):
+        self.drive_id, self.all_drives = drive_id, all_drives
+
+    def key(self):
+        return (self.drive_id, self.all_drives)
+
+    def admits(self, drive_id):
+        if self.drive_id is not None:
+            return drive_id == self.drive_id
+        return drive_id is None or self.all_drives
+
+
+MY_DRIVE = Corpus()
 
 
 class Drive:
@@ -143,7 +175,8 @@ class Drive:
         self.root = Item(root_id, root_name, FOLDER, None, 0, BASE_TIME_MS, BASE_TIME_MS)
         self.items = {root_id: self.root}
         self.children = collections.defaultdict(list)     # parent id -> child ids in creation order
-        self.changes = []                                 # (time ms, file id, removed)
+        self.changes = []                                 # (time ms, file id, removed, drive id)
+        self.drives = {}                                  # shared drive id -> its root Item
         self._next_index = 1
         self._listing_cache = collections.OrderedDict()
 
@@ -156,6 +189,17 @@ class Drive:
             raise SpecError("the spec must be a JSON object")
         root = spec.get("root") or {}
         drive = cls(root.get("id", DEFAULT_ROOT_ID), root.get("name", ROOT_NAME))
+        drives = spec.get("drives", [])
+        if not isinstance(drives, list):
+            raise SpecError("'drives' must be a list")
+        for index, raw in enumerate(drives):
+            if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+                raise SpecError(f"drive {index}: needs an object with a string 'name'")
+            drive_id = raw.get("id") or "0A" + stable_id("drive", raw["name"], index)[1:20]
+            if not drive_id.startswith("0A") or drive_id in drive.items:
+                raise SpecError(f"drive {raw['name']!r}: bad or duplicate id {drive_id!r} "
+                                "(shared drive ids start with 0A)")
+            drive.add_shared_drive(drive_id, raw["name"], drive._time(raw, "createdTime", BASE_TIME_MS))
         raws = spec.get("items", [])
         if not isinstance(raws, list):
             raise SpecError("'items' must be a list")
@@ -163,15 +207,18 @@ class Drive:
         for index, raw in enumerate(raws):
             if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
                 raise SpecError(f"item {index}: needs an object with a string 'name'")
-            parent = raw.get("parent", "root")
+            parent = raw.get("parent", None if raw.get("sharedWithMe") else "root")
             parent = drive.root.id if parent == "root" else parent
             parsed.append((raw.get("id") or stable_id(parent, raw["name"], index), parent, raw))
-        known = {item_id for item_id, _, _ in parsed} | {drive.root.id}
+        known = {item_id for item_id, _, _ in parsed} | set(drive.items)
         for item_id, parent, raw in parsed:
-            if parent not in known:
+            hidden = parent not in known
+            if hidden and not raw.get("sharedWithMe"):
                 raise SpecError(f"item {raw['name']!r}: unknown parent {parent!r}")
-            drive._insert(drive._item_from_spec(item_id, parent, raw, base_dir))
-        reachable, stack = set(), [drive.root.id]
+            item = drive._item_from_spec(item_id, parent, raw, base_dir)
+            item.hidden_parent = hidden
+            drive._insert(item)
+        reachable, stack = set(), drive._tops()
         while stack:
             reachable.add(stack[-1])
             stack.extend(drive.children.get(stack.pop(), ()))
@@ -191,6 +238,7 @@ class Drive:
         item.explicitly_trashed = bool(raw.get("trashed", False))
         item.version = int(raw.get("version", 1))
         item.can_download = bool(raw.get("capabilities", {}).get("canDownload", True))
+        item.shared_with_me = bool(raw.get("sharedWithMe", False))
         sources = [key for key in ("path", "content", "size") if key in raw]
         if mime == SHORTCUT:
             details = raw.get("shortcutDetails") or {}
@@ -257,6 +305,27 @@ class Drive:
         drive._finish_items()
         return drive
 
+    def add_shared_drive(self, drive_id, name, created_ms=BASE_TIME_MS):
+        """A shared drive: a parentless folder whose id is the drive id."""
+        with self.lock:
+            item = Item(drive_id, name, FOLDER, None, self._next_index, created_ms, created_ms)
+            item.drive_id = drive_id
+            self.drives[drive_id] = item
+            self._insert(item)
+            self._finish_items()
+            return item
+
+    def _tops(self):
+        """Ids of the items without a visible parent: the root, the shared drives, and shared-with-me
+        items whose parent the user cannot see."""
+        return [self.root.id, *self.drives,
+                *(i.id for i in self.items.values() if i.parent is not None and i.hidden_parent),
+                *(i.id for i in self.items.values() if i.parent is None and i is not self.root
+                  and i.id not in self.drives)]
+
+    def is_top(self, item):
+        return item is self.root or item.id in self.drives
+
     def _insert(self, item):
         self.items[item.id] = item
         self.children[item.parent].append(item.id)
@@ -264,7 +333,8 @@ class Drive:
 
     def _finish_items(self):
         """Recompute derived state after any change: effective trash flags, shortcut targets."""
-        self._mark_trashed(self.root, False)
+        for top in self._tops():
+            self._mark_trashed(self.items[top], False)
         for item in self.items.values():
             if item.shortcut_target:
                 target = self.items.get(item.shortcut_target)
@@ -274,30 +344,38 @@ class Drive:
         self._listing_cache.clear()
 
     def _mark_trashed(self, folder, inherited):
-        stack = [(folder, inherited)]
+        """Effective trash flags, and the shared drive of every item below ``folder``."""
+        drive_id = folder.id if folder.id in self.drives else None
+        stack = [(folder, inherited, drive_id)]
         while stack:
-            item, inherited = stack.pop()
+            item, inherited, drive_id = stack.pop()
             item.trashed = inherited or item.explicitly_trashed
-            stack.extend((self.items[c], item.trashed) for c in self.children.get(item.id, ()))
+            item.drive_id = drive_id
+            stack.extend((self.items[c], item.trashed, drive_id)
+                         for c in self.children.get(item.id, ()))
 
     # -- mutation (records changes) -----------------------------------------------------------------
 
-    def _record_change(self, file_id, removed=False):
-        self.changes.append((int(time.time() * 1000), file_id, removed))
+    def _record_change(self, file_id, removed=False, drive_id=None):
+        if not removed:
+            drive_id = self.items[file_id].drive_id
+        self.changes.append((int(time.time() * 1000), file_id, removed, drive_id))
 
     def add_item(self, raw, base_dir="."):
         """Add one item given in spec form; returns its id."""
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise SpecError("an item needs an object with a string 'name'")
         with self.lock:
-            parent = raw.get("parent", "root")
+            parent = raw.get("parent", None if raw.get("sharedWithMe") else "root")
             parent = self.root.id if parent == "root" else parent
-            if parent not in self.items:
+            hidden = parent not in self.items
+            if hidden and not raw.get("sharedWithMe"):
                 raise SpecError(f"unknown parent {parent!r}")
             item_id = raw.get("id") or stable_id(parent, raw.get("name"), self._next_index)
             raw = dict(raw)
             raw.setdefault("createdTime", rfc3339(time.time() * 1000))
             item = self._item_from_spec(item_id, parent, raw, base_dir)
+            item.hidden_parent = hidden
             self._insert(item)
             self._finish_items()
             self._record_change(item_id)
@@ -307,7 +385,7 @@ class Drive:
         """Rename, move, (un)trash or replace the content (bytes) of an item; bumps its version."""
         with self.lock:
             item = self.get(item_id)
-            if item is None or item is self.root:
+            if item is None or self.is_top(item):
                 raise KeyError(item_id)
             if name is not None:
                 item.name = name
@@ -317,6 +395,7 @@ class Drive:
                     raise SpecError(f"unknown parent {parent!r}")
                 self.children[item.parent].remove(item.id)
                 item.parent = parent
+                item.hidden_parent = False
                 self.children[parent].append(item.id)
             if trashed is not None:
                 item.explicitly_trashed = bool(trashed)
@@ -335,15 +414,15 @@ class Drive:
         """Delete an item and everything below it."""
         with self.lock:
             item = self.get(item_id)
-            if item is None or item is self.root:
+            if item is None or self.is_top(item):
                 raise KeyError(item_id)
             self.children[item.parent].remove(item.id)
             stack = [item.id]
             while stack:
                 current = stack.pop()
                 stack.extend(self.children.pop(current, []))
-                del self.items[current]
-                self._record_change(current, removed=True)
+                drive_id = self.items.pop(current).drive_id
+                self._record_change(current, removed=True, drive_id=drive_id)
             self._finish_items()
 
     # -- reading ------------------------------------------------------------------------------------
@@ -354,15 +433,16 @@ class Drive:
             return self.root
         return self.items.get(item_id)
 
-    def listing(self, q, order_by):
-        """Items (never the root) that match the files.list filter ``q`` (None = all), sorted by
-        ``order_by``, a list of (key, descending) pairs. Raises emuquery.QueryError for a bad ``q``.
+    def listing(self, q, order_by, corpus=MY_DRIVE):
+        """Items (never the root or a shared drive's root) of ``corpus`` (a ``Corpus``) that match
+        the files.list filter ``q`` (None = all), sorted by ``order_by``, a list of (key, descending)
+        pairs. Raises emuquery.QueryError for a bad ``q``.
 
-        Results are cached per (generation, q, order_by), so paging through a listing is cheap.
-        The returned list must not be modified.
+        Results are cached per (generation, q, order_by, corpus), so paging through a listing is
+        cheap. The returned list must not be modified.
         """
         with self.lock:
-            key = (self.generation, q, tuple(order_by))
+            key = (self.generation, q, tuple(order_by), corpus.key())
             cached = self._listing_cache.get(key)
             if cached is not None:
                 self._listing_cache.move_to_end(key)
@@ -370,7 +450,7 @@ class Drive:
             query = emuquery.parse_query(q) if q is not None else None
             hint = query.parent_hint() if query is not None else None
             if hint is None:
-                candidates = [i for i in self.items.values() if i is not self.root]
+                candidates = [i for i in self.items.values() if not self.is_top(i)]
             else:
                 ids = set()
                 for parent in hint:
@@ -378,7 +458,8 @@ class Drive:
                     if parent_item is not None:
                         ids.update(self.children.get(parent_item.id, ()))
                 candidates = [self.items[i] for i in ids]
-            result = [i for i in candidates if query is None or query.match(_QueryView(i, self))]
+            result = [i for i in candidates if corpus.admits(i.drive_id)
+                      and (query is None or query.match(_QueryView(i, self)))]
             result.sort(key=lambda i: i.index)
             for name, descending in reversed(order_by):
                 result.sort(key=_ORDER_KEYS[name], reverse=descending)
@@ -450,6 +531,7 @@ class _QueryView:
         self.created_ms = item.created_ms
         self.modified_ms = item.modified_ms
         self.shortcut_target = item.shortcut_target
+        self.shared_with_me = item.shared_with_me
 
 
 _ORDER_KEYS = {
@@ -461,7 +543,7 @@ _ORDER_KEYS = {
     "recency": lambda i: i.modified_ms,
     "createdTime": lambda i: i.created_ms,
     "quotaBytesUsed": lambda i: i.source.size if i.source else 0,
-    "sharedWithMeTime": lambda i: 0,
+    "sharedWithMeTime": lambda i: i.created_ms if i.shared_with_me else 0,
     "starred": lambda i: 0,
     "viewedByMeTime": lambda i: 0,
 }
@@ -529,9 +611,12 @@ _FILE_FIELDS = {
     "modifiedByMeTime": lambda d, i, b: rfc3339(i.modified_ms),
     "modifiedByMe": lambda d, i, b: True,
     "viewedByMe": lambda d, i, b: True,
-    "owners": lambda d, i, b: [dict(USER)],
-    "shared": lambda d, i, b: False,
-    "ownedByMe": lambda d, i, b: True,
+    "driveId": lambda d, i, b: i.drive_id,
+    "owners": lambda d, i, b: None if i.drive_id else [dict(SHARER if i.shared_with_me else USER)],
+    "shared": lambda d, i, b: i.shared_with_me or i.drive_id is not None,
+    "ownedByMe": lambda d, i, b: i.drive_id is None and not i.shared_with_me,
+    "sharedWithMeTime": lambda d, i, b: rfc3339(i.created_ms) if i.shared_with_me else None,
+    "sharingUser": lambda d, i, b: dict(SHARER) if i.shared_with_me else None,
     "viewersCanCopyContent": lambda d, i, b: True,
     "copyRequiresWriterPermission": lambda d, i, b: False,
     "writersCanShare": lambda d, i, b: True,

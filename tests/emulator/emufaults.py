@@ -11,7 +11,7 @@ SPEC is ``key=value`` pairs joined by commas::
     kind=files.list|files.get,status=403,reason=userRateLimitExceeded,prob=0.1
 
 Which requests a rule sees:
-    kind=K[|K...]   request kinds (files.list files.get media export about changes token revisions.get
+    kind=K[|K...]   request kinds (files.list files.get media export about changes token revisions.get drives
                     error) or ``*`` (default)
     id=FILEID       only requests for this file id
 When it fires, counting the requests it sees:
@@ -36,7 +36,7 @@ import threading
 import time
 
 KINDS = ("files.list", "files.get", "media", "export", "about", "changes", "token", "metadata", "revisions.get",
-         "error")
+         "drives", "error")
 _INT_KEYS = {"after", "every", "count", "status", "reset_after", "drop", "stall_ms", "stall_after",
              "truncate", "bad_range"}
 _FLOAT_KEYS = {"prob", "retry_after", "outage"}

@@ -24,7 +24,7 @@ String literals use single quotes; inside them ``\\'`` is a quote and ``\\\\`` a
 
 A parsed query is a tree of ``Node`` objects; ``node.match(view)`` evaluates it against an object that
 has the attributes ``name``, ``mime_type``, ``trashed``, ``parents`` (ids), ``created_ms``,
-``modified_ms`` and ``shortcut_target`` (id or None). ``node.parent_hint()`` returns the set of parent ids
+``modified_ms``, ``shortcut_target`` (id or None) and optionally ``shared_with_me`` (default False). ``node.parent_hint()`` returns the set of parent ids
 that any match must have (or None when the query does not restrict parents), so a server can look at
 those folders' children only.
 
@@ -202,7 +202,7 @@ _STRING_OPS = {
 _BOOL_FIELDS = {
     "trashed": lambda v: v.trashed,
     "starred": lambda v: False,
-    "sharedWithMe": lambda v: False,
+    "sharedWithMe": lambda v: getattr(v, "shared_with_me", False),
 }
 _TIME_FIELDS = {
     "modifiedTime": lambda v: v.modified_ms,

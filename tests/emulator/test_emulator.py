@@ -584,7 +584,8 @@ def test_stats_and_log(tmp_path):
         _, stats = client.json("/_emu/stats")
         assert stats["requests"] == 9
         assert stats["by_kind"] == {"files.list": 2, "files.get": 1, "media": 2, "export": 1, "about": 1,
-                                    "changes": 1, "token": 0, "metadata": 0, "revisions.get": 0, "error": 1}
+                                    "changes": 1, "token": 0, "metadata": 0, "revisions.get": 0, "drives": 0,
+                                    "error": 1}
         export_len = len(emucontent.export_bytes("the plan\n", "text/plain"))
         assert stats["media_bytes"] == 1000 + 300_000 + export_len
         assert stats["range_requests"] == 1
@@ -757,3 +758,155 @@ def test_metadata_server_token(basic):
     tok = json.loads(body)["access_token"]
     st, _, _ = basic.call("/drive/v3/files/root", {"fields": "id"}, token=tok)
     assert st == 200
+
+
+# ---------------------------------------------------------------------------------------------------
+# shared drives and "Shared with me" (drive-api-v3.md §1.9, §1.1)
+
+TEAM, OTHER = "0ATeamDrive00000000000000", "0AOtherDrive0000000000000"
+SHARED_SPEC = {
+    "drives": [{"id": TEAM, "name": "Team"}, {"id": OTHER, "name": "Other"}],
+    "items": [
+        {"id": "mine", "name": "mine.txt", "content": "mine"},
+        {"id": "tdir", "name": "data", "parent": TEAM, "mimeType": FOLDER},
+        {"id": "tfile", "name": "t.bin", "parent": "tdir", "size": 5000, "seed": 3},
+        {"id": "ttop", "name": "top.txt", "parent": TEAM, "content": "top"},
+        {"id": "ofile", "name": "o.txt", "parent": OTHER, "content": "other"},
+        {"id": "swm", "name": "shared.txt", "sharedWithMe": True, "parent": "hiddenFolder", "content": "s"},
+        {"id": "swmdir", "name": "SharedDir", "sharedWithMe": True, "mimeType": FOLDER},
+        {"id": "swmin", "name": "inside.txt", "parent": "swmdir", "content": "in"},
+        {"id": "swmtrash", "name": "gone.txt", "sharedWithMe": True, "trashed": True, "content": "g"},
+    ]}
+ALL = {"supportsAllDrives": "true", "includeItemsFromAllDrives": "true"}
+
+
+@pytest.fixture(scope="module")
+def shared():
+    with serve(SHARED_SPEC) as client:
+        yield client
+
+
+def test_shared_drive_item_needs_supports_all_drives(shared):
+    for file_id in ("tfile", TEAM):
+        status, body = shared.json(f"/drive/v3/files/{file_id}", {"fields": "id"})
+        assert status == 404 and error_reason(body) == "notFound"
+    status, _, _ = shared.call("/drive/v3/files/tfile", {"alt": "media"})
+    assert status == 404
+    status, body = shared.json("/drive/v3/files/tfile", {"fields": "id,driveId,owners,parents",
+                                                         "supportsAllDrives": "true"})
+    assert status == 200 and body == {"id": "tfile", "driveId": TEAM, "parents": ["tdir"]}
+    status, _, data = shared.call("/drive/v3/files/tfile", {"alt": "media", "supportsAllDrives": "true"})
+    assert status == 200 and data == emucontent.generated_bytes(3, 0, 5000)
+    _, body = shared.json(f"/drive/v3/files/{TEAM}", {"fields": "id,name,mimeType,driveId",
+                                                      "supportsAllDrives": "true"})
+    assert body == {"id": TEAM, "name": "Team", "mimeType": FOLDER, "driveId": TEAM}
+    # My Drive items need no flag and have owners, no driveId
+    _, body = shared.json("/drive/v3/files/mine", {"fields": "id,driveId,owners(me)"})
+    assert body == {"id": "mine", "owners": [{"me": True}]}
+
+
+def test_list_corpora_drive(shared):
+    ids, _ = list_all(shared, dict(ALL, corpora="drive", driveId=TEAM, fields="files(id)"))
+    assert sorted(ids) == ["tdir", "tfile", "ttop"]
+    ids, _ = list_all(shared, dict(ALL, corpora="drive", driveId=TEAM, q=f"'{TEAM}' in parents",
+                                   fields="files(id)"))
+    assert sorted(ids) == ["tdir", "ttop"]
+    ids, _ = list_all(shared, dict(ALL, corpora="drive", driveId=OTHER, fields="files(id)"))
+    assert ids == ["ofile"]
+
+
+def test_list_shared_drive_rules(shared):
+    # driveId without includeItemsFromAllDrives: 400
+    status, body = shared.json("/drive/v3/files", {"corpora": "drive", "driveId": TEAM,
+                                                   "supportsAllDrives": "true"})
+    assert status == 400 and error_reason(body) == "teamDriveIncludeItemsRequired"
+    # corpora=drive without driveId: 400 required
+    status, body = shared.json("/drive/v3/files", dict(ALL, corpora="drive"))
+    assert status == 400 and error_reason(body) == "required"
+    # an unknown drive, or one without supportsAllDrives: 404
+    status, body = shared.json("/drive/v3/files", dict(ALL, corpora="drive", driveId="0ANope"))
+    assert status == 404 and error_reason(body) == "notFound"
+    status, _ = shared.json("/drive/v3/files", {"corpora": "drive", "driveId": TEAM,
+                                                "includeItemsFromAllDrives": "true"})
+    assert status == 404
+    status, body = shared.json("/drive/v3/files", dict(ALL, corpora="bogus"))
+    assert status == 400
+    # the user corpus leaves shared-drive items out, even with the flags
+    q = "'tdir' in parents"
+    for params in ({"q": q}, dict(ALL, q=q), {"q": q, "corpora": "allDrives"}):
+        ids, _ = list_all(shared, dict(params, fields="files(id)"))
+        assert ids == []
+    ids, _ = list_all(shared, dict(ALL, corpora="allDrives", q=q, fields="files(id)"))
+    assert ids == ["tfile"]
+    ids, _ = list_all(shared, {"q": "trashed = false", "fields": "files(id)"})
+    assert sorted(ids) == ["mine", "swm", "swmdir", "swmin"]
+
+
+def test_shared_with_me(shared):
+    ids, _ = list_all(shared, {"q": "sharedWithMe = true", "fields": "files(id)"})
+    assert sorted(ids) == ["swm", "swmdir", "swmtrash"]
+    ids, _ = list_all(shared, {"q": "sharedWithMe = true and trashed = false", "fields": "files(id)"})
+    assert sorted(ids) == ["swm", "swmdir"]
+    ids, _ = list_all(shared, {"q": f"sharedWithMe = true and mimeType = '{FOLDER}'", "fields": "files(id)"})
+    assert ids == ["swmdir"]
+    ids, _ = list_all(shared, {"q": "not sharedWithMe = true and trashed = false", "fields": "files(id)"})
+    assert sorted(ids) == ["mine", "swmin"]
+    # a parent the user cannot see is not reported; a shared folder lists normally
+    _, body = shared.json("/drive/v3/files/swm", {"fields": "id,parents,shared,ownedByMe,sharedWithMeTime"})
+    assert body["id"] == "swm" and "parents" not in body and body["shared"] is True
+    assert body["ownedByMe"] is False and body["sharedWithMeTime"].endswith("Z")
+    ids, _ = list_all(shared, {"q": "'swmdir' in parents and trashed = false", "fields": "files(id)"})
+    assert ids == ["swmin"]
+    assert shared.call("/drive/v3/files/swm", {"alt": "media"})[2] == b"s"
+
+
+def test_drives_get_and_list(shared):
+    status, body = shared.json(f"/drive/v3/drives/{TEAM}")
+    assert status == 200 and body == {"kind": "drive#drive", "id": TEAM, "name": "Team"}
+    status, body = shared.json("/drive/v3/drives/0ANope")
+    assert status == 404 and body["error"]["errors"][0]["location"] == "driveId"
+    status, body = shared.json("/drive/v3/drives", {"pageSize": 1, "fields": "nextPageToken,drives(id)"})
+    assert status == 200 and body["drives"] == [{"id": TEAM}]
+    _, body = shared.json("/drive/v3/drives", {"pageSize": 1, "pageToken": body["nextPageToken"]})
+    assert [d["id"] for d in body["drives"]] == [OTHER] and "nextPageToken" not in body
+    assert shared.json("/drive/v3/drives", {"pageSize": 101})[0] == 400
+    assert shared.emu.stats.snapshot()["by_kind"]["drives"] >= 4
+
+
+def test_shared_drive_changes():
+    with serve(SHARED_SPEC) as client:
+        status, body = client.json("/drive/v3/changes/startPageToken", {"driveId": TEAM})
+        assert status == 404
+        _, start = client.json("/drive/v3/changes/startPageToken", {"driveId": TEAM,
+                                                                    "supportsAllDrives": "true"})
+        token = start["startPageToken"]
+        _, my_start = client.json("/drive/v3/changes/startPageToken")
+        client.emu.drive.update_item("tfile", name="renamed.bin")
+        client.emu.drive.add_item({"id": "onew", "name": "n.txt", "parent": OTHER, "content": "n"})
+        client.emu.drive.update_item("mine", name="mine2.txt")
+        client.emu.drive.remove_item("ttop")
+        fields = "newStartPageToken,changes(fileId,removed,driveId,file(name,driveId))"
+        status, body = client.json("/drive/v3/changes", {"pageToken": token, "driveId": TEAM,
+                                                         "supportsAllDrives": "true", "fields": fields})
+        assert status == 400 and error_reason(body) == "teamDriveIncludeItemsRequired"
+        status, body = client.json("/drive/v3/changes", dict(ALL, pageToken=token, driveId=TEAM, fields=fields))
+        assert status == 200
+        assert body["changes"] == [
+            {"fileId": "tfile", "removed": False, "driveId": TEAM, "file": {"name": "renamed.bin", "driveId": TEAM}},
+            {"fileId": "ttop", "removed": True, "driveId": TEAM}]
+        # the user's feed: My Drive only, unless both flags ask for every drive
+        _, body = client.json("/drive/v3/changes", {"pageToken": my_start["startPageToken"],
+                                                    "fields": "changes(fileId)"})
+        assert body["changes"] == [{"fileId": "mine"}]
+        _, body = client.json("/drive/v3/changes", dict(ALL, pageToken=my_start["startPageToken"],
+                                                        fields="changes(fileId)"))
+        assert [c["fileId"] for c in body["changes"]] == ["tfile", "onew", "mine", "ttop"]
+
+
+def test_shared_spec_errors():
+    with pytest.raises(emudrive.SpecError):
+        emudrive.Drive.from_spec({"drives": [{"id": "1NotADrive", "name": "x"}]})
+    with pytest.raises(emudrive.SpecError):
+        emudrive.Drive.from_spec({"items": [{"name": "x", "parent": "nowhere"}]})
+    drive = emudrive.Drive.from_spec({"items": [{"name": "x", "parent": "nowhere", "sharedWithMe": True}]})
+    assert len(drive.items) == 2

@@ -40,6 +40,13 @@ static void test_file(void)
 			 "\"application/vnd.google-apps.folder\"}}";
 	CHECK_EQ(cfs_json_parse_file(S(sc), &m), 0);
 	CHECK_STR(m.target_id, "t1");
+	CHECK_STR(m.drive_id, "");
+	cfs_file_meta_cleanup(&m);
+
+	const char *team = "{\"id\":\"t\",\"name\":\"T\",\"mimeType\":\"text/plain\","
+			   "\"driveId\":\"0ATeam\",\"parents\":[\"0ATeam\"]}";
+	CHECK_EQ(cfs_json_parse_file(S(team), &m), 0);
+	CHECK_STR(m.drive_id, "0ATeam");
 	cfs_file_meta_cleanup(&m);
 
 	/* malformed documents are refused, never half-used */
