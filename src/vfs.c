@@ -1400,9 +1400,19 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 	return 0;
 }
 
+/* The change feed's position, one per root: a shared drive has its own feed,
+ * and one cache folder may have served several roots. */
+static size_t token_key(const struct cfs_vfs *v, char *key, size_t cap)
+{
+	int n = snprintf(key, cap, "changes_token:%s", v->root_id);
+	return n > 0 && (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
 static int save_token(struct cfs_vfs *v, const char *tok)
 {
-	return cfs_store_meta_put(v->store, "meta", "changes_token", 13, tok, strlen(tok));
+	char key[CFS_ID_MAX + 32];
+	size_t kl = token_key(v, key, sizeof(key));
+	return cfs_store_meta_put(v->store, "meta", key, kl, tok, strlen(tok));
 }
 
 /* One poll: applies every change since the stored token. */
@@ -1412,7 +1422,9 @@ static int poll_once(struct cfs_vfs *v)
 	size_t tl = 0;
 	void *stored = NULL;
 	int rc = 0;
-	if (cfs_store_meta_get(v->store, "meta", "changes_token", 13, &stored, &tl) == 0 && tl &&
+	char key[CFS_ID_MAX + 32];
+	size_t kl = token_key(v, key, sizeof(key));
+	if (cfs_store_meta_get(v->store, "meta", key, kl, &stored, &tl) == 0 && tl &&
 	    tl < 256 && (tok = malloc(tl + 1))) {
 		memcpy(tok, stored, tl);
 		tok[tl] = '\0';
