@@ -90,6 +90,23 @@ extern "C" int cfs_gpu_stream_sync(void *stream)
 	return cuda_err(cudaStreamSynchronize((cudaStream_t)stream), "stream sync");
 }
 
+extern "C" int cfs_gpu_host_alloc(uint64_t bytes, void **p)
+{
+	*p = NULL;
+	cudaError_t e = cudaHostAlloc(p, bytes ? bytes : 1, cudaHostAllocPortable);
+	if (e != cudaSuccess) {
+		*p = NULL;
+		cudaGetLastError(); /* not sticky: the caller falls back to plain memory */
+		return e == cudaErrorMemoryAllocation ? -ENOMEM : -ENODEV;
+	}
+	return 0;
+}
+
+extern "C" int cfs_gpu_host_free(void *p)
+{
+	return p ? cuda_err(cudaFreeHost(p), "cudaFreeHost") : 0;
+}
+
 extern "C" void cfs_stage_ring_free(struct cfs_stage_ring *r)
 {
 	if (!r)
