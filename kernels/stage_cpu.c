@@ -29,6 +29,7 @@
 #include "hot.h"
 #include "lrow.h"
 #include "stage_gpu.h"
+#include "stage_int.h"
 
 #define MAX_ROUNDS 4
 #define LCACHE_MAX 64  /* decoded listings kept */
@@ -923,6 +924,12 @@ static uint32_t clip(const struct piece *pc, uint64_t from, uint64_t to, uint32_
 int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t from,
 			uint64_t len, void *dstv)
 {
+	return cfs_stage_copy_part_skip(s, p, from, len, dstv, NULL);
+}
+
+int cfs_stage_copy_part_skip(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t from,
+			     uint64_t len, void *dstv, const unsigned char *skipmask)
+{
 	unsigned char *dst = dstv;
 	if (from > p->bytes || len > p->bytes - from || (!dst && len))
 		return -EINVAL;
@@ -949,6 +956,8 @@ int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t 
 	int rc = 0, pending = 0;
 	for (size_t i = 0; i < cnt; i++) {
 		state[i] = p->p[first + i].resident && !(s->flags & CFS_STAGE_NO_CACHE) ? 1 : 0;
+		if (skipmask && skipmask[first + i])
+			state[i] = 3; /* someone else copies it */
 		pending += state[i] == 1;
 	}
 	if (pending && __atomic_load_n(&s->hot_budget, __ATOMIC_RELAXED))
@@ -1014,8 +1023,8 @@ int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t 
 	for (size_t i = 0; i < cnt && !rc;) {
 		struct piece *pc = &p->p[first + i];
 		uint32_t skip, n = clip(pc, from, to, &skip);
-		if (state[i] == 2 || !n) {
-			if (n) {
+		if (state[i] >= 2 || !n) {
+			if (n && state[i] == 2) {
 				STAT_ADD(s, blocks_cached, 1);
 				STAT_ADD(s, bytes_cached, n);
 			}
@@ -1025,7 +1034,7 @@ int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t 
 		struct prange *pr = &p->r[pc->range];
 		uint64_t start = pc->dst + skip, end = start + n;
 		size_t j = i + 1, blocks = 1;
-		for (; j < cnt && state[j] != 2 && p->p[first + j].range == pc->range; j++) {
+		for (; j < cnt && state[j] < 2 && p->p[first + j].range == pc->range; j++) {
 			uint32_t sk2, n2 = clip(&p->p[first + j], from, to, &sk2);
 			if (!n2)
 				break;
@@ -1047,4 +1056,81 @@ int cfs_stage_copy(struct cfs_stage *s, struct cfs_stage_plan *p, void *dst, uin
 	if (cap < p->bytes)
 		return -ENOSPC;
 	return cfs_stage_copy_part(s, p, 0, p->bytes, dst);
+}
+
+/* ---- direct copies (stage_int.h) ------------------------------------------- */
+
+unsigned cfs_stage_flags(const struct cfs_stage *s)
+{
+	return s->flags;
+}
+
+size_t cfs_stage_plan_pieces(const struct cfs_stage_plan *p)
+{
+	return p->np;
+}
+
+int cfs_stage_direct_list(struct cfs_stage *s, struct cfs_stage_plan *p,
+			  struct cfs_stage_direct **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (s->flags & (CFS_STAGE_NO_CACHE | CFS_STAGE_NO_VERIFY) || !p->np)
+		return 0;
+	struct cfs_stage_direct *d = malloc(p->np * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	size_t k = 0;
+	pthread_rwlock_rdlock(&s->hot_rw);
+	for (size_t i = 0; i < p->np; i++) {
+		const struct piece *pc = &p->p[i];
+		if (!pc->resident || pc->boff != 0 || pc->len != pc->row.len ||
+		    cfs_hot_set_find(&s->hot, pc->row.gen, pc->row.slot, pc->row.log2,
+				     pc->row.len, pc->row.crc))
+			continue;
+		const unsigned char *src = cfs_cview_slot(s->cv, &pc->row);
+		if (!src || cfs_cview_slot_map(s->cv, &pc->row, &d[k].map, &d[k].maplen) != 0)
+			continue;
+		d[k].src = src;
+		d[k].dst = pc->dst;
+		d[k].len = pc->len;
+		d[k].crc = pc->row.crc;
+		d[k].piece = i;
+		k++;
+	}
+	pthread_rwlock_unlock(&s->hot_rw);
+	if (!k) {
+		free(d);
+		d = NULL;
+	}
+	*out = d;
+	*n = k;
+	return 0;
+}
+
+int cfs_stage_direct_check(struct cfs_stage *s, struct cfs_stage_plan *p,
+			   const struct cfs_stage_direct *d, size_t n, unsigned char *ok)
+{
+	struct cfs_cview_txn *t;
+	if (s->hook)
+		s->hook(s->hook_arg);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	int rc = cfs_cview_begin(s->cv, &t);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		const struct piece *pc = &p->p[d[i].piece];
+		struct cfs_cview_row now;
+		ok[i] = cfs_cview_block(t, p->r[pc->range].key, pc->block, &now) == 0 &&
+			now.slot == pc->row.slot && now.gen == pc->row.gen &&
+			now.log2 == pc->row.log2 && now.len == pc->row.len;
+		if (ok[i]) {
+			STAT_ADD(s, blocks_cached, 1);
+			STAT_ADD(s, bytes_cached, pc->len);
+		} else {
+			STAT_ADD(s, retries, 1);
+		}
+	}
+	cfs_cview_end(t);
+	return 0;
 }
