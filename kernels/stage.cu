@@ -6,8 +6,10 @@
  * the plans point into is registered once (cudaHostRegister, ReadOnly |
  * Portable; kept until the ring is freed, as the stage keeps old mappings
  * until close) and whole resident blocks are DMA'd straight from it to the
- * device on the first stream; the rest of the batch goes through the pinned
- * ring as before, at the same time.  Then the copied blocks' crc32c is
+ * device on the first stream, after the rest of the batch went through the
+ * pinned ring (a ring slot's copy spans the skipped blocks' bytes too, so
+ * the direct copies must land last; no overlap of the two yet).  Then the
+ * copied blocks' crc32c is
  * computed on the device (cfs_crc32c_batch_cuda) and their rows re-read
  * (stage_int.h: a punched slot stays pinned by the registration, so a DMA
  * can read an old block's pages; the crc on the copy catches that, the row
@@ -222,23 +224,28 @@ static int ensure_registered(struct cfs_stage_ring *r, const void *base, size_t 
 	return 0;
 }
 
-/* Enqueues the direct copies and their device crcs on stream 0 of the ring;
- * *nd stays the number enqueued (a prefix of d).  Registration failure turns
- * the direct path off and enqueues fewer. */
-static int direct_enqueue(struct cfs_stage_ring *r, struct cfs_stage_direct *d, size_t *nd,
+/* Keeps the direct pieces whose mapping is (now) registered; a registration
+ * failure turns the direct path off for later batches. */
+static size_t direct_register(struct cfs_stage_ring *r, struct cfs_stage_direct *d, size_t nd)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < nd; i++) {
+		if (r->direct && ensure_registered(r, d[i].map, d[i].maplen) == 0)
+			d[k++] = d[i];
+		else
+			r->direct = 0;
+	}
+	return k;
+}
+
+/* Enqueues the direct copies and their device crcs on stream 0 of the ring
+ * and waits for them (the ring copies of the batch must be done, since a
+ * ring slot's copy covers the bytes of the skipped pieces too). */
+static int direct_enqueue(struct cfs_stage_ring *r, const struct cfs_stage_direct *d, size_t n,
 			  void *dev)
 {
-	size_t n = 0;
 	int rc = 0;
-	for (; n < *nd; n++) {
-		if (ensure_registered(r, d[n].map, d[n].maplen) != 0) {
-			r->direct = 0;
-			break;
-		}
-	}
-	*nd = n;
-	if (!n)
-		return 0;
+
 	size_t need = n * 16;
 	if (need > r->meta_cap) {
 		if (r->d_meta)
@@ -294,14 +301,13 @@ extern "C" int cfs_stage_ring_copy(struct cfs_stage_ring *r, struct cfs_stage_pl
 	struct cfs_stage_direct *d = NULL;
 	size_t nd = 0;
 	unsigned char *skip = NULL;
-	if (!rc && r->direct && (rc = cfs_stage_direct_list(r->s, p, &d, &nd)) == 0 && nd) {
-		if ((rc = direct_enqueue(r, d, &nd, dev)) == 0 && nd) {
-			skip = (unsigned char *)calloc(cfs_stage_plan_pieces(p), 1);
-			if (!skip)
-				rc = -ENOMEM;
-			for (size_t i = 0; skip && i < nd; i++)
-				skip[d[i].piece] = 1;
-		}
+	if (!rc && r->direct && (rc = cfs_stage_direct_list(r->s, p, &d, &nd)) == 0 && nd &&
+	    (nd = direct_register(r, d, nd)) != 0) {
+		skip = (unsigned char *)calloc(cfs_stage_plan_pieces(p), 1);
+		if (!skip)
+			rc = -ENOMEM;
+		for (size_t i = 0; skip && i < nd; i++)
+			skip[d[i].piece] = 1;
 	}
 	for (uint64_t off = 0; off < total && !rc; off += r->slot_bytes) {
 		uint64_t len = total - off < r->slot_bytes ? total - off : r->slot_bytes;
@@ -320,10 +326,13 @@ extern "C" int cfs_stage_ring_copy(struct cfs_stage_ring *r, struct cfs_stage_pl
 		k = (k + 1) % r->n;
 	}
 	if (!rc && nd) {
-		/* the direct copies: device crc and row check; failures through the ring.
-		 * The ring slot's bytes outside a skipped piece are the batch's own, so
-		 * copying a whole slot back over the device is not an option: copy the
-		 * failed piece alone. */
+		/* the direct copies go after every ring copy (a ring slot's copy also
+		 * covers the skipped pieces' bytes, with junk); then the device crc and
+		 * the row check; a failed piece alone goes again through the ring */
+		for (unsigned i = 0; i < used && !rc; i++)
+			rc = cuda_err(cudaStreamWaitEvent(r->st[0], r->ev[i], 0), "stream wait");
+		if (!rc)
+			rc = direct_enqueue(r, d, nd, dev);
 		uint32_t *crcs = (uint32_t *)malloc(nd * 4);
 		unsigned char *ok = (unsigned char *)malloc(nd);
 		if (!crcs || !ok)
@@ -341,21 +350,20 @@ extern "C" int cfs_stage_ring_copy(struct cfs_stage_ring *r, struct cfs_stage_pl
 				continue;
 			}
 			r->direct_fallbacks++;
-			if (d[i].len > r->slot_bytes) {
-				rc = -EIO;
-				break;
+			for (uint64_t o = 0; o < d[i].len && !rc; o += r->slot_bytes) {
+				uint64_t l = d[i].len - o < r->slot_bytes ? d[i].len - o : r->slot_bytes;
+				if ((rc = cuda_err(cudaEventSynchronize(r->ev[k]), "event sync")) != 0 ||
+				    (rc = cfs_stage_copy_part(r->s, p, d[i].dst + o, l, r->buf[k])) != 0)
+					break;
+				rc = cuda_err(cudaMemcpyAsync((char *)dev + d[i].dst + o, r->buf[k], l,
+							      cudaMemcpyHostToDevice, r->st[k]),
+					      "cudaMemcpyAsync");
+				if (!rc)
+					rc = cuda_err(cudaEventRecord(r->ev[k], r->st[k]), "event record");
+				if (used < r->n)
+					used++;
+				k = (k + 1) % r->n;
 			}
-			if ((rc = cuda_err(cudaEventSynchronize(r->ev[k]), "event sync")) != 0 ||
-			    (rc = cfs_stage_copy_part(r->s, p, d[i].dst, d[i].len, r->buf[k])) != 0)
-				break;
-			rc = cuda_err(cudaMemcpyAsync((char *)dev + d[i].dst, r->buf[k], d[i].len,
-						      cudaMemcpyHostToDevice, r->st[k]),
-				      "cudaMemcpyAsync");
-			if (!rc)
-				rc = cuda_err(cudaEventRecord(r->ev[k], r->st[k]), "event record");
-			if (used < r->n)
-				used++;
-			k = (k + 1) % r->n;
 		}
 		free(crcs);
 		free(ok);
