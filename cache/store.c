@@ -51,6 +51,7 @@ static void release_entry(struct cfs_store *s, struct cfs_tent *e)
 		cfs_arena_punch(a, e->slot, 1);
 	pthread_mutex_lock(&s->mu);
 	if (!e->leak) {
+		s->st.counted_blocks -= (uint64_t)cfs_heat_reset(&s->heat, e->cls, e->slot);
 		cfs_arena_clear(a, e->slot);
 		s->used -= a->size;
 	}
@@ -224,6 +225,7 @@ static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls
 		e->crc = crc;
 		e->gen = row.gen;
 		e->verified = 1; /* we wrote it; the crc guards the next open */
+		s->st.counted_blocks -= (uint64_t)cfs_heat_reset(&s->heat, (unsigned)cls, slot);
 		cfs_table_link(&s->tab, e, 0);
 		s->st.puts++;
 	}
@@ -393,8 +395,13 @@ void cfs_store_unpin(struct cfs_store *s, struct cfs_tent *e, unsigned flags)
 	pthread_mutex_lock(&s->mu);
 	if (flags & CFS_STORE_UNPIN_VERIFIED)
 		e->verified = 1;
-	if (flags & CFS_STORE_UNPIN_HIT)
+	if (flags & CFS_STORE_UNPIN_HIT) {
 		s->st.hits++;
+		if (cfs_heat_on(&s->heat)) {
+			s->st.counted_blocks += (uint64_t)cfs_heat_hit(&s->heat, e->cls, e->slot);
+			s->st.counted_hits++;
+		}
+	}
 	rel = unpin_locked(e);
 	pthread_mutex_unlock(&s->mu);
 	if (rel)

@@ -39,6 +39,7 @@
  *                                       unique per write, changes when a
  *                                       slot is rewritten)
  *     "dirs", "inodes", "inos", "meta"   namespace rows (cfs_store_meta_*)
+ *   heat.dat    access counts per slot for the GPU loader (heat.h)
  *   store.lock  flock'd by the process that has the store open (writer)
  *   arena-<class>.dat   one per class ("arena-4k.dat" ... "arena-1m.dat"):
  *               slot i of a class of size S is bytes [i*S, i*S + len).
@@ -126,6 +127,8 @@ struct cfs_store_stats {
 	uint64_t evictions, evicted_bytes; /* blocks and slot bytes evicted */
 	uint64_t crc_failures, enospc_retries;
 	uint64_t arena_bytes;    /* size of the arena files (sparse) */
+	uint64_t counted_blocks; /* blocks with an access count in heat.dat (heat.h) */
+	uint64_t counted_hits;   /* hits counted there since open */
 };
 void cfs_store_stats(struct cfs_store *s, struct cfs_store_stats *out);
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "arena.h"
+#include "heat.h"
 #include "index.h"
 #include "store.h"
 #include "table.h"
@@ -27,6 +28,7 @@ struct cfs_store {
 	uint64_t used;        /* class bytes of slots in use: live, reserved, dying, leaked */
 	uint64_t epoch, seq;
 	struct cfs_store_stats st; /* the counters; cfs_store_stats fills in the rest */
+	struct cfs_heat heat;  /* access counts per slot (heat.h), under mu */
 };
 
 /* Pins the live entry of (key, block) and moves it to the new end of the LRU;

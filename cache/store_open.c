@@ -220,6 +220,22 @@ static int auto_budget(struct cfs_store *s, const char *dir, uint64_t *out)
 	return 0;
 }
 
+/* Access counts for the GPU loader (heat.h); without them the cache works as
+ * before, so a failure is only logged. */
+static void open_heat(struct cfs_store *s, const char *dir)
+{
+	uint8_t log2[CFS_ARENA_MAX_CLASSES];
+	uint64_t nslots[CFS_ARENA_MAX_CLASSES];
+	for (unsigned i = 0; i < s->ar.n; i++) {
+		log2[i] = s->ar.a[i].log2;
+		nslots[i] = s->ar.a[i].nslots;
+	}
+	int rc = cfs_heat_create(&s->heat, dir, s->ar.n, log2, nslots, s->budget, s->epoch);
+	if (rc)
+		CFS_WARN("cache: no access counts for the GPU loader (%s/%s): %s", dir,
+			 CFS_HEAT_FILE, cfs_strerror(rc));
+}
+
 int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out)
 {
 	struct cfs_store *s;
@@ -250,6 +266,7 @@ int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out)
 		goto fail;
 	if (s->used > s->budget)
 		cfs_store_evict_to(s, s->budget, NULL, NULL);
+	open_heat(s, o->dir);
 	CFS_INFO("cache: %s: %zu blocks, %llu of %llu MiB used, block size %u KiB", o->dir,
 		 s->tab.ecount, (unsigned long long)(s->used >> 20),
 		 (unsigned long long)(s->budget >> 20), bs >> 10);
@@ -266,6 +283,7 @@ void cfs_store_close(struct cfs_store *s)
 	if (!s)
 		return;
 	cfs_index_close(s->ix);
+	cfs_heat_close(&s->heat);
 	cfs_arenas_close(&s->ar);
 	cfs_table_cleanup(&s->tab);
 	if (s->lockfd >= 0)

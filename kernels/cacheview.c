@@ -1,5 +1,6 @@
 /* cacheview: read-only access to a daemon's cache folder (see cacheview.h). */
 #include "cacheview.h"
+#include "heat.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KEY_MAX 200    /* CFS_STORE_KEY_MAX */
@@ -49,6 +51,11 @@ struct cfs_cview {
 	dev_t idx_dev;
 	ino_t idx_ino;
 	struct arena_map ar[NLOG2];
+	pthread_mutex_t heat_lock;
+	struct cfs_heat heat;    /* heat.dat mapped read-only, or map NULL */
+	dev_t heat_dev;
+	ino_t heat_ino;
+	uint64_t heat_checked;   /* 1 + the second heat.dat was last looked for */
 };
 
 struct cfs_cview_txn {
@@ -185,6 +192,7 @@ int cfs_cview_open(const char *dir, struct cfs_cview **out)
 	if (!v)
 		return -ENOMEM;
 	pthread_rwlock_init(&v->resize, NULL);
+	pthread_mutex_init(&v->heat_lock, NULL);
 	for (int i = 0; i < NLOG2; i++) {
 		pthread_mutex_init(&v->ar[i].lock, NULL);
 		v->ar[i].fd = -1;
@@ -269,6 +277,9 @@ void cfs_cview_close(struct cfs_cview *v)
 		mdb_env_close(v->env);
 		reg_del(v->idx_dev, v->idx_ino);
 	}
+	if (v->heat.map)
+		munmap(v->heat.map, v->heat.len);
+	pthread_mutex_destroy(&v->heat_lock);
 	pthread_rwlock_destroy(&v->resize);
 	free(v->dir);
 	free(v);
@@ -310,6 +321,8 @@ void cfs_cview_end(struct cfs_cview_txn *t)
 	free(t);
 }
 
+static int decode_row(const unsigned char *b, size_t n, struct cfs_cview_row *row);
+
 int cfs_cview_block(struct cfs_cview_txn *t, const char *key, uint64_t block,
 		    struct cfs_cview_row *row)
 {
@@ -327,8 +340,12 @@ int cfs_cview_block(struct cfs_cview_txn *t, const char *key, uint64_t block,
 	int rc = mdb_err(mdb_get(t->txn, t->v->dbi[T_BLOCKS], &k, &d));
 	if (rc)
 		return rc;
-	const unsigned char *b = d.mv_data;
-	if (d.mv_size != 32 || b[0] != 1)
+	return decode_row(d.mv_data, d.mv_size, row);
+}
+
+static int decode_row(const unsigned char *b, size_t n, struct cfs_cview_row *row)
+{
+	if (n != 32 || b[0] != 1)
 		return -ENOENT; /* a row we do not understand reads as a miss */
 	row->log2 = b[1];
 	row->len = get_le32(b + 4);
@@ -457,4 +474,111 @@ const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_cview_
 out:
 	pthread_mutex_unlock(&a->lock);
 	return p;
+}
+
+int cfs_cview_scan_blocks(struct cfs_cview_txn *t, cfs_cview_block_fn fn, void *arg)
+{
+	MDB_cursor *c;
+	char key[KEY_MAX + 1];
+	if (!t->v->have[T_BLOCKS])
+		return 0;
+	int rc = mdb_err(mdb_cursor_open(t->txn, t->v->dbi[T_BLOCKS], &c));
+	if (rc)
+		return rc;
+	MDB_val k, d;
+	int r = mdb_cursor_get(c, &k, &d, MDB_FIRST);
+	while (r == 0 && !rc) {
+		const unsigned char *kb = k.mv_data;
+		struct cfs_cview_row row;
+		size_t kl = k.mv_size;
+		if (kl >= 10 && kl - 9 <= KEY_MAX && kb[kl - 9] == 0 &&
+		    decode_row(d.mv_data, d.mv_size, &row) == 0) {
+			uint64_t block = 0;
+			for (int i = 0; i < 8; i++)
+				block = block << 8 | kb[kl - 8 + i];
+			memcpy(key, kb, kl - 9);
+			key[kl - 9] = 0;
+			rc = fn(arg, key, block, &row);
+		}
+		if (!rc)
+			r = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+	}
+	if (!rc && r && r != MDB_NOTFOUND)
+		rc = mdb_err(r);
+	mdb_cursor_close(c);
+	return rc;
+}
+
+/* Maps heat.dat again when the daemon made a new one.  heat_lock held. */
+static void heat_refresh(struct cfs_cview *v)
+{
+	char path[4096];
+	struct stat st;
+	uint64_t ep = __atomic_load_n(&v->epoch, __ATOMIC_RELAXED);
+	struct timespec ts;
+	if (v->heat.map && v->heat.epoch == ep)
+		return;
+	/* not there (yet) or from another epoch: look again at most once a second */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t now = (uint64_t)ts.tv_sec;
+	if (v->heat_checked == now + 1)
+		return;
+	v->heat_checked = now + 1;
+	snprintf(path, sizeof(path), "%s/%s", v->dir, CFS_HEAT_FILE);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_size >= CFS_HEAT_HEADER &&
+	    !(v->heat.map && st.st_dev == v->heat_dev && st.st_ino == v->heat_ino)) {
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+		struct cfs_heat h;
+		if (m != MAP_FAILED && cfs_heat_parse(m, (size_t)st.st_size, &h) == 0) {
+			if (v->heat.map)
+				munmap(v->heat.map, v->heat.len);
+			v->heat = h;
+			v->heat_dev = st.st_dev;
+			v->heat_ino = st.st_ino;
+		} else if (m != MAP_FAILED) {
+			munmap(m, (size_t)st.st_size);
+		}
+	}
+	close(fd);
+}
+
+uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row)
+{
+	uint32_t n;
+	pthread_mutex_lock(&v->heat_lock);
+	heat_refresh(v);
+	n = cfs_heat_count(&v->heat, row->log2, row->slot);
+	pthread_mutex_unlock(&v->heat_lock);
+	return n;
+}
+
+int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_cview_row *row, const void **base,
+		       size_t *len)
+{
+	const unsigned char *p = cfs_cview_slot(v, row);
+	if (!p || row->log2 < MIN_LOG2 || row->log2 > MAX_LOG2)
+		return -ENOENT;
+	struct arena_map *a = &v->ar[row->log2 - MIN_LOG2];
+	int rc = -ENOENT;
+	pthread_mutex_lock(&a->lock);
+	if (a->map && p >= a->map && p < a->map + a->maplen) {
+		*base = a->map;
+		*len = a->maplen;
+		rc = 0;
+	} else {
+		for (struct old_map *o = a->old; o; o = o->next) {
+			const unsigned char *b = o->p;
+			if (p >= b && p < b + o->len) {
+				*base = b;
+				*len = o->len;
+				rc = 0;
+				break;
+			}
+		}
+	}
+	pthread_mutex_unlock(&a->lock);
+	return rc;
 }

@@ -56,6 +56,23 @@ int cfs_cview_scan_meta(struct cfs_cview_txn *t, const char *prefix, cfs_cview_r
  * mapped that far (the row then reads as a miss). */
 const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_cview_row *row);
 
+/* Calls fn for every block row, in key order (key NUL-terminated, valid
+ * during the call); fn returns 0 to go on, anything else stops (returned).
+ * Rows it does not understand are skipped. */
+typedef int (*cfs_cview_block_fn)(void *arg, const char *key, uint64_t block,
+				  const struct cfs_cview_row *row);
+int cfs_cview_scan_blocks(struct cfs_cview_txn *t, cfs_cview_block_fn fn, void *arg);
+
+/* The daemon's access count of the row's slot (heat.dat, cache/heat.h), 0
+ * when there is none.  The file is mapped on first use and again when the
+ * daemon made a new one (another epoch).  A hint only. */
+uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row);
+
+/* The whole read-only mapping that cfs_cview_slot(row) points into (for CUDA
+ * registration): base and length; -ENOENT when there is none. */
+int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_cview_row *row, const void **base,
+		       size_t *len);
+
 /* "arena-1m.dat" for 1 MiB (the daemon's naming, cache/arena.c). */
 void cfs_cview_arena_name(uint32_t size, char *out, size_t cap);
 

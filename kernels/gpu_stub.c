@@ -53,6 +53,17 @@ int cfs_gpu_stream_sync(void *stream)
 	return -ENOSYS;
 }
 
+int cfs_gpu_host_alloc(uint64_t bytes, void **p)
+{
+	*p = 0;
+	return -ENOSYS;
+}
+
+int cfs_gpu_host_free(void *p)
+{
+	return p ? -ENOSYS : 0;
+}
+
 int cfs_stage_ring_new(struct cfs_stage *s, int device, uint64_t slot_bytes, unsigned nslots,
 		       struct cfs_stage_ring **out)
 {

@@ -112,8 +112,32 @@ struct cfs_stage_stats {
 	uint64_t retries;        /* torn-read guard trips (row changed during a copy) */
 	uint64_t crc_errors;     /* copied bytes that failed their crc32c */
 	uint64_t unresolved;     /* ranges whose file had no usable listing entry */
+	/* the pinned hot-block cache (COLABFS_GPU_PINNED; see below) */
+	uint64_t hot_hits;       /* block pieces copied from the hot cache */
+	uint64_t hot_misses;     /* resident pieces it did not hold (copied from the arenas) */
+	uint64_t hot_bytes;      /* bytes of blocks held now (gauge) */
+	uint64_t hot_blocks;     /* blocks held now (gauge) */
+	uint64_t hot_refreshes;  /* times the hot set was chosen again */
+	uint64_t hot_dropped;    /* chosen blocks that changed while being filled in */
+	uint64_t hot_cuda;       /* 1: its memory is CUDA pinned (cudaHostAlloc), 0: plain */
 };
 CFS_GPU_API void cfs_stage_get_stats(struct cfs_stage *s, struct cfs_stage_stats *out);
+
+/* Hot blocks.  With a budget of pinned memory (COLABFS_GPU_PINNED at open:
+ * "2G", "512M", bytes; 0 or unset: off; or cfs_stage_set_pinned) the stage
+ * keeps the most used resident blocks in page-locked host memory
+ * (cudaHostAlloc where the library has CUDA, plain aligned memory otherwise)
+ * across epochs, and copies from there before the arenas.  "Most used": the
+ * daemon's access counts (heat.dat, cache/heat.h) plus this stage's own count
+ * of plans that touched the block (policy in kernels/hot.h).  The set is
+ * chosen on the first plan, again every COLABFS_GPU_PINNED_REFRESH seconds
+ * (default 30) and on cfs_stage_hot_refresh; blocks are copied in with the
+ * same guard as batches (crc32c always, then the row re-read in a fresh
+ * transaction; a changed row drops the block).  A hot copy is used only for a
+ * plan row of the same generation, slot, length and crc, i.e. the very write
+ * it copied.  A refresh needs up to twice the budget while it runs. */
+CFS_GPU_API int cfs_stage_set_pinned(struct cfs_stage *s, uint64_t bytes);
+CFS_GPU_API int cfs_stage_hot_refresh(struct cfs_stage *s);
 
 /* Test hook: called once per copy round between the copies and the check of
  * the rows (the moment a daemon's eviction would tear a copy); NULL to clear. */

@@ -7,7 +7,9 @@
  * mappings (checking crc32c), then re-read their rows in a fresh transaction;
  * pieces whose row changed are copied again from the new row (at most
  * MAX_ROUNDS times), the rest fall back to the mount.  Reads through the mount
- * coalesce neighbouring pieces of a range into one pread loop. */
+ * coalesce neighbouring pieces of a range into one pread loop.  With a pinned
+ * budget, resident pieces whose exact write is in the hot set (kernels/hot.h)
+ * are copied from there first and skip the rounds. */
 #define _GNU_SOURCE /* asprintf */
 #include "stage.h"
 
@@ -19,11 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cacheview.h"
 #include "crc32c.h"
+#include "hot.h"
 #include "lrow.h"
+#include "stage_gpu.h"
+#include "stage_int.h"
 
 #define MAX_ROUNDS 4
 #define LCACHE_MAX 64  /* decoded listings kept */
@@ -59,6 +65,16 @@ struct cfs_stage {
 	struct cfs_stage_stats st;
 	cfs_stage_hook_fn hook;
 	void *hook_arg;
+	/* hot blocks: hot_mu serializes refreshes and guards counts and the
+	 * settings; hot_rw guards the set and its memory (readers: copies) */
+	pthread_mutex_t hot_mu;
+	pthread_rwlock_t hot_rw;
+	uint64_t hot_budget;
+	int64_t hot_at_ms, hot_every_ms; /* last refresh (0: never), interval */
+	struct cfs_hot_counts counts;
+	struct cfs_hot_set hot;
+	unsigned char *hot_mem;
+	int hot_mem_cuda;
 };
 
 struct piece {
@@ -111,6 +127,14 @@ static int default_cache_dir(const char *real, char *out, size_t cap)
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
+static void hot_mem_free(unsigned char *p, int cuda)
+{
+	if (p && cuda)
+		cfs_gpu_host_free(p);
+	else
+		free(p);
+}
+
 int cfs_stage_open(const char *cache_dir, const char *mountpoint, unsigned flags,
 		   struct cfs_stage **out)
 {
@@ -125,6 +149,8 @@ int cfs_stage_open(const char *cache_dir, const char *mountpoint, unsigned flags
 		return -ENOMEM;
 	int rc = 0;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->hot_mu, NULL);
+	pthread_rwlock_init(&s->hot_rw, NULL);
 	s->flags = flags;
 	size_t ml = strlen(mountpoint);
 	while (ml > 1 && mountpoint[ml - 1] == '/')
@@ -141,6 +167,16 @@ int cfs_stage_open(const char *cache_dir, const char *mountpoint, unsigned flags
 	if ((rc = cfs_cview_open(cache_dir, &s->cv)) != 0)
 		goto fail;
 	s->bs = cfs_cview_block_size(s->cv);
+	const char *env = getenv("COLABFS_GPU_PINNED");
+	uint64_t pinned = 0, every = 30;
+	if (env && *env && cfs_hot_parse_size(env, &pinned) != 0)
+		fprintf(stderr, "colabfs-gpu: COLABFS_GPU_PINNED=%s is not a size; hot cache off\n",
+			env);
+	env = getenv("COLABFS_GPU_PINNED_REFRESH");
+	if (env && *env && cfs_hot_parse_size(env, &every) != 0)
+		every = 30;
+	s->hot_every_ms = (int64_t)every * 1000;
+	s->hot_budget = pinned;
 	*out = s;
 	return 0;
 fail:
@@ -162,10 +198,15 @@ void cfs_stage_close(struct cfs_stage *s)
 {
 	if (!s)
 		return;
+	hot_mem_free(s->hot_mem, s->hot_mem_cuda);
+	cfs_hot_set_free(&s->hot);
+	cfs_hot_counts_free(&s->counts);
 	cfs_cview_close(s->cv);
 	for (size_t i = 0; i < s->nlc; i++)
 		listing_free(s->lc[i]);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->hot_mu);
+	pthread_rwlock_destroy(&s->hot_rw);
 	free(s->root_hint);
 	free(s->mnt);
 	free(s->mnt_real);
@@ -506,6 +547,260 @@ static int add_piece(struct cfs_stage_plan *p, size_t *cap, const struct piece *
 	return 0;
 }
 
+static uint32_t clip(const struct piece *pc, uint64_t from, uint64_t to, uint32_t *skip);
+
+/* ---- hot blocks ------------------------------------------------------------ */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* This stage's access counts: one per block a plan touches. */
+static void hot_count_plan(struct cfs_stage *s, const struct cfs_stage_plan *p)
+{
+	pthread_mutex_lock(&s->hot_mu);
+	if (s->hot_budget)
+		for (size_t i = 0; i < p->np; i++) {
+			const char *key = p->r[p->p[i].range].key;
+			if (key && cfs_hot_count_add(&s->counts, cfs_hot_hash(key, p->p[i].block)))
+				break; /* out of memory: counting is a hint */
+		}
+	pthread_mutex_unlock(&s->hot_mu);
+}
+
+struct hot_row {
+	char *key;
+	uint64_t block;
+	struct cfs_cview_row row;
+	int arena; /* copied from the arena: its row must be checked */
+};
+
+struct hot_scan {
+	struct cfs_stage *s;
+	struct hot_row *r;
+	struct cfs_hot_cand *c;
+	size_t n, cap;
+};
+
+static int hot_on_block(void *arg, const char *key, uint64_t block, const struct cfs_cview_row *row)
+{
+	struct hot_scan *h = arg;
+	uint64_t score = cfs_cview_heat(h->s->cv, row) +
+			 cfs_hot_count_get(&h->s->counts, cfs_hot_hash(key, block));
+	if (!score || row->len > h->s->hot_budget)
+		return 0;
+	if (h->n == h->cap) {
+		size_t cap = h->cap ? h->cap * 2 : 256;
+		struct hot_row *r = realloc(h->r, cap * sizeof(*r));
+		if (r)
+			h->r = r;
+		struct cfs_hot_cand *c = r ? realloc(h->c, cap * sizeof(*c)) : NULL;
+		if (!c)
+			return -ENOMEM;
+		h->c = c;
+		h->cap = cap;
+	}
+	struct hot_row *r = &h->r[h->n];
+	if (!(r->key = strdup(key)))
+		return -ENOMEM;
+	r->block = block;
+	r->row = *row;
+	r->arena = 0;
+	h->c[h->n] = (struct cfs_hot_cand){ .score = score, .gen = row->gen, .len = row->len,
+					    .idx = (uint32_t)h->n };
+	h->n++;
+	return 0;
+}
+
+/* Chooses the hot set again and fills it (hot_mu held). */
+static int hot_refresh_locked(struct cfs_stage *s)
+{
+	struct hot_scan h = { .s = s };
+	struct cfs_cview_txn *t = NULL;
+	struct cfs_hot_set set = { 0 };
+	unsigned char *mem = NULL;
+	int cuda = 0, rc;
+	uint64_t total = 0, held = 0;
+	size_t k = 0;
+
+	s->hot_at_ms = now_ms();
+	STAT_ADD(s, hot_refreshes, 1);
+	if ((rc = cfs_cview_begin(s->cv, &t)) != 0)
+		goto out;
+	rc = cfs_cview_scan_blocks(t, hot_on_block, &h);
+	cfs_cview_end(t);
+	t = NULL;
+	if (rc)
+		goto out;
+	k = cfs_hot_select(h.c, h.n, s->hot_budget, &total);
+	if ((rc = cfs_hot_set_init(&set, k)) != 0)
+		goto out;
+	if (k) {
+		uint64_t sz = (total + 4095) & ~(uint64_t)4095;
+		if (cfs_gpu_host_alloc(sz, (void **)&mem) == 0) {
+			cuda = 1;
+		} else if (posix_memalign((void **)&mem, 4096, sz) != 0) {
+			mem = NULL;
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	/* copy in: from the old hot set when it holds the same write, else the arena */
+	uint64_t at = 0;
+	for (size_t i = 0; i < k; i++) {
+		struct hot_row *r = &h.r[h.c[i].idx];
+		const struct cfs_hot_ent *old = cfs_hot_set_find(&s->hot, r->row.gen, r->row.slot,
+								 r->row.log2, r->row.len,
+								 r->row.crc);
+		if (old) {
+			memcpy(mem + at, s->hot_mem + old->off, r->row.len);
+		} else {
+			const unsigned char *src = cfs_cview_slot(s->cv, &r->row);
+			if (!src)
+				continue;
+			memcpy(mem + at, src, r->row.len);
+			if (cfs_crc32c(0, mem + at, r->row.len) != r->row.crc) {
+				STAT_ADD(s, crc_errors, 1);
+				continue;
+			}
+			r->arena = 1;
+		}
+		struct cfs_hot_ent e = { .gen = r->row.gen, .slot = r->row.slot, .off = at,
+					 .len = r->row.len, .crc = r->row.crc,
+					 .log2 = r->row.log2 };
+		if ((rc = cfs_hot_set_add(&set, &e)) != 0)
+			goto out;
+		at += r->row.len;
+	}
+	if (s->hook)
+		s->hook(s->hook_arg);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* seqlock check of what came from the arenas: a changed row drops the copy */
+	if ((rc = cfs_cview_begin(s->cv, &t)) != 0)
+		goto out;
+	for (size_t i = 0; i < k; i++) {
+		struct hot_row *r = &h.r[h.c[i].idx];
+		struct cfs_cview_row now;
+		if (!r->arena)
+			continue;
+		if (cfs_cview_block(t, r->key, r->block, &now) == 0 && now.slot == r->row.slot &&
+		    now.gen == r->row.gen && now.log2 == r->row.log2 && now.len == r->row.len)
+			continue;
+		STAT_ADD(s, hot_dropped, 1);
+		struct cfs_hot_ent *e = (struct cfs_hot_ent *)cfs_hot_set_find(
+			&set, r->row.gen, r->row.slot, r->row.log2, r->row.len, r->row.crc);
+		if (e)
+			e->len = 0; /* never matches a row again (rows have len >= 1): dead */
+	}
+	cfs_cview_end(t);
+	t = NULL;
+	uint64_t held_bytes = 0;
+	for (size_t i = 0; i < set.cap; i++)
+		if (set.e[i].gen && set.e[i].len) {
+			held++;
+			held_bytes += set.e[i].len;
+		}
+	pthread_rwlock_wrlock(&s->hot_rw);
+	struct cfs_hot_set oset = s->hot;
+	unsigned char *omem = s->hot_mem;
+	int ocuda = s->hot_mem_cuda;
+	s->hot = set;
+	s->hot_mem = mem;
+	s->hot_mem_cuda = cuda;
+	pthread_rwlock_unlock(&s->hot_rw);
+	set = oset;
+	mem = omem;
+	cuda = ocuda;
+	__atomic_store_n(&s->st.hot_bytes, held_bytes, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->st.hot_blocks, held, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->st.hot_cuda, (uint64_t)s->hot_mem_cuda, __ATOMIC_RELAXED);
+out:
+	cfs_cview_end(t);
+	cfs_hot_set_free(&set);
+	hot_mem_free(mem, cuda);
+	for (size_t i = 0; i < h.n; i++)
+		free(h.r[i].key);
+	free(h.r);
+	free(h.c);
+	return rc;
+}
+
+static void hot_maybe_refresh(struct cfs_stage *s)
+{
+	pthread_mutex_lock(&s->hot_mu);
+	if (s->hot_budget && (!s->hot_at_ms || now_ms() - s->hot_at_ms >= s->hot_every_ms))
+		hot_refresh_locked(s); /* a failure keeps the old set; the next plan tries later */
+	pthread_mutex_unlock(&s->hot_mu);
+}
+
+int cfs_stage_hot_refresh(struct cfs_stage *s)
+{
+	int rc = 0;
+	pthread_mutex_lock(&s->hot_mu);
+	if (s->hot_budget)
+		rc = hot_refresh_locked(s);
+	pthread_mutex_unlock(&s->hot_mu);
+	return rc;
+}
+
+int cfs_stage_set_pinned(struct cfs_stage *s, uint64_t bytes)
+{
+	pthread_mutex_lock(&s->hot_mu);
+	s->hot_budget = bytes;
+	s->hot_at_ms = 0; /* choose again on the next plan */
+	if (!bytes) {
+		pthread_rwlock_wrlock(&s->hot_rw);
+		hot_mem_free(s->hot_mem, s->hot_mem_cuda);
+		cfs_hot_set_free(&s->hot);
+		s->hot_mem = NULL;
+		s->hot_mem_cuda = 0;
+		pthread_rwlock_unlock(&s->hot_rw);
+		__atomic_store_n(&s->st.hot_bytes, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->st.hot_blocks, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->st.hot_cuda, 0, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&s->hot_mu);
+	return 0;
+}
+
+/* Copies the pieces of [from, to) whose write the hot set holds; marks them
+ * done (state 2).  Returns how many pieces are still pending. */
+static int hot_copy(struct cfs_stage *s, struct cfs_stage_plan *p, size_t first, size_t cnt,
+		    uint64_t from, uint64_t to, unsigned char *dst, unsigned char *state)
+{
+	int pending = 0;
+	uint64_t hits = 0, misses = 0;
+	pthread_rwlock_rdlock(&s->hot_rw);
+	for (size_t i = 0; i < cnt; i++) {
+		struct piece *pc = &p->p[first + i];
+		uint32_t skip, n;
+		if (state[i] != 1)
+			continue;
+		if (!(n = clip(pc, from, to, &skip))) {
+			pending++;
+			continue;
+		}
+		const struct cfs_hot_ent *e =
+			cfs_hot_set_find(&s->hot, pc->row.gen, pc->row.slot, pc->row.log2,
+					 pc->row.len, pc->row.crc);
+		if (!e) {
+			misses++;
+			pending++;
+			continue;
+		}
+		memcpy(dst + (pc->dst + skip - from), s->hot_mem + e->off + pc->boff + skip, n);
+		state[i] = 2;
+		hits++;
+	}
+	pthread_rwlock_unlock(&s->hot_rw);
+	STAT_ADD(s, hot_hits, hits);
+	STAT_ADD(s, hot_misses, misses);
+	return pending;
+}
+
 int cfs_stage_plan_new(struct cfs_stage *s, const struct cfs_stage_range *r, size_t n,
 		       struct cfs_stage_plan **out)
 {
@@ -523,6 +818,8 @@ int cfs_stage_plan_new(struct cfs_stage *s, const struct cfs_stage_range *r, siz
 	for (size_t i = 0; i < n; i++)
 		p->r[i].fd = -1;
 	p->n = n;
+	if (!(s->flags & CFS_STAGE_NO_CACHE))
+		hot_maybe_refresh(s);
 	if (!(s->flags & CFS_STAGE_NO_CACHE) && (rc = cfs_cview_begin(s->cv, &t)) != 0)
 		goto fail;
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -579,6 +876,7 @@ int cfs_stage_plan_new(struct cfs_stage *s, const struct cfs_stage_range *r, siz
 	cfs_cview_end(t);
 	if (rc)
 		goto fail;
+	hot_count_plan(s, p);
 	STAT_ADD(s, plans, 1);
 	*out = p;
 	return 0;
@@ -626,6 +924,12 @@ static uint32_t clip(const struct piece *pc, uint64_t from, uint64_t to, uint32_
 int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t from,
 			uint64_t len, void *dstv)
 {
+	return cfs_stage_copy_part_skip(s, p, from, len, dstv, NULL);
+}
+
+int cfs_stage_copy_part_skip(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t from,
+			     uint64_t len, void *dstv, const unsigned char *skipmask)
+{
 	unsigned char *dst = dstv;
 	if (from > p->bytes || len > p->bytes - from || (!dst && len))
 		return -EINVAL;
@@ -652,8 +956,12 @@ int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t 
 	int rc = 0, pending = 0;
 	for (size_t i = 0; i < cnt; i++) {
 		state[i] = p->p[first + i].resident && !(s->flags & CFS_STAGE_NO_CACHE) ? 1 : 0;
+		if (skipmask && skipmask[first + i])
+			state[i] = 3; /* someone else copies it */
 		pending += state[i] == 1;
 	}
+	if (pending && __atomic_load_n(&s->hot_budget, __ATOMIC_RELAXED))
+		pending = hot_copy(s, p, first, cnt, from, to, dst, state);
 	for (int round = 0; round < MAX_ROUNDS && pending; round++) {
 		for (size_t i = 0; i < cnt; i++) {
 			struct piece *pc = &p->p[first + i];
@@ -715,8 +1023,8 @@ int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t 
 	for (size_t i = 0; i < cnt && !rc;) {
 		struct piece *pc = &p->p[first + i];
 		uint32_t skip, n = clip(pc, from, to, &skip);
-		if (state[i] == 2 || !n) {
-			if (n) {
+		if (state[i] >= 2 || !n) {
+			if (n && state[i] == 2) {
 				STAT_ADD(s, blocks_cached, 1);
 				STAT_ADD(s, bytes_cached, n);
 			}
@@ -726,7 +1034,7 @@ int cfs_stage_copy_part(struct cfs_stage *s, struct cfs_stage_plan *p, uint64_t 
 		struct prange *pr = &p->r[pc->range];
 		uint64_t start = pc->dst + skip, end = start + n;
 		size_t j = i + 1, blocks = 1;
-		for (; j < cnt && state[j] != 2 && p->p[first + j].range == pc->range; j++) {
+		for (; j < cnt && state[j] < 2 && p->p[first + j].range == pc->range; j++) {
 			uint32_t sk2, n2 = clip(&p->p[first + j], from, to, &sk2);
 			if (!n2)
 				break;
@@ -748,4 +1056,81 @@ int cfs_stage_copy(struct cfs_stage *s, struct cfs_stage_plan *p, void *dst, uin
 	if (cap < p->bytes)
 		return -ENOSPC;
 	return cfs_stage_copy_part(s, p, 0, p->bytes, dst);
+}
+
+/* ---- direct copies (stage_int.h) ------------------------------------------- */
+
+unsigned cfs_stage_flags(const struct cfs_stage *s)
+{
+	return s->flags;
+}
+
+size_t cfs_stage_plan_pieces(const struct cfs_stage_plan *p)
+{
+	return p->np;
+}
+
+int cfs_stage_direct_list(struct cfs_stage *s, struct cfs_stage_plan *p,
+			  struct cfs_stage_direct **out, size_t *n)
+{
+	*out = NULL;
+	*n = 0;
+	if (s->flags & (CFS_STAGE_NO_CACHE | CFS_STAGE_NO_VERIFY) || !p->np)
+		return 0;
+	struct cfs_stage_direct *d = malloc(p->np * sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	size_t k = 0;
+	pthread_rwlock_rdlock(&s->hot_rw);
+	for (size_t i = 0; i < p->np; i++) {
+		const struct piece *pc = &p->p[i];
+		if (!pc->resident || pc->boff != 0 || pc->len != pc->row.len ||
+		    cfs_hot_set_find(&s->hot, pc->row.gen, pc->row.slot, pc->row.log2,
+				     pc->row.len, pc->row.crc))
+			continue;
+		const unsigned char *src = cfs_cview_slot(s->cv, &pc->row);
+		if (!src || cfs_cview_slot_map(s->cv, &pc->row, &d[k].map, &d[k].maplen) != 0)
+			continue;
+		d[k].src = src;
+		d[k].dst = pc->dst;
+		d[k].len = pc->len;
+		d[k].crc = pc->row.crc;
+		d[k].piece = i;
+		k++;
+	}
+	pthread_rwlock_unlock(&s->hot_rw);
+	if (!k) {
+		free(d);
+		d = NULL;
+	}
+	*out = d;
+	*n = k;
+	return 0;
+}
+
+int cfs_stage_direct_check(struct cfs_stage *s, struct cfs_stage_plan *p,
+			   const struct cfs_stage_direct *d, size_t n, unsigned char *ok)
+{
+	struct cfs_cview_txn *t;
+	if (s->hook)
+		s->hook(s->hook_arg);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	int rc = cfs_cview_begin(s->cv, &t);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		const struct piece *pc = &p->p[d[i].piece];
+		struct cfs_cview_row now;
+		ok[i] = cfs_cview_block(t, p->r[pc->range].key, pc->block, &now) == 0 &&
+			now.slot == pc->row.slot && now.gen == pc->row.gen &&
+			now.log2 == pc->row.log2 && now.len == pc->row.len;
+		if (ok[i]) {
+			STAT_ADD(s, blocks_cached, 1);
+			STAT_ADD(s, bytes_cached, pc->len);
+		} else {
+			STAT_ADD(s, retries, 1);
+		}
+	}
+	cfs_cview_end(t);
+	return 0;
 }

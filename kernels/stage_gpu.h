@@ -38,6 +38,10 @@ CFS_GPU_API int cfs_gpu_to_device(void *dev, const void *host, uint64_t n);
 CFS_GPU_API int cfs_gpu_stream_new(int device, void **stream);
 CFS_GPU_API int cfs_gpu_stream_free(void *stream); /* NULL-safe */
 CFS_GPU_API int cfs_gpu_stream_sync(void *stream);
+/* Page-locked host memory (cudaHostAlloc, portable) for the hot-block cache;
+ * -ENOSYS without CUDA, -ENOMEM/-ENODEV when CUDA cannot give it. */
+CFS_GPU_API int cfs_gpu_host_alloc(uint64_t bytes, void **p);
+CFS_GPU_API int cfs_gpu_host_free(void *p); /* NULL-safe */
 
 CFS_GPU_API int cfs_stage_ring_new(struct cfs_stage *s, int device, uint64_t slot_bytes,
 				   unsigned nslots, struct cfs_stage_ring **out);

@@ -12,7 +12,14 @@ crc32c); the rest are read through the mount, which fetches and caches them.
 On a machine with a CUDA device (and a library built with nvcc) batches live
 in device memory and expose ``__cuda_array_interface__`` (v3); otherwise they
 are host buffers: ``batch.data`` is a bytearray for ``torch.frombuffer`` or
-``numpy.frombuffer``, and arrays expose ``__array_interface__``.
+``numpy.frombuffer``, and arrays expose ``__array_interface__``.  Batches and
+arrays also speak DLPack (``__dlpack__``/``__dlpack_device__``, a capsule
+built with ctypes), so ``torch.from_dlpack(batch)`` takes them without a copy
+on either device.
+
+COLABFS_GPU_PINNED (e.g. "2G") keeps the most used cached blocks in pinned
+host memory across epochs (see kernels/stage.h); ``Stage.stats()`` has its
+counters (hot_hits, hot_misses, hot_bytes, ...).
 
 The library is found through $COLABFS_GPU_LIB, else where ``make install``
 put it, else the dynamic loader's search path.
@@ -38,7 +45,8 @@ class _Range(ctypes.Structure):
 class _Stats(ctypes.Structure):
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "plans", "blocks_cached", "blocks_mount", "bytes_cached", "bytes_mount",
-        "retries", "crc_errors", "unresolved")]
+        "retries", "crc_errors", "unresolved", "hot_hits", "hot_misses", "hot_bytes",
+        "hot_blocks", "hot_refreshes", "hot_dropped", "hot_cuda")]
 
 
 TO_EOF = (1 << 64) - 1
@@ -85,6 +93,8 @@ def _load():
             "cfs_stage_plan_length": (u64, [vp, ctypes.c_size_t]),
             "cfs_stage_copy": (i, [vp, vp, vp, u64]),
             "cfs_stage_get_stats": (None, [vp, ctypes.POINTER(_Stats)]),
+            "cfs_stage_set_pinned": (i, [vp, u64]),
+            "cfs_stage_hot_refresh": (i, [vp]),
             "cfs_normalize_cpu": (i, [vp, vp, u32, u32, u32, u32, vp, vp, i, vp]),
             "cfs_normalize_cuda": (i, [vp, vp, u32, u32, u32, u32, vp, vp, i, vp]),
             "cfs_gather_cpu": (i, [vp, vp, vp, u32, u32, u32, ctypes.c_uint8, vp, vp, vp]),
@@ -124,6 +134,98 @@ def gpu_available():
     return bool(lib.cfs_gpu_built()) and lib.cfs_gpu_device_count() > 0
 
 
+# ---- DLPack --------------------------------------------------------------------
+
+_DL_CPU, _DL_CUDA = 1, 2
+_DL_TYPES = {"|u1": (1, 8), "<u4": (1, 32), "<f4": (2, 32), "<f2": (2, 16), "<V2": (4, 16)}
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DL_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p),
+                             ("deleter", _DL_DELETER)]
+
+# What a handed-out tensor keeps alive (the owner, the struct, its shape),
+# by the address of its DLManagedTensor, until the consumer calls the deleter.
+_dl_live = {}
+_dl_lock = threading.Lock()
+
+
+@_DL_DELETER
+def _dl_deleter(mt):
+    with _dl_lock:
+        _dl_live.pop(ctypes.addressof(mt.contents), None)
+
+
+_CAPSULE_DTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_py = ctypes.pythonapi
+_py.PyCapsule_New.restype = ctypes.py_object
+_py.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DTOR]
+_py.PyCapsule_IsValid.restype = ctypes.c_int
+_py.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_py.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_py.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+@_CAPSULE_DTOR
+def _capsule_dtor(cap):
+    # a capsule nobody consumed still owns its tensor ("used_dltensor" once taken)
+    if _py.PyCapsule_IsValid(cap, b"dltensor"):
+        p = _py.PyCapsule_GetPointer(cap, b"dltensor")
+        with _dl_lock:
+            _dl_live.pop(p, None)
+
+
+def _dlpack(owner, ptr, shape, typestr, device):
+    """A "dltensor" capsule over ptr (compact, row-major) that keeps owner alive."""
+    if typestr not in _DL_TYPES:
+        raise TypeError("no DLPack type for %s" % typestr)
+    code, bits = _DL_TYPES[typestr]
+    mt = _DLManagedTensor()
+    shp = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+    t = mt.dl_tensor
+    t.data = ptr or None
+    t.device = _DLDevice(_DL_CPU, 0) if device == "cpu" else _DLDevice(_DL_CUDA, int(device))
+    t.ndim = len(shape)
+    t.dtype = _DLDataType(code, bits, 1)
+    t.shape = ctypes.cast(shp, ctypes.POINTER(ctypes.c_int64))
+    t.strides = None
+    t.byte_offset = 0
+    mt.manager_ctx = None
+    mt.deleter = _dl_deleter
+    addr = ctypes.addressof(mt)
+    with _dl_lock:
+        _dl_live[addr] = (owner, mt, shp)
+    return _py.PyCapsule_New(addr, b"dltensor", _capsule_dtor)
+
+
+def _dl_device(device):
+    return (_DL_CPU, 0) if device == "cpu" else (_DL_CUDA, int(device))
+
+
+def _sync_for_dlpack(stream):
+    # our device buffers are complete when handed out (the loader synced its
+    # stream), so any consumer stream may use them at once
+    return None
+
+
 # ---- buffers -------------------------------------------------------------------
 
 
@@ -142,6 +244,13 @@ class HostArray:
             if len(self.data) else 0
         return {"shape": self.shape, "typestr": self.typestr, "data": (addr, False),
                 "version": 3}
+
+    def __dlpack__(self, stream=None, **kw):
+        return _dlpack(self, _host_ptr(self.data).value if len(self.data) else 0, self.shape,
+                       self.typestr, "cpu")
+
+    def __dlpack_device__(self):
+        return _dl_device("cpu")
 
 
 class DeviceArray:
@@ -162,6 +271,13 @@ class DeviceArray:
     def __cuda_array_interface__(self):
         return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, False),
                 "version": 3, "strides": None, "stream": None}
+
+    def __dlpack__(self, stream=None, **kw):
+        _sync_for_dlpack(stream)
+        return _dlpack(self, self.ptr, self.shape, self.typestr, self.device)
+
+    def __dlpack_device__(self):
+        return _dl_device(self.device)
 
     def to_host(self):
         """The bytes, copied back (a bytearray)."""
@@ -251,6 +367,14 @@ class Stage:
         finally:
             p.free()
 
+    def set_pinned(self, nbytes):
+        """Budget of the pinned hot-block cache in bytes (0: off)."""
+        _check(_load().cfs_stage_set_pinned(self._h, nbytes), "pinned budget")
+
+    def refresh_hot(self):
+        """Chooses and fills the hot blocks again now (no-op when off)."""
+        _check(_load().cfs_stage_hot_refresh(self._h), "hot refresh")
+
     def stats(self):
         st = _Stats()
         _load().cfs_stage_get_stats(self._h, ctypes.byref(st))
@@ -323,6 +447,17 @@ class Batch:
         if not self.on_gpu:
             raise AttributeError("__cuda_array_interface__")
         return self.data.__cuda_array_interface__
+
+    def __dlpack__(self, stream=None, **kw):
+        """The batch bytes as a 1-D uint8 DLPack tensor (no copy): host memory
+        on the CPU path, device memory on the GPU."""
+        if self.on_gpu:
+            return self.data.__dlpack__(stream)
+        ptr = _host_ptr(self.data).value if len(self.data) else 0
+        return _dlpack(self, ptr, (len(self.data),), "|u1", "cpu")
+
+    def __dlpack_device__(self):
+        return _dl_device(self.device)
 
     def padded(self, maxlen=None, pad=0):
         """(array [n, maxlen] uint8, lengths) with every item cut or padded."""
@@ -466,6 +601,9 @@ class Loader:
             p.free()
 
     def __iter__(self):
+        self._epochs = getattr(self, "_epochs", 0) + 1
+        if self._epochs > 1:
+            self.stage.refresh_hot()  # the counts of the last epoch choose the hot blocks
         chunks = [self.items[i:i + self.batch_size]
                   for i in range(0, len(self.items), self.batch_size)]
         if self.drop_last and chunks and len(chunks[-1]) < self.batch_size:

@@ -2,8 +2,19 @@
 helper (tests/unit/test_stage --make-cache), with the files' bytes."""
 import os
 import subprocess
+import sys
 
 import pytest
+
+# Run straight from a built tree too (`python3 -m pytest tests/gpu`), not only
+# through tests/gpu/run.sh: the package, the library and the helper of this tree.
+_top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(_top, "python"))
+if not os.environ.get("COLABFS_GPU_LIB") and os.path.exists(os.path.join(_top, "libcolabfs-gpu.so")):
+    os.environ["COLABFS_GPU_LIB"] = os.path.join(_top, "libcolabfs-gpu.so")
+if not os.environ.get("COLABFS_TEST_MKCACHE") and \
+        os.path.exists(os.path.join(_top, "tests", "unit", "test_stage")):
+    os.environ["COLABFS_TEST_MKCACHE"] = os.path.join(_top, "tests", "unit", "test_stage")
 
 # Must agree with tests/unit/test_stage.c (files[] and gen_bytes).
 BS = 64 << 10

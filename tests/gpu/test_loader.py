@@ -77,3 +77,57 @@ def test_padded_and_normalize(fake_mount, stage):
 def test_missing_file(fake_mount, stage):
     with pytest.raises(FileNotFoundError):
         stage.read([("nope.bin", 0, None)])
+
+
+def test_dlpack_bit_exact(fake_mount, stage):
+    """torch.from_dlpack takes a CPU batch without a copy, bytes equal the files."""
+    torch = pytest.importorskip("torch")
+    paths = [rel for rel, _ in FILES]
+    loader = colabfs.Loader(paths, batch_size=3, device="cpu", mountpoint=fake_mount["mnt"],
+                            cache_dir=fake_mount["cache"])
+    for batch in loader:
+        assert batch.__dlpack_device__() == (1, 0)
+        t = torch.from_dlpack(batch)
+        assert t.dtype == torch.uint8 and t.shape == (sum(batch.lengths),)
+        assert t.data_ptr() == np.frombuffer(batch.data, dtype=np.uint8).ctypes.data \
+            if len(batch.data) else True
+        for i, (path, _, _) in enumerate(batch.items):
+            o, ln = batch.offsets[i], batch.lengths[i]
+            assert bytes(t[o:o + ln].numpy()) == fake_mount["data"][path]
+    # normalised arrays too, and a tensor outlives its batch
+    buf, offs, lens = stage.read([("a.bin", 0, 2 * 4 * 4 * 3)])
+    b = colabfs.Batch(buf, [0, 48], [48, 48], [], "cpu")
+    f = torch.from_dlpack(b.normalize(4, 4, 3, [0.5] * 3, [0.25] * 3))
+    ref = np.asarray(b.normalize(4, 4, 3, [0.5] * 3, [0.25] * 3))
+    assert f.shape == (2, 3, 4, 4) and np.array_equal(f.numpy(), ref)
+    t = torch.from_dlpack(b)
+    del b
+    import gc
+    gc.collect()
+    assert bytes(t.numpy()) == bytes(buf)
+    del t
+    gc.collect()
+    assert not colabfs._dl_live or all(v[0] is not None for v in colabfs._dl_live.values())
+
+
+def test_pinned_hot_cache(fake_mount):
+    """COLABFS_GPU_PINNED on the CPU path: the second epoch copies from the hot
+    set, every byte still exact."""
+    s = colabfs.Stage.get(fake_mount["mnt"], fake_mount["cache"])
+    s.set_pinned(8 << 20)
+    try:
+        paths = [rel for rel, _ in FILES]
+        loader = colabfs.Loader(paths, batch_size=2, device="cpu",
+                                mountpoint=fake_mount["mnt"], cache_dir=fake_mount["cache"])
+        for epoch in range(3):
+            for batch in loader:
+                for i, (path, _, _) in enumerate(batch.items):
+                    assert bytes(batch.item(i)) == fake_mount["data"][path]
+        st = s.stats()
+        assert st["hot_refreshes"] >= 2
+        assert st["hot_blocks"] > 0 and st["hot_bytes"] > 0
+        assert st["hot_hits"] > 0
+        assert st["crc_errors"] == 0
+    finally:
+        s.set_pinned(0)
+    assert s.stats()["hot_bytes"] == 0

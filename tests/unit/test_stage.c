@@ -12,7 +12,12 @@
  * between plan and copy (torn-read guard, crc check off), a rewrite during
  * the copy (guard trips, copy again from the new rows), arena growth after
  * the arenas were mapped (remap), an injected crc error (read through the
- * mount), and -EBUSY for a second open in one process.
+ * mount), and -EBUSY for a second open in one process.  The pinned hot-block
+ * cache (COLABFS_GPU_PINNED): chosen from this stage's counts, used only for
+ * the very write it copied (evict, put back, rewrite), a rewrite while it is
+ * filled drops the blocks, and a stress run with a thread that keeps evicting,
+ * rewriting and putting back a.bin while batches are copied and the hot set
+ * refreshed: every batch bit-exact (zero torn batches).
  *
  * `test_stage --make-cache DIR` only builds DIR/cache and DIR/mnt and exits
  * (used by tests/gpu/test_loader.py). */
@@ -24,8 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cacheview.h"
@@ -482,6 +489,143 @@ static void test_crc_error(void)
 	cfs_stage_close(s);
 }
 
+static void hot_stats(struct cfs_stage *s, struct cfs_stage_stats *st)
+{
+	cfs_stage_get_stats(s, st);
+}
+
+static int hot_fill_calls;
+static void rewrite_once_hook(void *arg)
+{
+	(void)arg;
+	if (hot_fill_calls++ == 0)
+		CHECK_EQ(ask('r'), 0);
+}
+
+static void test_hot_cache(void)
+{
+	struct cfs_stage *s;
+	struct cfs_stage_stats st;
+	setenv("COLABFS_GPU_PINNED", "1M", 1);
+	setenv("COLABFS_GPU_PINNED_REFRESH", "3600", 1);
+	CHECK_EQ(cfs_stage_open(cdir, mdir, 0, &s), 0);
+	unsetenv("COLABFS_GPU_PINNED");
+	struct cfs_stage_range r[2] = { { "a.bin", 0, CFS_STAGE_TO_EOF },
+					{ "sub/b.bin", 0, CFS_STAGE_TO_EOF } };
+	int fi[2] = { 0, 1 };
+	/* the first plan chooses (nothing counted yet), then copies from the arenas */
+	copy_check(s, r, fi, 2, NULL);
+	hot_stats(s, &st);
+	CHECK_EQ(st.hot_refreshes, 1);
+	CHECK_EQ(st.hot_blocks, 0);
+	CHECK_EQ(st.hot_misses, 5);
+	/* counted now: a refresh takes a.bin's 4 blocks and b.bin's */
+	CHECK_EQ(cfs_stage_hot_refresh(s), 0);
+	hot_stats(s, &st);
+	CHECK_EQ(st.hot_blocks, 5);
+	CHECK_EQ(st.hot_bytes, files[0].size + files[1].size);
+	CHECK_EQ(st.hot_cuda, 0);
+	copy_check(s, r, fi, 2, NULL);
+	hot_stats(s, &st);
+	CHECK_EQ(st.hot_hits, 5);
+	/* a budget that holds only some: the most used first */
+	CHECK_EQ(cfs_stage_set_pinned(s, 2 * BS), 0);
+	copy_check(s, r, fi, 1, NULL); /* refresh on this plan: every block counted twice */
+	hot_stats(s, &st);
+	/* ties go to the older write: b.bin (a.bin was rewritten by earlier tests),
+	 * then a.bin's first block; the next full block does not fit, its short
+	 * last one does */
+	CHECK_EQ(st.hot_blocks, 3);
+	CHECK_EQ(st.hot_bytes, BS + 1234 + 5000);
+	CHECK_EQ(cfs_stage_set_pinned(s, 1u << 20), 0);
+	CHECK_EQ(cfs_stage_hot_refresh(s), 0);
+
+	/* evicted and the slots reused by other bytes: no hot hit, exact bytes */
+	CHECK_EQ(ask('e'), 0);
+	hot_stats(s, &st);
+	uint64_t hits = st.hot_hits;
+	copy_check(s, r, fi, 1, NULL);
+	hot_stats(s, &st);
+	CHECK_EQ(st.hot_hits, hits);
+	/* put back: new writes (new generations), the old hot copies do not match */
+	CHECK_EQ(ask('p'), 0);
+	copy_check(s, r, fi, 1, NULL);
+	hot_stats(s, &st);
+	CHECK_EQ(st.hot_hits, hits);
+	CHECK_EQ(cfs_stage_hot_refresh(s), 0);
+	copy_check(s, r, fi, 1, NULL);
+	hot_stats(s, &st);
+	CHECK_EQ(st.hot_hits, hits + 4);
+
+	/* a rewrite while the hot set is filled: those copies are dropped */
+	CHECK_EQ(cfs_stage_set_pinned(s, 0), 0);
+	CHECK_EQ(cfs_stage_set_pinned(s, 1u << 20), 0);
+	cfs_stage_set_hook(s, rewrite_once_hook, NULL);
+	hot_fill_calls = 0;
+	CHECK_EQ(cfs_stage_hot_refresh(s), 0);
+	cfs_stage_set_hook(s, NULL, NULL);
+	hot_stats(s, &st);
+	CHECK_EQ(st.hot_dropped, 4);
+	CHECK_EQ(st.hot_blocks, 1); /* b.bin only */
+	copy_check(s, r, fi, 2, NULL);
+	cfs_stage_close(s);
+}
+
+static volatile int stress_stop;
+static int stress_ops;
+
+static void *stress_daemon(void *arg)
+{
+	(void)arg;
+	const char seq[] = "erpr";
+	for (int i = 0; !stress_stop; i++) {
+		if (ask(seq[i % 4]) != 0) {
+			CHECK(0);
+			break;
+		}
+		stress_ops++;
+	}
+	return NULL;
+}
+
+static void test_hot_stress(void)
+{
+	struct cfs_stage *s;
+	struct cfs_stage_stats st;
+	setenv("COLABFS_GPU_PINNED", "4M", 1);
+	setenv("COLABFS_GPU_PINNED_REFRESH", "0", 1); /* refresh on every plan */
+	CHECK_EQ(cfs_stage_open(cdir, mdir, 0, &s), 0);
+	unsetenv("COLABFS_GPU_PINNED");
+	unsetenv("COLABFS_GPU_PINNED_REFRESH");
+	struct cfs_stage_range r[3] = { { "a.bin", 0, CFS_STAGE_TO_EOF },
+					{ "a.bin", BS - 100, 2 * BS },
+					{ "sub/b.bin", 0, CFS_STAGE_TO_EOF } };
+	int fi[3] = { 0, 0, 1 };
+	pthread_t th;
+	stress_stop = 0;
+	stress_ops = 0;
+	pthread_create(&th, NULL, stress_daemon, NULL);
+	int torn = 0, batches = 0;
+	time_t end = time(NULL) + 2;
+	while (time(NULL) < end || batches < 50) {
+		torn += copy_check(s, r, fi, 3, NULL) != 0;
+		batches++;
+	}
+	stress_stop = 1;
+	pthread_join(th, NULL);
+	CHECK_EQ(ask('p'), 0);
+	hot_stats(s, &st);
+	fprintf(stderr, "hot stress: %d batches, %d daemon ops, %d torn; hot hits %llu, "
+		"misses %llu, dropped %llu, retries %llu, mount blocks %llu\n", batches, stress_ops,
+		torn, (unsigned long long)st.hot_hits, (unsigned long long)st.hot_misses,
+		(unsigned long long)st.hot_dropped, (unsigned long long)st.retries,
+		(unsigned long long)st.blocks_mount);
+	CHECK_EQ(torn, 0);
+	CHECK(st.hot_hits > 0);
+	CHECK(stress_ops > 10);
+	cfs_stage_close(s);
+}
+
 static void rm_rf(const char *dir)
 {
 	char cmd[600];
@@ -534,6 +678,8 @@ int main(int argc, char **argv)
 	cfs_stage_close(s);
 	test_evicted_between_plan_and_copy();
 	test_rewrite_during_copy();
+	test_hot_cache();
+	test_hot_stress();
 	test_crc_error();
 
 	ask('q');

@@ -1,0 +1,221 @@
+/* test_hot: the loader's hot-block policy (kernels/hot.c: sizes, selection,
+ * counts, the set by generation) and the daemon's access counts (cache/heat.c
+ * through the store: hits counted per slot, reset on eviction, read by the
+ * loader's cache view). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cacheview.h"
+#include "heat.h"
+#include "hot.h"
+#include "store_util.h"
+
+static void test_parse_size(void)
+{
+	uint64_t v = 1;
+	CHECK_EQ(cfs_hot_parse_size("0", &v), 0);
+	CHECK_EQ(v, 0);
+	CHECK_EQ(cfs_hot_parse_size("2G", &v), 0);
+	CHECK_EQ(v, 2ull << 30);
+	CHECK_EQ(cfs_hot_parse_size("512M", &v), 0);
+	CHECK_EQ(v, 512ull << 20);
+	CHECK_EQ(cfs_hot_parse_size("64KiB", &v), 0);
+	CHECK_EQ(v, 64ull << 10);
+	CHECK_EQ(cfs_hot_parse_size("1048576", &v), 0);
+	CHECK_EQ(v, 1048576);
+	CHECK_EQ(cfs_hot_parse_size("", &v), -EINVAL);
+	CHECK_EQ(cfs_hot_parse_size("G", &v), -EINVAL);
+	CHECK_EQ(cfs_hot_parse_size("2X", &v), -EINVAL);
+	CHECK_EQ(cfs_hot_parse_size("-1", &v), -EINVAL);
+	CHECK_EQ(cfs_hot_parse_size("99999999999999999999", &v), -EINVAL);
+	CHECK_EQ(cfs_hot_parse_size("99999999999T", &v), -EINVAL);
+}
+
+static void test_select(void)
+{
+	/* scores 5,0,9,5,1,7 with lengths; budget 100 */
+	struct cfs_hot_cand c[] = {
+		{ 5, 50, 40, 0 }, { 0, 10, 10, 1 }, { 9, 60, 50, 2 },
+		{ 5, 40, 30, 3 }, { 1, 70, 10, 4 }, { 7, 80, 60, 5 },
+	};
+	uint64_t bytes = 0;
+	size_t k = cfs_hot_select(c, 6, 100, &bytes);
+	/* order: 9(50) 7(60: no room) 5 gen40(30) 5 gen50(40: no room) 1(10); never 0 */
+	CHECK_EQ(k, 3);
+	CHECK_EQ(c[0].idx, 2);
+	CHECK_EQ(c[1].idx, 3);
+	CHECK_EQ(c[2].idx, 4);
+	CHECK_EQ(bytes, 90);
+	for (size_t i = 0; i < k; i++)
+		CHECK(c[i].idx != 1);
+	/* budget 0 and an empty list */
+	CHECK_EQ(cfs_hot_select(c, 6, 0, &bytes), 0);
+	CHECK_EQ(bytes, 0);
+	CHECK_EQ(cfs_hot_select(NULL, 0, 100, &bytes), 0);
+	/* everything fits: all with a score, highest first */
+	struct cfs_hot_cand d[] = { { 1, 1, 1, 0 }, { 3, 2, 1, 1 }, { 2, 3, 1, 2 } };
+	CHECK_EQ(cfs_hot_select(d, 3, 1000, &bytes), 3);
+	CHECK_EQ(d[0].score, 3);
+	CHECK_EQ(d[1].score, 2);
+	CHECK_EQ(d[2].score, 1);
+}
+
+static void test_counts(void)
+{
+	struct cfs_hot_counts t = { 0 };
+	CHECK_EQ(cfs_hot_count_get(&t, 123), 0);
+	for (uint64_t i = 0; i < 5000; i++)
+		for (uint64_t j = 0; j <= i % 3; j++)
+			CHECK_EQ(cfs_hot_count_add(&t, cfs_hot_hash("key@r", i)), 0);
+	int ok = 1;
+	for (uint64_t i = 0; i < 5000; i++)
+		ok &= cfs_hot_count_get(&t, cfs_hot_hash("key@r", i)) == i % 3 + 1;
+	CHECK(ok);
+	CHECK_EQ(cfs_hot_count_get(&t, cfs_hot_hash("other@r", 1)), 0);
+	CHECK(cfs_hot_hash("a", 1) != cfs_hot_hash("a", 2));
+	CHECK(cfs_hot_hash("a", 1) != cfs_hot_hash("b", 1));
+	cfs_hot_counts_free(&t);
+	cfs_hot_counts_free(&t);
+}
+
+static void test_set(void)
+{
+	struct cfs_hot_set s = { 0 };
+	CHECK(cfs_hot_set_find(&s, 1, 0, 16, 10, 7) == NULL);
+	CHECK_EQ(cfs_hot_set_init(&s, 100), 0);
+	for (uint64_t g = 1; g <= 100; g++) {
+		struct cfs_hot_ent e = { .gen = g << 20 | 3, .slot = g, .off = g * 10,
+					 .len = (uint32_t)g, .crc = (uint32_t)(g * 7),
+					 .log2 = 16 };
+		CHECK_EQ(cfs_hot_set_add(&s, &e), 0);
+	}
+	struct cfs_hot_set small;
+	CHECK_EQ(cfs_hot_set_init(&small, 1), 0); /* 16 places, at most half used */
+	for (uint64_t g = 1; g <= 8; g++) {
+		struct cfs_hot_ent x = { .gen = g, .len = 1 };
+		CHECK_EQ(cfs_hot_set_add(&small, &x), 0);
+	}
+	struct cfs_hot_ent x = { .gen = 999, .len = 1 };
+	CHECK_EQ(cfs_hot_set_add(&small, &x), -EINVAL);
+	cfs_hot_set_free(&small);
+	const struct cfs_hot_ent *e = cfs_hot_set_find(&s, 42ull << 20 | 3, 42, 16, 42, 294);
+	CHECK(e && e->off == 420);
+	/* another write of the same slot, another slot, class, length or crc: no */
+	CHECK(!cfs_hot_set_find(&s, 43ull << 20 | 3, 42, 16, 42, 294));
+	CHECK(!cfs_hot_set_find(&s, 42ull << 20 | 3, 41, 16, 42, 294));
+	CHECK(!cfs_hot_set_find(&s, 42ull << 20 | 3, 42, 14, 42, 294));
+	CHECK(!cfs_hot_set_find(&s, 42ull << 20 | 3, 42, 16, 41, 294));
+	CHECK(!cfs_hot_set_find(&s, 42ull << 20 | 3, 42, 16, 42, 295));
+	CHECK(!cfs_hot_set_find(&s, 0, 42, 16, 42, 294));
+	cfs_hot_set_free(&s);
+}
+
+static int count_of(struct cfs_cview *v, const char *key, uint64_t block, struct cfs_cview_row *r)
+{
+	struct cfs_cview_txn *t;
+	if (cfs_cview_begin(v, &t))
+		return -1;
+	int rc = cfs_cview_block(t, key, block, r);
+	cfs_cview_end(t);
+	return rc ? -1 : (int)cfs_cview_heat(v, r);
+}
+
+struct scan_sum {
+	int rows;
+	uint64_t hits;
+	struct cfs_cview *v;
+};
+
+static int on_row(void *arg, const char *key, uint64_t block, const struct cfs_cview_row *r)
+{
+	struct scan_sum *s = arg;
+	s->rows++;
+	s->hits += cfs_cview_heat(s->v, r);
+	return strlen(key) && block < 100 ? 0 : -EINVAL;
+}
+
+/* The daemon side: hits are counted per slot and the loader reads them. */
+static void test_heat_store(void)
+{
+	char dir[64], buf[K64];
+	struct cfs_store *s;
+	struct cfs_store_opts o = { .block_size = K64, .budget = 8 * K64 };
+	struct cfs_store_stats st;
+	uint32_t got;
+	mkdir_tmp(dir, sizeof(dir));
+	o.dir = dir;
+	CHECK_EQ(cfs_store_open(&o, &s), 0);
+	for (uint64_t b = 0; b < 4; b++) {
+		fill(buf, "F@r", b, K64);
+		CHECK_EQ(cfs_store_put(s, "F@r", b, buf, K64), 0);
+	}
+	fill(buf, "G@r", 0, 5000);
+	CHECK_EQ(cfs_store_put(s, "G@r", 0, buf, 5000), 0); /* a small class */
+	for (int i = 0; i < 5; i++)
+		CHECK_EQ(cfs_store_read(s, "F@r", 1, 0, K64, buf, &got), 0);
+	CHECK_EQ(cfs_store_read(s, "F@r", 2, 100, 10, buf, &got), 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ(cfs_store_read(s, "G@r", 0, 0, 100, buf, &got), 0);
+	CHECK_EQ(cfs_store_read(s, "F@r", 9, 0, 10, buf, &got), -ENOENT); /* a miss: no count */
+	cfs_store_stats(s, &st);
+	CHECK_EQ(st.counted_blocks, 3);
+	CHECK_EQ(st.counted_hits, 9);
+
+	struct cfs_cview *v;
+	struct cfs_cview_row r, r1;
+	CHECK_EQ(cfs_cview_open(dir, &v), 0);
+	CHECK_EQ(count_of(v, "F@r", 0, &r), 0);
+	CHECK_EQ(count_of(v, "F@r", 1, &r1), 5);
+	CHECK_EQ(count_of(v, "F@r", 2, &r), 1);
+	CHECK_EQ(count_of(v, "G@r", 0, &r), 3);
+	struct scan_sum sum = { .v = v };
+	{
+		struct cfs_cview_txn *t;
+		CHECK_EQ(cfs_cview_begin(v, &t), 0);
+		CHECK_EQ(cfs_cview_scan_blocks(t, on_row, &sum), 0);
+		cfs_cview_end(t);
+	}
+	CHECK_EQ(sum.rows, 5);
+	CHECK_EQ(sum.hits, 9);
+
+	/* evicting block 1 resets its slot; the block put next into that slot starts at 0 */
+	CHECK_EQ(cfs_store_evict_prefix(s, "F@r", NULL, NULL), 0);
+	cfs_store_stats(s, &st);
+	CHECK_EQ(st.counted_blocks, 1); /* G's block */
+	CHECK_EQ(cfs_cview_heat(v, &r1), 0);
+	fill(buf, "H@r", 0, K64);
+	CHECK_EQ(cfs_store_put(s, "H@r", 0, buf, K64), 0);
+	CHECK_EQ(count_of(v, "H@r", 0, &r), 0);
+	CHECK_EQ(cfs_store_read(s, "H@r", 0, 0, 1, buf, &got), 0);
+	CHECK_EQ(count_of(v, "H@r", 0, &r), 1);
+	cfs_cview_close(v);
+	cfs_store_close(s);
+
+	/* a reopen starts afresh: a new file, zero counts, the loader follows it */
+	CHECK_EQ(cfs_store_open(&o, &s), 0);
+	CHECK_EQ(cfs_cview_open(dir, &v), 0);
+	CHECK_EQ(count_of(v, "G@r", 0, &r), 0);
+	CHECK_EQ(cfs_store_read(s, "G@r", 0, 0, 1, buf, &got), 0);
+	CHECK_EQ(count_of(v, "G@r", 0, &r), 1);
+	cfs_cview_close(v);
+	cfs_store_close(s);
+
+	/* the file parser refuses what is not a heat file */
+	struct cfs_heat h;
+	char junk[512] = "CFSHEAT2";
+	CHECK_EQ(cfs_heat_parse(junk, sizeof(junk), &h), -EPROTO);
+	CHECK_EQ(cfs_heat_parse(junk, 10, &h), -EPROTO);
+	rm_dir(dir);
+}
+
+int main(void)
+{
+	test_parse_size();
+	test_select();
+	test_counts();
+	test_set();
+	test_heat_store();
+	return check_done("test_hot");
+}
