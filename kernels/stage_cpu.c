@@ -21,11 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cacheview.h"
 #include "crc32c.h"
+#include "ctl.h"
 #include "hot.h"
 #include "lrow.h"
 #include "stage_gpu.h"
@@ -887,13 +889,29 @@ fail:
 
 /* ---- copies ---------------------------------------------------------------- */
 
+/* Reads [off, off + len) of a range through the mount.  repair: a cached
+ * block failed its crc32c.  The daemon checks a block's crc on its first
+ * read only, and the kernel's page cache may answer from an earlier read, so
+ * a plain read could return the bad bytes or never reach the daemon: first
+ * have the daemon drop the file's cached blocks (the eviction control of
+ * src/ctl.h, which also drops the kernel's pages), then read, which fetches
+ * them again. */
 static int mount_read(struct cfs_stage_plan *p, struct prange *pr, uint64_t off, uint64_t len,
-		      unsigned char *dst)
+		      unsigned char *dst, int repair)
 {
 	if (pr->fd < 0) {
 		pr->fd = open(pr->path, O_RDONLY | O_CLOEXEC);
 		if (pr->fd < 0)
 			return -errno;
+	}
+	if (repair) {
+		char res[128];
+		/* ENODATA/ENOTSUP: not a colabfs mount (a plain copy of the
+		 * tree), whose bytes need no repair */
+		if (getxattr(pr->path, CFS_XATTR_EVICT, res, sizeof(res)) < 0 &&
+		    errno != ENODATA && errno != ENOTSUP)
+			return -EIO; /* never read what may be the bad bytes */
+		posix_fadvise(pr->fd, 0, 0, POSIX_FADV_DONTNEED);
 	}
 	while (len) {
 		size_t want = len > (1u << 30) ? (1u << 30) : (size_t)len;
@@ -953,7 +971,7 @@ int cfs_stage_copy_part_skip(struct cfs_stage *s, struct cfs_stage_plan *p, uint
 	unsigned char *state = malloc(cnt);
 	if (!state)
 		return -ENOMEM;
-	int rc = 0, pending = 0;
+	int rc = 0, pending = 0, repair = 0;
 	for (size_t i = 0; i < cnt; i++) {
 		state[i] = p->p[first + i].resident && !(s->flags & CFS_STAGE_NO_CACHE) ? 1 : 0;
 		if (skipmask && skipmask[first + i])
@@ -983,6 +1001,7 @@ int cfs_stage_copy_part_skip(struct cfs_stage *s, struct cfs_stage_plan *p, uint
 				if (c != pc->row.crc) {
 					STAT_ADD(s, crc_errors, 1);
 					state[i] = 0;
+					repair = 1;
 				}
 			}
 		}
@@ -1041,7 +1060,8 @@ int cfs_stage_copy_part_skip(struct cfs_stage *s, struct cfs_stage_plan *p, uint
 			end += n2;
 			blocks++;
 		}
-		rc = mount_read(p, pr, pr->off + (start - pr->dst), end - start, dst + (start - from));
+		rc = mount_read(p, pr, pr->off + (start - pr->dst), end - start, dst + (start - from),
+				repair);
 		STAT_ADD(s, blocks_mount, blocks);
 		STAT_ADD(s, bytes_mount, end - start);
 		i = j;
