@@ -538,6 +538,46 @@ int cfs_index_del(struct cfs_index *ix, int table, const void *k, size_t kl)
 	return rc ? rc : a.notfound ? -ENOENT : 0;
 }
 
+struct prefix_arg {
+	int table;
+	const void *p;
+	size_t pl;
+	uint64_t deleted;
+};
+
+static int do_del_prefix(struct cfs_index *ix, MDB_txn *txn, void *arg)
+{
+	struct prefix_arg *a = arg;
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(txn, ix->dbi[a->table], &c);
+	if (rc)
+		return rc;
+	MDB_val k = { .mv_size = a->pl, .mv_data = (void *)a->p }, v;
+	a->deleted = 0;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size < a->pl || memcmp(k.mv_data, a->p, a->pl) != 0)
+			break;
+		if ((rc = mdb_cursor_del(c, 0)) != 0)
+			break;
+		a->deleted++;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int cfs_index_del_prefix(struct cfs_index *ix, int table, const void *p, size_t pl,
+			 uint64_t *deleted)
+{
+	struct prefix_arg a = { .table = table, .p = p, .pl = pl };
+	if (check_kv(table, pl))
+		return -EINVAL;
+	int rc = ix_write(ix, do_del_prefix, &a);
+	if (deleted)
+		*deleted = rc ? 0 : a.deleted;
+	return rc;
+}
+
 static int do_next(struct cfs_index *ix, MDB_txn *txn, void *arg)
 {
 	struct one_arg *a = arg;

@@ -90,6 +90,10 @@ int cfs_index_put(struct cfs_index *ix, int table, const void *k, size_t kl, con
 		  size_t vl);
 int cfs_index_get(struct cfs_index *ix, int table, const void *k, size_t kl, void **v, size_t *vl);
 int cfs_index_del(struct cfs_index *ix, int table, const void *k, size_t kl);
+/* Deletes every row of table whose key starts with p (1..511 bytes), in one
+ * write transaction; *deleted (may be NULL): how many. */
+int cfs_index_del_prefix(struct cfs_index *ix, int table, const void *p, size_t pl,
+			 uint64_t *deleted);
 int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size_t n);
 /* Counter row (8 bytes little-endian) in table: absent -> start, else +1;
  * stored and synced before returning the new value in *out. */

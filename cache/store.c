@@ -555,6 +555,13 @@ int cfs_store_meta_del(struct cfs_store *s, const char *table, const void *k, si
 	return t < 0 ? t : cfs_index_del(s->ix, t, k, kl);
 }
 
+int cfs_store_meta_del_prefix(struct cfs_store *s, const char *table, const void *p, size_t pl,
+			      uint64_t *deleted)
+{
+	int t = cfs_index_table(table);
+	return t < 0 ? t : cfs_index_del_prefix(s->ix, t, p, pl, deleted);
+}
+
 int cfs_store_meta_put_many(struct cfs_store *s, const struct cfs_store_kv *kv, size_t n)
 {
 	struct cfs_index_kv *ikv;

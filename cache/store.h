@@ -142,6 +142,9 @@ int cfs_store_meta_get(struct cfs_store *s, const char *table, const void *k, si
 		       size_t *vl);
 /* -ENOENT if absent. */
 int cfs_store_meta_del(struct cfs_store *s, const char *table, const void *k, size_t kl);
+/* Deletes every row whose key starts with p; *deleted (may be NULL): how many. */
+int cfs_store_meta_del_prefix(struct cfs_store *s, const char *table, const void *p, size_t pl,
+			      uint64_t *deleted);
 /* Several puts in one write transaction (a listing with its inode rows). */
 struct cfs_store_kv {
 	const char *table;

@@ -27,6 +27,7 @@
 #include "http.h"
 #include "log.h"
 #include "names.h"
+#include "nsdb.h"
 #include "session.h"
 #include "stats.h"
 #include "store.h"
@@ -119,6 +120,7 @@ struct mount {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
 	struct cfs_vfs *vfs;
+	int fresh;          /* a new mount, not a server restarted under a live one */
 	char why[512];
 };
 
@@ -145,6 +147,10 @@ static int open_core(struct mount *m)
 				      : cfs_strerror(rc));
 		return rc;
 	}
+	uint64_t stale = 0;
+	if (m->fresh && cfs_nsdb_fh_clear(m->store, &stale) == 0 && stale)
+		CFS_INFO("dropped %llu file handle rows of an earlier mount",
+			 (unsigned long long)stale);
 	rc = cfs_vfs_new(m->drive, m->store, &vo, &m->vfs);
 	if (rc)
 		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s",
@@ -316,7 +322,7 @@ static int mount_single(struct mount *m, const char *log_path)
 static int cmd_mount(int argc, char **argv)
 {
 	struct cfs_config c;
-	struct mount m = { .c = &c };
+	struct mount m = { .c = &c, .fresh = 1 };
 	char log_path[PATH_MAX];
 	int rc = mount_setup(argc, argv, &m, log_path, sizeof(log_path), 0);
 	if (rc == 0) {
@@ -454,7 +460,8 @@ static int cmd_serve(int argc, char **argv)
 		return usage_error("serve: no supervisor state");
 	close(a.shm_fd);
 	struct cfs_config c;
-	struct mount m = { .c = &c };
+	/* the first server of a mount finds no INIT reply recorded */
+	struct mount m = { .c = &c, .fresh = !__atomic_load_n(&shm->reply_len, __ATOMIC_ACQUIRE) };
 	char log_path[PATH_MAX];
 	int rc = mount_setup(argc, argv, &m, log_path, sizeof(log_path), 1);
 	if (rc) {

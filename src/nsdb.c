@@ -264,6 +264,11 @@ static void fh_key(unsigned char *k, uint64_t fh)
 	le64(k + sizeof(FH_PREFIX) - 1, fh);
 }
 
+int cfs_nsdb_fh_clear(struct cfs_store *s, uint64_t *deleted)
+{
+	return cfs_store_meta_del_prefix(s, "meta", FH_PREFIX, sizeof(FH_PREFIX) - 1, deleted);
+}
+
 static int put_str(struct cfs_buf *b, const char *s, size_t cap)
 {
 	size_t l = strnlen(s, cap);

@@ -73,5 +73,10 @@ int cfs_nsdb_fh_put(struct cfs_nsdb *n, uint64_t fh, const struct cfs_nsdb_fh *r
 int cfs_nsdb_fh_get(struct cfs_nsdb *n, uint64_t fh, struct cfs_nsdb_fh *r);
 /* -ENOENT when absent. */
 int cfs_nsdb_fh_del(struct cfs_nsdb *n, uint64_t fh);
+/* Deletes every file handle row: at a fresh mount the kernel holds none of
+ * them (rows of a mount that ended uncleanly, or of an open whose server died
+ * before replying, would otherwise stay forever).  Never on a server restart
+ * under a live mount.  *deleted (may be NULL): how many. */
+int cfs_nsdb_fh_clear(struct cfs_store *s, uint64_t *deleted);
 
 #endif

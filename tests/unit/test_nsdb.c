@@ -134,6 +134,28 @@ static void test_fh_rows(const char *dir)
 	struct cfs_nsdb_fh bad = r;
 	memset(bad.id, 'x', sizeof(bad.id));
 	CHECK_EQ(cfs_nsdb_fh_put(n, 4098, &bad), -EINVAL);
+	/* a fresh mount drops every handle row, and nothing else */
+	for (uint64_t h = 5000; h < 5300; h++)
+		CHECK_EQ(cfs_nsdb_fh_put(n, h, &r), 0);
+	uint64_t ino = 7;
+	CHECK_EQ(cfs_nsdb_set_parents(n, 3, &ino, 1), 0);
+	CHECK_EQ(cfs_store_meta_put(s, "meta", "fh", 2, "x", 1), 0);   /* not the prefix */
+	CHECK_EQ(cfs_store_meta_put(s, "meta", "fi:", 3, "y", 1), 0);  /* sorts after it */
+	uint64_t gone = 0, parent = 0;
+	CHECK_EQ(cfs_nsdb_fh_clear(s, &gone), 0);
+	CHECK_EQ(gone, 300);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 5000, &g), -ENOENT);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 5299, &g), -ENOENT);
+	CHECK_EQ(cfs_nsdb_get_parent(n, 7, &parent), 0);
+	CHECK_EQ(parent, 3);
+	void *v = NULL;
+	size_t vl = 0;
+	CHECK_EQ(cfs_store_meta_get(s, "meta", "fh", 2, &v, &vl), 0);
+	free(v);
+	CHECK_EQ(cfs_store_meta_get(s, "meta", "fi:", 3, &v, &vl), 0);
+	free(v);
+	CHECK_EQ(cfs_nsdb_fh_clear(s, &gone), 0);
+	CHECK_EQ(gone, 0);
 	cfs_nsdb_free(n);
 	cfs_store_close(s);
 }
