@@ -10,21 +10,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "le.h"
+
 static const char magic[8] = { 'C', 'F', 'S', 'H', 'E', 'A', 'T', '1' };
-
-static void put_le(unsigned char *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = n - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 int cfs_heat_create(struct cfs_heat *h, const char *dir, unsigned n, const uint8_t *log2,
 		    const uint64_t *nslots, uint64_t budget, uint64_t epoch)
@@ -63,15 +51,15 @@ int cfs_heat_create(struct cfs_heat *h, const char *dir, unsigned n, const uint8
 	}
 	unsigned char *b = m;
 	memcpy(b, magic, 8);
-	put_le(b + 8, 1, 4);
-	put_le(b + 12, n, 4);
-	put_le(b + 16, epoch, 8);
+	cfs_le_put(b + 8, 1, 4);
+	cfs_le_put(b + 12, n, 4);
+	cfs_le_put(b + 16, epoch, 8);
 	uint64_t at = CFS_HEAT_HEADER;
 	for (unsigned i = 0; i < n; i++) {
 		unsigned char *e = b + 24 + 24 * i;
-		put_le(e, log2[i], 4);
-		put_le(e + 8, room[i], 8);
-		put_le(e + 16, at, 8);
+		cfs_le_put(e, log2[i], 4);
+		cfs_le_put(e + 8, room[i], 8);
+		cfs_le_put(e + 16, at, 8);
 		at += room[i] * 4;
 		at = (at + 63) & ~(uint64_t)63;
 	}
@@ -103,22 +91,22 @@ int cfs_heat_parse(const void *map, size_t len, struct cfs_heat *h)
 {
 	const unsigned char *b = map;
 	memset(h, 0, sizeof(*h));
-	if (!map || len < CFS_HEAT_HEADER || memcmp(b, magic, 8) != 0 || get_le(b + 8, 4) != 1)
+	if (!map || len < CFS_HEAT_HEADER || memcmp(b, magic, 8) != 0 || cfs_le_get(b + 8, 4) != 1)
 		return -EPROTO;
-	unsigned n = (unsigned)get_le(b + 12, 4);
+	unsigned n = (unsigned)cfs_le_get(b + 12, 4);
 	if (n == 0 || n > CFS_HEAT_MAX_CLASSES)
 		return -EPROTO;
 	for (unsigned i = 0; i < n; i++) {
 		const unsigned char *e = b + 24 + 24 * i;
-		uint64_t ns = get_le(e + 8, 8), at = get_le(e + 16, 8);
+		uint64_t ns = cfs_le_get(e + 8, 8), at = cfs_le_get(e + 16, 8);
 		if (at < CFS_HEAT_HEADER || (at & 3) || at > len || ns > (len - at) / 4)
 			return -EPROTO;
-		h->cls[i].log2 = (uint32_t)get_le(e, 4);
+		h->cls[i].log2 = (uint32_t)cfs_le_get(e, 4);
 		h->cls[i].nslots = ns;
 		h->cls[i].c = (uint32_t *)(void *)((unsigned char *)map + at);
 	}
 	h->n = n;
-	h->epoch = get_le(b + 16, 8);
+	h->epoch = cfs_le_get(b + 16, 8);
 	h->map = (unsigned char *)map;
 	h->len = len;
 	return 0;

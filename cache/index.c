@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "le.h"
 #include "log.h"
 
 struct cfs_index {
@@ -63,43 +64,15 @@ int cfs_index_table(const char *name)
 	return -EINVAL;
 }
 
-static void put_le32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_le32(const unsigned char *p)
-{
-	uint32_t v = 0;
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_INDEX_ROW_SIZE])
 {
 	memset(out, 0, CFS_INDEX_ROW_SIZE);
 	out[0] = 1; /* version */
 	out[1] = r->log2;
-	put_le32(out + 4, r->len);
-	put_le32(out + 8, r->crc);
-	put_le64(out + 16, r->slot);
-	put_le64(out + 24, r->gen);
+	cfs_le_put(out + 4, r->len, 4);
+	cfs_le_put(out + 8, r->crc, 4);
+	cfs_le_put(out + 16, r->slot, 8);
+	cfs_le_put(out + 24, r->gen, 8);
 }
 
 int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r)
@@ -108,10 +81,10 @@ int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r)
 	if (n != CFS_INDEX_ROW_SIZE || b[0] != 1)
 		return -EINVAL;
 	r->log2 = b[1];
-	r->len = get_le32(b + 4);
-	r->crc = get_le32(b + 8);
-	r->slot = get_le64(b + 16);
-	r->gen = get_le64(b + 24);
+	r->len = (uint32_t)cfs_le_get(b + 4, 4);
+	r->crc = (uint32_t)cfs_le_get(b + 8, 4);
+	r->slot = cfs_le_get(b + 16, 8);
+	r->gen = cfs_le_get(b + 24, 8);
 	return 0;
 }
 
@@ -591,8 +564,8 @@ static int do_next(struct cfs_index *ix, MDB_txn *txn, void *arg)
 	else if (v.mv_size != 8)
 		return MDB_CORRUPTED;
 	else
-		a->val = get_le64(v.mv_data) + 1;
-	put_le64(b, a->val);
+		a->val = cfs_le_get(v.mv_data, 8) + 1;
+	cfs_le_put(b, a->val, 8);
 	v.mv_size = 8;
 	v.mv_data = b;
 	return mdb_put(txn, ix->dbi[a->table], &a->k, &v, 0);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "le.h"
 #include "log.h"
 #include "store_int.h"
 
@@ -27,20 +28,6 @@
 
 static const char header_key[] = "header";
 static const char header_magic[8] = { 'C', 'F', 'S', 'S', 'T', 'O', 'R', '1' };
-
-static void put_le(unsigned char *p, uint64_t v, int n)
-{
-	for (int i = 0; i < n; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le(const unsigned char *p, int n)
-{
-	uint64_t v = 0;
-	for (int i = n - 1; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
 
 static int path_in(const char *dir, const char *name, char *out, size_t cap)
 {
@@ -110,9 +97,9 @@ static int check_header(struct cfs_store *s, const char *dir)
 	if (rc == 0) {
 		const unsigned char *b = v;
 		if (vl == HEADER_SIZE && memcmp(b, header_magic, 8) == 0) {
-			epoch = get_le(b + 16, 8);
-			reset = get_le(b + 8, 4) != HEADER_VERSION ||
-				get_le(b + 12, 4) != s->block_size;
+			epoch = cfs_le_get(b + 16, 8);
+			reset = cfs_le_get(b + 8, 4) != HEADER_VERSION ||
+				cfs_le_get(b + 12, 4) != s->block_size;
 		}
 		free(v);
 		if (reset)
@@ -124,13 +111,13 @@ static int check_header(struct cfs_store *s, const char *dir)
 		return rc;
 	s->epoch = (epoch + 1) & ((1ull << (64 - CFS_STORE_EPOCH_SHIFT)) - 1);
 	memcpy(h, header_magic, 8);
-	put_le(h + 8, HEADER_VERSION, 4);
-	put_le(h + 12, s->block_size, 4);
-	put_le(h + 16, s->epoch, 8);
+	cfs_le_put(h + 8, HEADER_VERSION, 4);
+	cfs_le_put(h + 12, s->block_size, 4);
+	cfs_le_put(h + 16, s->epoch, 8);
 	n = cfs_arena_classes(s->block_size, sizes);
-	put_le(h + 24, n, 4);
+	cfs_le_put(h + 24, n, 4);
 	for (unsigned i = 0; i < n; i++)
-		put_le(h + 28 + 4 * i, sizes[i], 4);
+		cfs_le_put(h + 28 + 4 * i, sizes[i], 4);
 	return cfs_index_put(s->ix, CFS_IX_STORE, header_key, strlen(header_key), h, sizeof(h));
 }
 

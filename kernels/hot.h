@@ -25,10 +25,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* "2G", "512M", "64k", "1048576", "0": bytes (binary units, optional "iB"/"B").
- * -EINVAL for anything else. */
-int cfs_hot_parse_size(const char *s, uint64_t *out);
-
 struct cfs_hot_cand {
 	uint64_t score;
 	uint64_t gen;   /* tie-break */

@@ -30,6 +30,7 @@
 #include "ctl.h"
 #include "hot.h"
 #include "lrow.h"
+#include "size.h"
 #include "stage_gpu.h"
 #include "stage_int.h"
 
@@ -171,11 +172,11 @@ int cfs_stage_open(const char *cache_dir, const char *mountpoint, unsigned flags
 	s->bs = cfs_cview_block_size(s->cv);
 	const char *env = getenv("COLABFS_GPU_PINNED");
 	uint64_t pinned = 0, every = 30;
-	if (env && *env && cfs_hot_parse_size(env, &pinned) != 0)
+	if (env && *env && cfs_size_parse(env, &pinned) != 0)
 		fprintf(stderr, "colabfs-gpu: COLABFS_GPU_PINNED=%s is not a size; hot cache off\n",
 			env);
 	env = getenv("COLABFS_GPU_PINNED_REFRESH");
-	if (env && *env && cfs_hot_parse_size(env, &every) != 0)
+	if (env && *env && cfs_size_parse(env, &every) != 0)
 		every = 30;
 	s->hot_every_ms = (int64_t)every * 1000;
 	s->hot_budget = pinned;

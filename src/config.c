@@ -10,6 +10,7 @@
 #include "err.h"
 #include "export.h"
 #include "log.h"
+#include "size.h"
 
 enum type { T_STR, T_LONG, T_FLAG, T_FUSE, T_SIZE };
 
@@ -172,29 +173,11 @@ static int apply(struct cfs_config *c, const struct opt *o, const char *val, cha
 
 int cfs_config_parse_size(const char *s, unsigned long long *out)
 {
-	char *end;
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	int shift = 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (shift && *end == 'i')
-		end++;
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end || (shift && v > (~0ULL >> shift)))
-		return -EINVAL;
-	*out = v << shift;
-	return 0;
+	uint64_t v;
+	int rc = cfs_size_parse(s, &v);
+	if (!rc)
+		*out = v;
+	return rc;
 }
 
 static const struct opt *find_long(const char *name, size_t len)

@@ -10,27 +10,28 @@
 #include "cacheview.h"
 #include "heat.h"
 #include "hot.h"
+#include "size.h"
 #include "store_util.h"
 
 static void test_parse_size(void)
 {
 	uint64_t v = 1;
-	CHECK_EQ(cfs_hot_parse_size("0", &v), 0);
+	CHECK_EQ(cfs_size_parse("0", &v), 0);
 	CHECK_EQ(v, 0);
-	CHECK_EQ(cfs_hot_parse_size("2G", &v), 0);
+	CHECK_EQ(cfs_size_parse("2G", &v), 0);
 	CHECK_EQ(v, 2ull << 30);
-	CHECK_EQ(cfs_hot_parse_size("512M", &v), 0);
+	CHECK_EQ(cfs_size_parse("512M", &v), 0);
 	CHECK_EQ(v, 512ull << 20);
-	CHECK_EQ(cfs_hot_parse_size("64KiB", &v), 0);
+	CHECK_EQ(cfs_size_parse("64KiB", &v), 0);
 	CHECK_EQ(v, 64ull << 10);
-	CHECK_EQ(cfs_hot_parse_size("1048576", &v), 0);
+	CHECK_EQ(cfs_size_parse("1048576", &v), 0);
 	CHECK_EQ(v, 1048576);
-	CHECK_EQ(cfs_hot_parse_size("", &v), -EINVAL);
-	CHECK_EQ(cfs_hot_parse_size("G", &v), -EINVAL);
-	CHECK_EQ(cfs_hot_parse_size("2X", &v), -EINVAL);
-	CHECK_EQ(cfs_hot_parse_size("-1", &v), -EINVAL);
-	CHECK_EQ(cfs_hot_parse_size("99999999999999999999", &v), -EINVAL);
-	CHECK_EQ(cfs_hot_parse_size("99999999999T", &v), -EINVAL);
+	CHECK_EQ(cfs_size_parse("", &v), -EINVAL);
+	CHECK_EQ(cfs_size_parse("G", &v), -EINVAL);
+	CHECK_EQ(cfs_size_parse("2X", &v), -EINVAL);
+	CHECK_EQ(cfs_size_parse("-1", &v), -EINVAL);
+	CHECK_EQ(cfs_size_parse("99999999999999999999", &v), -EINVAL);
+	CHECK_EQ(cfs_size_parse("99999999999T", &v), -EINVAL);
 }
 
 static void test_select(void)
