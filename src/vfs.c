@@ -88,8 +88,8 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 			rc = -ENOMEM;
 		} else {
 			snprintf(v->root_id, sizeof(v->root_id), "%s", m.id);
-			memcpy(n->content_id, m.id, sizeof(n->content_id));
-			n->is_dir = 1;
+			if (cfs_node_make_dir(n))
+				rc = -ENOMEM;
 			n->parent = CFS_ROOT_INO;
 			n->size = 0;
 			n->mtime_ns = m.mtime_ns;

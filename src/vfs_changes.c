@@ -49,9 +49,23 @@ static void add_inval(struct change_ctx *c, uint64_t ino, const char *name)
  * kernel forgets what it cached of the folder. */
 static void expire_dir(struct change_ctx *c, struct cfs_node *d)
 {
-	d->listed_at_ms = cfs_vfs_now_ms() - c->v->dir_ttl_ms;
-	d->expired++; /* a fetch or load in progress is stale too */
+	if (!d->dir)
+		return;
+	d->dir->listed_at_ms = cfs_vfs_now_ms() - c->v->dir_ttl_ms;
+	d->dir->expired++; /* a fetch or load in progress is stale too */
 	add_inval(c, d->ino, NULL);
+}
+
+/* lock held: n's position in folder d's listing, or -1 (its own lpos first:
+ * no scan of a large folder for the common change). */
+static long find_in(const struct cfs_node *d, const struct cfs_node *n)
+{
+	const struct cfs_listing *l = d->dir ? d->dir->listing : NULL;
+	if (!l)
+		return -1;
+	if (n->lpos < l->n && l->e[n->lpos].ino == n->ino)
+		return (long)n->lpos;
+	return cfs_listing_find_ino(l, n->ino);
 }
 
 static int on_change(const char *id, int removed, const struct cfs_file_meta *m, void *arg)
@@ -69,9 +83,9 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 			struct cfs_node *d = dirs[k] ? cfs_inode_get(v->tab, dirs[k]) : NULL;
 			if (!d)
 				continue;
-			long at = d->listing ? cfs_listing_find_ino(d->listing, n->ino) : -1;
+			long at = find_in(d, n);
 			if (at >= 0)
-				add_inval(c, d->ino, d->listing->e[at].name);
+				add_inval(c, d->ino, d->dir->listing->e[at].name);
 			expire_dir(c, d);
 		}
 		n->prev_parent = 0;
@@ -80,7 +94,7 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 			cfs_vfs_content_rev(m, rev, sizeof(rev));
 			if (!n->is_dir && strcmp(rev, n->rev) != 0) {
 				n->stale = 1;
-				n->opened_rev[0] = '\0';
+				n->opened_rev = 0;
 			}
 		}
 		add_inval(c, n->ino, NULL);

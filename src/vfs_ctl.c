@@ -24,8 +24,8 @@ static void evict_tree(struct cfs_vfs *v, uint64_t ino, int depth, uint64_t *byt
 	}
 	is_dir = n->is_dir;
 	snprintf(prefix, sizeof(prefix), "%s@", n->content_id);
-	if (is_dir && n->listing)
-		l = cfs_listing_ref(n->listing);
+	if (is_dir && n->dir && n->dir->listing)
+		l = cfs_listing_ref(n->dir->listing);
 	cfs_inode_unlock(v->tab);
 	if (!is_dir) {
 		uint64_t b = 0, k = 0;

@@ -33,7 +33,7 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	int stale = n && n->stale && !n->export_mime[0];
 	if (stale)
-		memcpy(cid, n->content_id, sizeof(cid));
+		snprintf(cid, sizeof(cid), "%s", n->content_id);
 	cfs_inode_unlock(v->tab);
 	if (!stale)
 		return 0;
@@ -41,15 +41,15 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	int rc = cfs_drive_get(v->drive, cid, &m);
 	if (rc)
 		return rc;
+	char rev[CFS_ID_MAX];
+	cfs_vfs_content_rev(&m, rev, sizeof(rev));
 	cfs_inode_lock(v->tab);
 	if (m.trashed) {
 		rc = -ENOENT;
-	} else {
-		cfs_vfs_content_rev(&m, n->rev, sizeof(n->rev));
+	} else if (!(rc = cfs_node_set_rev(n, rev))) {
 		n->size = m.size < 0 ? 0 : m.size;
 		n->mtime_ns = m.mtime_ns;
-		memcpy(n->md5, m.md5, sizeof(n->md5));
-		memcpy(n->sha256, m.sha256, sizeof(n->sha256));
+		cfs_node_set_sums(n, m.md5, m.sha256);
 		n->stale = 0;
 		CFS_INFO("%s changed in Drive: now %s, %lld bytes", cid, n->rev, (long long)n->size);
 	}
@@ -70,7 +70,8 @@ static void prefetch_siblings(struct cfs_vfs *v, uint64_t ino)
 	int n = 0;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *f = cfs_inode_get(v->tab, ino);
-	struct cfs_node *d = f ? cfs_inode_get(v->tab, f->parent) : NULL;
+	struct cfs_node *p = f ? cfs_inode_get(v->tab, f->parent) : NULL;
+	struct cfs_dir *d = p ? p->dir : NULL;
 	if (d && d->listing && f->lpos < d->listing->n && d->listing->e[f->lpos].ino == ino) {
 		size_t pos = f->lpos + 1; /* last_open counts from 1 */
 		if (d->last_open && pos > d->last_open && pos <= d->last_open + 3)
@@ -162,10 +163,11 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *
 	if (!rc) {
 		f->ino = ino;
 		cfs_vfs_blob_ref(n, &f->b);
-		memcpy(export_mime, n->export_mime, sizeof(export_mime));
-		*keep_cache = !export_mime[0] && strcmp(n->opened_rev, n->rev) == 0;
+		snprintf(export_mime, sizeof(export_mime), "%s", n->export_mime);
+		uint64_t rev = cfs_node_rev_hash(n);
+		*keep_cache = !export_mime[0] && n->opened_rev == rev;
 		*direct_io = export_mime[0] != '\0';
-		memcpy(n->opened_rev, n->rev, sizeof(n->rev));
+		n->opened_rev = rev;
 	}
 	cfs_inode_unlock(v->tab);
 	if (!rc)
@@ -296,10 +298,10 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 		cfs_inode_lock(v->tab);
 		struct cfs_node *n = cfs_inode_get(v->tab, f->ino);
 		struct cfs_node *dir = n ? cfs_inode_get(v->tab, n->parent) : NULL;
-		if (dir)
-			dir->listed_at_ms = cfs_vfs_now_ms() - v->dir_ttl_ms;
+		if (dir && dir->dir)
+			dir->dir->listed_at_ms = cfs_vfs_now_ms() - v->dir_ttl_ms;
 		if (n) {
-			n->opened_rev[0] = '\0';
+			n->opened_rev = 0;
 			n->stale = 1;
 		}
 		cfs_inode_unlock(v->tab);
@@ -343,10 +345,10 @@ static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 	struct cfs_node *n = cfs_inode_get(v->tab, f->ino);
 	if (n) {
 		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev);
-		todo = strcmp(key, f->b.key) == 0 && strcmp(n->checked_rev, n->rev) != 0 &&
-		       (n->md5[0] || n->sha256[0]) && f->b.size > 0;
-		memcpy(md5, n->md5, sizeof(md5));
-		memcpy(sha, n->sha256, sizeof(sha));
+		todo = strcmp(key, f->b.key) == 0 && n->checked_rev != cfs_node_rev_hash(n) &&
+		       (n->has_md5 || n->has_sha256) && f->b.size > 0;
+		cfs_node_md5_hex(n, md5);
+		cfs_node_sha256_hex(n, sha);
 	}
 	cfs_inode_unlock(v->tab);
 	if (!todo || cfs_store_cached_bytes(v->store, f->b.key) != (uint64_t)f->b.size)
@@ -358,8 +360,9 @@ static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 	__atomic_add_fetch(r > 0 ? &v->files_checked : &v->files_mismatched, 1, __ATOMIC_RELAXED);
 	if (r > 0) {
 		cfs_inode_lock(v->tab);
+		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev); /* still that revision? */
 		if (strcmp(key, f->b.key) == 0)
-			memcpy(n->checked_rev, n->rev, sizeof(n->rev));
+			n->checked_rev = cfs_node_rev_hash(n);
 		cfs_inode_unlock(v->tab);
 		return;
 	}

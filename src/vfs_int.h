@@ -69,7 +69,7 @@ struct blob_ref {
 static inline void cfs_vfs_blob_ref(const struct cfs_node *n, struct blob_ref *b)
 {
 	snprintf(b->key, sizeof(b->key), "%s@%s", n->content_id, n->rev);
-	memcpy(b->id, n->content_id, sizeof(b->id));
+	snprintf(b->id, sizeof(b->id), "%s", n->content_id);
 	snprintf(b->rev, sizeof(b->rev), "%s", strncmp(n->rev, "r:", 2) == 0 ? n->rev + 2 : "");
 	b->size = n->size;
 }

@@ -169,15 +169,24 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 		struct cfs_node *now = cfs_inode_get(v->tab, ino);
 		if (old && now && strcmp(old->content_id, now->content_id) != 0)
 			nd->prev_parent = nd->parent; /* moved: the old folder must forget it */
+		int rev_changed = strcmp(nd->rev, it[i].rev) != 0;
+		rc = cfs_node_set_content_id(nd, it[i].content_id);
+		if (!rc)
+			rc = cfs_node_set_rev(nd, it[i].rev);
+		if (!rc)
+			rc = cfs_node_set_export_mime(v->tab, nd, it[i].export_mime);
+		if (!rc && it[i].is_dir)
+			rc = cfs_node_make_dir(nd);
+		if (rc) {
+			CFS_ERROR("cannot update inode %llu: %s", (unsigned long long)nd->ino,
+				  cfs_strerror(rc));
+			break;
+		}
 		nd->parent = ino;
-		nd->is_dir = it[i].is_dir;
-		memcpy(nd->content_id, it[i].content_id, sizeof(nd->content_id));
-		memcpy(nd->export_mime, it[i].export_mime, sizeof(nd->export_mime));
-		if (strcmp(nd->rev, it[i].rev) != 0 || !it[i].export_mime[0] || it[i].size >= 0)
+		nd->is_dir = it[i].is_dir ? 1 : 0;
+		if (rev_changed || !it[i].export_mime[0] || it[i].size >= 0)
 			nd->size = it[i].size; /* an export keeps its learned size until it changes */
-		memcpy(nd->rev, it[i].rev, sizeof(nd->rev));
-		memcpy(nd->md5, it[i].md5, sizeof(nd->md5));
-		memcpy(nd->sha256, it[i].sha256, sizeof(nd->sha256));
+		cfs_node_set_sums(nd, it[i].md5, it[i].sha256);
 		nd->mtime_ns = it[i].mtime_ns;
 		nd->ctime_ns = it[i].ctime_ns;
 		l->e[i].name = it[i].final;
@@ -192,7 +201,7 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 			if (c)
 				c->lpos = i;
 		}
-		struct cfs_node *d = cfs_inode_get(v->tab, ino);
+		struct cfs_dir *d = cfs_inode_get(v->tab, ino)->dir;
 		cfs_listing_unref(d->listing);
 		d->listing = l;
 		d->listed_at_ms = listed_at_ms;
@@ -332,56 +341,57 @@ int cfs_vfs_get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **ou
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	if (!n)
 		rc = -ENOENT;
-	else if (!n->is_dir)
+	else if (!n->is_dir || !n->dir)
 		rc = -ENOTDIR;
+	struct cfs_dir *d = rc ? NULL : n->dir; /* a folder's part outlives any change */
 	while (!rc) {
-		if (n->listing && cfs_vfs_now_ms() - n->listed_at_ms < v->dir_ttl_ms)
+		if (d->listing && cfs_vfs_now_ms() - d->listed_at_ms < v->dir_ttl_ms)
 			break;
-		if (n->listing_busy) {
+		if (d->listing_busy) {
 			cfs_inode_wait(v->tab);
 			continue;
 		}
-		n->listing_busy = 1;
+		d->listing_busy = 1;
 		char cid[CFS_ID_MAX];
 		char anc_store[MAX_DEPTH][CFS_ID_MAX];
 		const char *anc[MAX_DEPTH];
-		int nanc = 0, had = n->listing != NULL;
-		unsigned gen = n->expired;
-		memcpy(cid, n->content_id, sizeof(cid));
+		int nanc = 0, had = d->listing != NULL;
+		unsigned gen = d->expired;
+		snprintf(cid, sizeof(cid), "%s", n->content_id);
 		for (struct cfs_node *a = n; a && nanc < MAX_DEPTH;
 		     a = a->ino == CFS_ROOT_INO ? NULL : cfs_inode_get(v->tab, a->parent)) {
-			memcpy(anc_store[nanc], a->content_id, CFS_ID_MAX);
+			snprintf(anc_store[nanc], CFS_ID_MAX, "%s", a->content_id);
 			anc[nanc] = anc_store[nanc];
 			nanc++;
 		}
 		cfs_inode_unlock(v->tab);
 		int frc = had ? -ENOENT : load_listing(v, ino, cid);
 		cfs_inode_lock(v->tab);
-		if (frc || cfs_vfs_now_ms() - n->listed_at_ms >= v->dir_ttl_ms) {
+		if (frc || cfs_vfs_now_ms() - d->listed_at_ms >= v->dir_ttl_ms) {
 			cfs_inode_unlock(v->tab);
 			frc = fetch_listing(v, ino, cid, anc, nanc);
 			cfs_inode_lock(v->tab);
 		}
-		n->listing_busy = 0;
+		d->listing_busy = 0;
 		cfs_inode_broadcast(v->tab);
-		if (!frc && n->expired != gen) {
+		if (!frc && d->expired != gen) {
 			/* a change arrived while we loaded or fetched: serve this
 			 * listing now, but fetch again at the next use */
-			n->listed_at_ms = cfs_vfs_now_ms() - v->dir_ttl_ms;
+			d->listed_at_ms = cfs_vfs_now_ms() - v->dir_ttl_ms;
 			break;
 		}
 		if (frc) {
-			if (n->listing) {
+			if (d->listing) {
 				CFS_WARN("listing of %s failed (%s); serving the previous listing", cid,
 					 cfs_strerror(frc));
-				n->listed_at_ms = cfs_vfs_now_ms(); /* try Drive again after a TTL */
+				d->listed_at_ms = cfs_vfs_now_ms(); /* try Drive again after a TTL */
 				break;
 			}
 			rc = frc;
 		}
 	}
 	if (!rc)
-		*out = cfs_listing_ref(n->listing);
+		*out = cfs_listing_ref(d->listing);
 	cfs_inode_unlock(v->tab);
 	return rc;
 }
