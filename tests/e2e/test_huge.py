@@ -61,12 +61,21 @@ def serve_pid(m):
     return None
 
 
-def rss_kib(pid):
+def mem_kib(pid):
+    """VmRSS, RssAnon (the heap: nodes, listings), RssFile (mostly LMDB pages
+    of the cache index, shared with the page cache) and VmHWM (peak) in KiB."""
+    out = {}
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
+            key = line.split(":")[0]
+            if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+                out[key] = int(line.split()[1])
+    return out
+
+
+def mem_text(m):
+    return "VmRSS %.1f MiB (anon %.1f, file %.1f; peak %.1f)" % (
+        m["VmRSS"] / 1024, m["RssAnon"] / 1024, m["RssFile"] / 1024, m["VmHWM"] / 1024)
 
 
 def timed_listdir(path):
@@ -131,7 +140,7 @@ def test_huge_folder(quiet_machine, mount_factory, huge_emulator, capsys):
     rng = random.Random(SEED)
     base = serve_pid(m)
     assert base, "no `colabfs serve` child of the supervisor %d" % m.xattr_pid()
-    rss0 = rss_kib(base)
+    mem0 = mem_kib(base)
 
     names, first = timed_listdir(m.path("huge"))
     check_names(names, "first listing")
@@ -140,7 +149,7 @@ def test_huge_folder(quiet_machine, mount_factory, huge_emulator, capsys):
     check_entries(m, rng, "first mount")
     pid = serve_pid(m)
     assert pid == base, "the server restarted during the test"
-    rss1 = rss_kib(pid)
+    mem1 = mem_kib(pid)
 
     rc, out, err = m.umount(timeout=60)
     assert rc == 0, "colabfs umount rc=%r: %s %s%s" % (rc, out, err, m.log_tail())
@@ -150,10 +159,15 @@ def test_huge_folder(quiet_machine, mount_factory, huge_emulator, capsys):
     names, remount = timed_listdir(m.path("huge"))
     check_names(names, "listing after a remount")
     check_entries(m, rng, "after a remount")
-    rss2 = rss_kib(serve_pid(m))
+    mem2 = mem_kib(serve_pid(m))
 
-    report(capsys, "%d files: VmRSS of colabfs serve %.1f MiB before listing, %.1f MiB after "
-           "listing + %d stats + reads (%.0f bytes/entry); after a remount %.1f MiB\n"
+    report(capsys, "%d files, colabfs serve memory:\n"
+           "  before listing:                 %s\n"
+           "  after listing + %d stats + reads: %s\n"
+           "  growth per entry: %.0f bytes (VmRSS), %.0f bytes (anon)\n"
+           "  after a remount + the same:     %s\n"
            "listing: first %.2f s, second %.2f s, after a remount %.2f s"
-           % (HUGE_N, rss0 / 1024, rss1 / 1024, N_STAT, (rss1 - rss0) * 1024 / max(HUGE_N, 1),
-              rss2 / 1024, first, second, remount))
+           % (HUGE_N, mem_text(mem0), N_STAT, mem_text(mem1),
+              (mem1["VmRSS"] - mem0["VmRSS"]) * 1024 / max(HUGE_N, 1),
+              (mem1["RssAnon"] - mem0["RssAnon"]) * 1024 / max(HUGE_N, 1),
+              mem_text(mem2), first, second, remount))
