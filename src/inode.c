@@ -13,12 +13,21 @@ struct htab {
 	uint64_t nslots; /* power of two */
 };
 
+/* An interned string (export MIME types: a handful per table). */
+struct istr {
+	struct istr *next;
+	char s[];
+};
+
 struct cfs_inode {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct htab by_id, by_ino;
 	uint64_t n;
+	struct istr *interned;
 };
+
+static const char EMPTY[] = "";
 
 static uint64_t mix64(uint64_t x)
 {
@@ -98,9 +107,20 @@ void cfs_inode_free(struct cfs_inode *t)
 	for (uint64_t i = 0; i < t->by_id.nslots; i++) {
 		struct cfs_node *n = t->by_id.slots[i];
 		if (n) {
-			cfs_listing_unref(n->listing);
+			if (n->dir)
+				cfs_listing_unref(n->dir->listing);
+			free(n->dir);
+			if (n->content_id != n->id)
+				free((char *)n->content_id);
+			if (n->rev != EMPTY)
+				free((char *)n->rev);
 			free(n);
 		}
+	}
+	while (t->interned) {
+		struct istr *x = t->interned;
+		t->interned = x->next;
+		free(x);
 	}
 	free(t->by_id.slots);
 	free(t->by_ino.slots);
@@ -151,17 +171,139 @@ struct cfs_node *cfs_inode_add(struct cfs_inode *t, const char *id, uint64_t ino
 		return NULL;
 	if ((t->n + 1) * 2 > t->by_id.nslots && grow(t))
 		return NULL;
-	struct cfs_node *n = calloc(1, sizeof(*n));
+	size_t len = strlen(id);
+	struct cfs_node *n = calloc(1, sizeof(*n) + len + 1);
 	if (!n)
 		return NULL;
 	n->ino = ino;
-	memcpy(n->id, id, strlen(id) + 1);
+	memcpy(n->id, id, len + 1);
+	n->content_id = n->id;
+	n->rev = EMPTY;
+	n->export_mime = EMPTY;
 	n->size = -1;
 	*probe_id(&t->by_id, id) = n;
 	*probe_ino(&t->by_ino, ino) = n;
 	t->n++;
 	return n;
 }
+
+/* ---- node fields ------------------------------------------------------------ */
+
+int cfs_node_set_content_id(struct cfs_node *n, const char *cid)
+{
+	if (strcmp(n->content_id, cid) == 0)
+		return 0;
+	if (strlen(cid) >= CFS_ID_MAX)
+		return -ENAMETOOLONG;
+	const char *x = strcmp(cid, n->id) == 0 ? n->id : strdup(cid);
+	if (!x)
+		return -ENOMEM;
+	if (n->content_id != n->id)
+		free((char *)n->content_id);
+	n->content_id = x;
+	return 0;
+}
+
+int cfs_node_set_rev(struct cfs_node *n, const char *rev)
+{
+	if (strcmp(n->rev, rev) == 0)
+		return 0;
+	const char *x = *rev ? strdup(rev) : EMPTY;
+	if (!x)
+		return -ENOMEM;
+	if (n->rev != EMPTY)
+		free((char *)n->rev);
+	n->rev = x;
+	return 0;
+}
+
+int cfs_node_set_export_mime(struct cfs_inode *t, struct cfs_node *n, const char *mime)
+{
+	if (!mime || !*mime) {
+		n->export_mime = EMPTY;
+		return 0;
+	}
+	struct istr *x = t->interned;
+	while (x && strcmp(x->s, mime) != 0)
+		x = x->next;
+	if (!x) {
+		size_t len = strlen(mime);
+		if (!(x = malloc(sizeof(*x) + len + 1)))
+			return -ENOMEM;
+		memcpy(x->s, mime, len + 1);
+		x->next = t->interned;
+		t->interned = x;
+	}
+	n->export_mime = x->s;
+	return 0;
+}
+
+int cfs_node_make_dir(struct cfs_node *n)
+{
+	if (!n->dir && !(n->dir = calloc(1, sizeof(*n->dir))))
+		return -ENOMEM;
+	n->is_dir = 1;
+	return 0;
+}
+
+static int hex_val(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* 1 when hex is exactly 2 * len hex digits (decoded into out), else 0. */
+static int unhex(const char *hex, unsigned char *out, size_t len)
+{
+	if (strlen(hex) != 2 * len)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		int hi = hex_val(hex[2 * i]), lo = hex_val(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return 0;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 1;
+}
+
+static void tohex(const unsigned char *in, size_t len, int have, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	for (size_t i = 0; have && i < len; i++) {
+		*out++ = digits[in[i] >> 4];
+		*out++ = digits[in[i] & 15];
+	}
+	*out = '\0';
+}
+
+void cfs_node_set_sums(struct cfs_node *n, const char *md5_hex, const char *sha256_hex)
+{
+	n->has_md5 = (unsigned)unhex(md5_hex, n->md5, sizeof(n->md5));
+	n->has_sha256 = (unsigned)unhex(sha256_hex, n->sha256, sizeof(n->sha256));
+}
+
+void cfs_node_md5_hex(const struct cfs_node *n, char out[33])
+{
+	tohex(n->md5, sizeof(n->md5), n->has_md5, out);
+}
+
+void cfs_node_sha256_hex(const struct cfs_node *n, char out[65])
+{
+	tohex(n->sha256, sizeof(n->sha256), n->has_sha256, out);
+}
+
+uint64_t cfs_node_rev_hash(const struct cfs_node *n)
+{
+	uint64_t h = cfs_names_fnv1a(n->rev);
+	return h ? h : 1;
+}
+
+/* ---- listings ----------------------------------------------------------------- */
 
 struct cfs_listing *cfs_listing_new(size_t n)
 {

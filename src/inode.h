@@ -7,6 +7,8 @@
  * so a struct cfs_node pointer stays valid for the table's life.  Mutable node
  * fields are protected by the table lock (cfs_inode_lock); a directory's
  * listing is an immutable, reference-counted snapshot that is swapped whole.
+ * A node's string fields (content_id, rev) are replaced, and the old string
+ * freed, by the cfs_node_set_* calls: read or copy them with the lock held.
  * Lookups by number and by id are O(1) hash probes. */
 #ifndef CFS_INODE_H
 #define CFS_INODE_H
@@ -31,30 +33,41 @@ struct cfs_listing {
 	struct cfs_dirent e[]; /* sorted by name (strcmp) */
 };
 
-struct cfs_node {
-	uint64_t ino;
-	uint64_t parent;
-	uint64_t prev_parent;         /* the folder it was listed in before a move, or 0 */
-	char id[CFS_ID_MAX];          /* the item's own Drive id */
-	char content_id[CFS_ID_MAX];  /* what to download or list (a shortcut's target) */
-	int is_dir;
-	char export_mime[128];        /* non-empty: a native file shown exported */
-	int64_t size;                 /* -1: not known yet (exports) */
-	int64_t mtime_ns, ctime_ns;
-	char rev[CFS_ID_MAX];         /* content identity: headRevisionId, md5 or version */
-	char opened_rev[CFS_ID_MAX];  /* rev when last opened (kernel cache validity) */
-	char md5[33], sha256[65];     /* whole-file checksums from Drive, or "" */
-	char checked_rev[CFS_ID_MAX]; /* rev whose cached copy passed the whole-file check */
-	int stale;                    /* a read found rev no longer current: refresh at open */
-	size_t lpos;                  /* position in its folder's sorted listing */
-	/* folders: files opened in listing order trigger prefetch of the next ones */
-	size_t last_open;             /* listing position of the last file opened + 1; 0: none */
-	unsigned open_streak;
-	/* directories */
+/* The per-folder part of a node (folders only). */
+struct cfs_dir {
 	struct cfs_listing *listing;  /* NULL: never listed */
 	int64_t listed_at_ms;
 	int listing_busy;             /* a thread is fetching the listing */
 	unsigned expired;             /* bumped when a change makes the listing stale */
+	/* files opened in listing order trigger prefetch of the next ones */
+	size_t last_open;             /* listing position of the last file opened + 1; 0: none */
+	unsigned open_streak;
+};
+
+/* One node: about 190 bytes with a 33-character id, plus its rev string
+ * (the common file in a large folder), where it was over 1 KB with every
+ * string in a fixed array.  Strings are right-sized: id lives in the node,
+ * content_id is the same pointer when equal (not a shortcut), rev is its own
+ * allocation, export_mime an interned string.  Set them only through the
+ * cfs_node_set_* functions (lock held). */
+struct cfs_node {
+	uint64_t ino;
+	uint64_t parent;
+	uint64_t prev_parent;         /* the folder it was listed in before a move, or 0 */
+	const char *content_id;       /* what to download or list (a shortcut's target) */
+	const char *rev;              /* content identity: headRevisionId, md5 or version; "" */
+	const char *export_mime;      /* non-empty: a native file shown exported; never NULL */
+	struct cfs_dir *dir;          /* folders (is_dir) only, else NULL */
+	int64_t size;                 /* -1: not known yet (exports) */
+	int64_t mtime_ns, ctime_ns;
+	uint64_t opened_rev;          /* cfs_node_rev_hash when last opened (kernel cache); 0: none */
+	uint64_t checked_rev;         /* ... of the rev whose cached copy passed the whole-file check */
+	size_t lpos;                  /* position in its folder's sorted listing */
+	unsigned char md5[16], sha256[32]; /* whole-file checksums from Drive (see has_*) */
+	unsigned is_dir : 1;
+	unsigned stale : 1;           /* a read found rev no longer current: refresh at open */
+	unsigned has_md5 : 1, has_sha256 : 1;
+	char id[];                    /* the item's own Drive id */
 };
 
 struct cfs_inode;
@@ -72,11 +85,30 @@ void cfs_inode_broadcast(struct cfs_inode *t);
 struct cfs_node *cfs_inode_get(struct cfs_inode *t, uint64_t ino);
 /* Lock held.  The node for Drive id, or NULL. */
 struct cfs_node *cfs_inode_find(struct cfs_inode *t, const char *id);
-/* Lock held.  Creates the node (zeroed but for ino and id, size -1); ino must
- * be new.  NULL on -ENOMEM, an id too long or an ino already taken. */
+/* Lock held.  Creates the node (zeroed but for ino and id, content_id = id,
+ * rev and export_mime "", size -1); ino must be new.  NULL on -ENOMEM, an id
+ * too long or an ino already taken. */
 struct cfs_node *cfs_inode_add(struct cfs_inode *t, const char *id, uint64_t ino);
 /* Number of nodes. */
 uint64_t cfs_inode_count(struct cfs_inode *t);
+
+/* Node fields (lock held).  Each returns 0 or -ENOMEM (the node keeps its
+ * old value).  content_id: an id too long is -ENAMETOOLONG.  export_mime is
+ * interned in the table (few distinct values), "" or NULL for none. */
+int cfs_node_set_content_id(struct cfs_node *n, const char *content_id);
+int cfs_node_set_rev(struct cfs_node *n, const char *rev);
+int cfs_node_set_export_mime(struct cfs_inode *t, struct cfs_node *n, const char *mime);
+/* Makes n a folder (allocates its folder part once).  0 or -ENOMEM. */
+int cfs_node_make_dir(struct cfs_node *n);
+/* Stores Drive's hex checksums ("" or anything but lowercase or uppercase hex
+ * of the right length: absent). */
+void cfs_node_set_sums(struct cfs_node *n, const char *md5_hex, const char *sha256_hex);
+/* The checksums as lowercase hex, "" when absent. */
+void cfs_node_md5_hex(const struct cfs_node *n, char out[33]);
+void cfs_node_sha256_hex(const struct cfs_node *n, char out[65]);
+/* A 64-bit hash of the node's rev, never 0 (for opened_rev, checked_rev:
+ * compared for equality only; a false match has probability 2^-64). */
+uint64_t cfs_node_rev_hash(const struct cfs_node *n);
 
 /* Listing helpers. */
 struct cfs_listing *cfs_listing_new(size_t n);

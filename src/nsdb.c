@@ -53,6 +53,41 @@ static uint64_t get_le64(const unsigned char *p)
 	return v;
 }
 
+struct id_at {
+	const char *id;
+	size_t at;
+};
+
+static int cmp_id_at(const void *a, const void *b)
+{
+	const struct id_at *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+	return c ? c : x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* first[i] = the smallest index holding the same id as fresh entry i (i
+ * itself when none before it), for the entries without a number: a sort, so
+ * a 100,000-entry listing costs n log n, not n^2, compares. */
+static int first_of_each_id(const char *const *ids, const uint64_t *inos, size_t count,
+			    size_t *first)
+{
+	struct id_at *s = calloc(count ? count : 1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	size_t m = 0;
+	for (size_t i = 0; i < count; i++) {
+		first[i] = i;
+		if (!inos[i])
+			s[m++] = (struct id_at){ ids[i], i };
+	}
+	qsort(s, m, sizeof(*s), cmp_id_at);
+	for (size_t k = 1; k < m; k++)
+		if (strcmp(s[k].id, s[k - 1].id) == 0)
+			first[s[k].at] = first[s[k - 1].at];
+	free(s);
+	return 0;
+}
+
 int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint64_t *inos)
 {
 	int rc = 0;
@@ -78,18 +113,20 @@ int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint
 		free(v);
 		struct cfs_store_kv *kv = calloc(2 * fresh + 1, sizeof(*kv));
 		unsigned char *nums = calloc(fresh + 1, 8);
-		if (!kv || !nums)
+		size_t *first = calloc(count + 1, sizeof(*first));
+		if (!kv || !nums || !first)
 			rc = -ENOMEM;
+		if (!rc)
+			rc = first_of_each_id(ids, inos, count, first);
 		size_t k = 0, j = 0;
 		for (size_t i = 0; !rc && i < count; i++) {
 			if (inos[i])
 				continue;
 			/* the same id twice in one batch gets one number */
-			for (size_t p = 0; p < i && !inos[i]; p++)
-				if (strcmp(ids[p], ids[i]) == 0)
-					inos[i] = inos[p];
-			if (inos[i])
+			if (first[i] != i) {
+				inos[i] = inos[first[i]];
 				continue;
+			}
 			inos[i] = next++;
 			le64(nums + 8 * j, inos[i]);
 			kv[k++] = (struct cfs_store_kv){ "inodes", ids[i], strlen(ids[i]),
@@ -106,6 +143,7 @@ int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint
 		}
 		free(kv);
 		free(nums);
+		free(first);
 	}
 	pthread_mutex_unlock(&n->lock);
 	if (rc)

@@ -72,6 +72,11 @@ Item keys:
   shortcutDetails             {"targetId": id} for mimeType application/vnd.google-apps.shortcut
   version      int, default 1;   headRevisionId   default a stable hash (blobs only)
   capabilities {"canDownload": false} makes media and export answer 403
+  repeat       int N: the item stands for N blobs (a folder of 100,000 files without a 100,000-item spec):
+               item i (0 <= i < N) is named ``name.format(i=i)`` (e.g. "f{i:06d}.bin"), holds
+               ``emucontent.numbered_bytes(seed, i)`` (``seed`` default 0) and has the id
+               ``stable_id(parent id, its name, index in items)``; other keys (parent, times, trashed,
+               capabilities) apply to each; id, path, content, size, mimeType are refused
   sharedWithMe bool: "Shared with me" (q ``sharedWithMe = true``); such an item may name a parent that
                is not in the spec (a folder the user cannot see; then ``parents`` is left out), and
                without "parent" it has none

@@ -90,6 +90,13 @@ def generated_bytes(seed, offset, length):
     return bytes(out)
 
 
+def numbered_bytes(seed, i):
+    """The content of item i of a spec item with ``"repeat"`` (and ``"seed"``): ASCII, cheap to make
+    and to hash, 8 to 1,000 bytes, different for every (seed, i)."""
+    line = b"%d/%d\n" % (seed, i)
+    return (line * (1000 // len(line) + 1))[:max(8, (i * 7919) % 1001)]
+
+
 def export_bytes(text, target_mime):
     """The bytes of exporting a native file whose text is ``text`` to ``target_mime``."""
     return b"EMULATED-EXPORT " + target_mime.encode("ascii") + b"\n" + text.encode("utf-8")

@@ -70,6 +70,31 @@ def rfc3339(ms):
     return stamp.strftime("%Y-%m-%dT%H:%M:%S") + f".{millis:03d}Z"
 
 
+def _expand_repeat(raw, parent, index):
+    """A spec item with ``"repeat": N`` stands for N blobs (see drive_emulator.py): item i is named
+    ``raw["name"].format(i=i)`` and holds ``emucontent.numbered_bytes(seed, i)``; ids are
+    ``stable_id(parent, name_i, index)``. Returns [(id, parent, raw), ...]; raises SpecError."""
+    n, seed = raw["repeat"], raw.get("seed", 0)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise SpecError(f"item {raw['name']!r}: repeat must be a non-negative integer")
+    bad = {"id", "path", "content", "size", "mimeType", "shortcutDetails"} & set(raw)
+    if bad:
+        raise SpecError(f"item {raw['name']!r}: repeat does not take {sorted(bad)}")
+    try:
+        emucontent.check_seed(seed)
+        names = [raw["name"].format(i=i) for i in range(n)]
+    except (ValueError, KeyError, IndexError) as exc:
+        raise SpecError(f"item {raw['name']!r}: {exc}") from exc
+    if len(set(names)) != n:
+        raise SpecError(f"item {raw['name']!r}: the repeated names are not distinct (use {{i}})")
+    rest = {k: v for k, v in raw.items() if k not in ("repeat", "seed", "name")}
+    out = []
+    for i, name in enumerate(names):
+        item = dict(rest, name=name, content=emucontent.numbered_bytes(seed, i).decode("ascii"))
+        out.append((stable_id(parent, name, index), parent, item))
+    return out
+
+
 def _natural_key(name):
     return [(0, int(part), part) if part.isdigit() else (1, 0, part.casefold())
             for part in re.split(r"(\d+)", name) if part]
@@ -209,6 +234,9 @@ class Drive:
                 raise SpecError(f"item {index}: needs an object with a string 'name'")
             parent = raw.get("parent", None if raw.get("sharedWithMe") else "root")
             parent = drive.root.id if parent == "root" else parent
+            if "repeat" in raw:
+                parsed += _expand_repeat(raw, parent, index)
+                continue
             parsed.append((raw.get("id") or stable_id(parent, raw["name"], index), parent, raw))
         known = {item_id for item_id, _, _ in parsed} | set(drive.items)
         for item_id, parent, raw in parsed:

@@ -159,6 +159,37 @@ def test_paging_with_short_and_empty_pages_returns_each_child_once():
     assert any(0 < s < 50 for s in sizes[:-1]), "expected a short page before the end"
 
 
+def test_repeat_item_expands_to_numbered_files():
+    spec = {"items": [{"id": "big", "name": "big", "mimeType": FOLDER},
+                      {"name": "f{i:05d}.bin", "parent": "big", "repeat": 3000, "seed": 7}]}
+    drive = emudrive.Drive.from_spec(spec)
+    again = emudrive.Drive.from_spec(spec)
+    assert sorted(drive.items) == sorted(again.items), "ids must be deterministic"
+    with serve(drive=drive, short_pages=True, page_size_cap=400, seed=1) as client:
+        ids, _ = list_all(client, {"q": "'big' in parents and trashed = false", "pageSize": 1000,
+                                   "fields": "nextPageToken,files(id)"})
+        assert len(ids) == len(set(ids)) == 3000
+        names = {drive.items[i].name for i in ids}
+        assert names == {f"f{i:05d}.bin" for i in range(3000)}
+        by_name = {drive.items[i].name: i for i in ids}
+        for i in (0, 1, 1234, 2999):
+            want = emucontent.numbered_bytes(7, i)
+            assert 8 <= len(want) <= 1000
+            status, body = client.json(f"/drive/v3/files/{by_name[f'f{i:05d}.bin']}",
+                                       {"fields": "size,md5Checksum"})
+            assert status == 200 and int(body["size"]) == len(want)
+            assert body["md5Checksum"] == hashlib.md5(want).hexdigest()
+            status, _, data = client.call(f"/drive/v3/files/{by_name[f'f{i:05d}.bin']}",
+                                          {"alt": "media"})
+            assert status == 200 and data == want
+    assert emucontent.numbered_bytes(7, 5) != emucontent.numbered_bytes(8, 5)
+    for bad in ({"repeat": -1}, {"repeat": 2, "content": "x"}, {"repeat": 2, "name": "same"},
+                {"repeat": True}, {"repeat": 2, "id": "x"}):
+        item = dict({"name": "g{i}", "parent": "big"}, **bad)
+        with pytest.raises(emudrive.SpecError):
+            emudrive.Drive.from_spec({"items": spec["items"][:1] + [item]})
+
+
 def test_paging_page_size_and_default_order(basic):
     ids, sizes = list_all(basic, {"q": "'dirA' in parents", "pageSize": 2})
     assert ids == ["gen", "hello", "empty", "quote", "slash", "upper"]      # creation order

@@ -6,7 +6,10 @@
  * was opened at, even when the listing now names another), readdir on the
  * old folder handle.  Everything comes from the cache index (stored root,
  * listings, blocks), so Drive is never asked: its URL is a closed port, and
- * the test checks that no request was made. */
+ * the test checks that no request was made.
+ * Also: the slim node's fields (right-sized and shared strings, interned
+ * export types, binary checksums, revision hashes, the folder part), which
+ * the sanitizer build checks for leaks and overruns. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -123,8 +126,74 @@ static int read_same(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 	return ok;
 }
 
+static void test_node_fields(void)
+{
+	struct cfs_inode *t;
+	CHECK_EQ(cfs_inode_new(&t), 0);
+	cfs_inode_lock(t);
+	struct cfs_node *a = cfs_inode_add(t, "1abc", 2), *b = cfs_inode_add(t, "1def", 3);
+	CHECK(a && b);
+	CHECK(a->content_id == a->id); /* shared, not a copy */
+	CHECK_STR(a->rev, "");
+	CHECK_STR(a->export_mime, "");
+	CHECK(!a->dir && !a->is_dir && a->size == -1);
+	CHECK_EQ(cfs_node_set_content_id(a, "1target"), 0); /* a shortcut */
+	CHECK_STR(a->content_id, "1target");
+	CHECK_EQ(cfs_node_set_content_id(a, "1abc"), 0); /* back to itself: shared again */
+	CHECK(a->content_id == a->id);
+	CHECK_EQ(cfs_node_set_content_id(a, "1target2"), 0); /* freed by cfs_inode_free */
+	char big[CFS_ID_MAX + 1];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	CHECK_EQ(cfs_node_set_content_id(b, big), -ENAMETOOLONG);
+	CHECK(b->content_id == b->id);
+	CHECK(cfs_inode_add(t, big, 9) == NULL);
+	CHECK_EQ(cfs_node_set_rev(a, "r:0Babc"), 0);
+	uint64_t h1 = cfs_node_rev_hash(a);
+	CHECK_EQ(cfs_node_set_rev(a, "r:0Bdef"), 0);
+	CHECK(h1 != 0 && cfs_node_rev_hash(a) != h1);
+	CHECK_EQ(cfs_node_set_rev(a, "r:0Babc"), 0);
+	CHECK(cfs_node_rev_hash(a) == h1);
+	CHECK_EQ(cfs_node_set_rev(b, "v:3"), 0);
+	CHECK_EQ(cfs_node_set_rev(b, ""), 0);
+	CHECK_STR(b->rev, "");
+	CHECK_EQ(cfs_node_set_export_mime(t, a, "application/pdf"), 0);
+	CHECK_EQ(cfs_node_set_export_mime(t, b, "application/pdf"), 0);
+	CHECK(a->export_mime == b->export_mime); /* interned */
+	CHECK_EQ(cfs_node_set_export_mime(t, b, "text/csv"), 0);
+	CHECK_STR(b->export_mime, "text/csv");
+	CHECK_EQ(cfs_node_set_export_mime(t, b, NULL), 0);
+	CHECK_STR(b->export_mime, "");
+	char md5[33], sha[65];
+	const char *m = "9E107D9D372BB6826BD81D3542A419D6";
+	const char *x = "d7a8fbb307d7809469ca9abcb0082e4f8d5651e46d3cdb762d02d0bf37c9e592";
+	cfs_node_set_sums(a, m, x);
+	CHECK(a->has_md5 && a->has_sha256);
+	cfs_node_md5_hex(a, md5);
+	cfs_node_sha256_hex(a, sha);
+	CHECK_STR(md5, "9e107d9d372bb6826bd81d3542a419d6");
+	CHECK_STR(sha, x);
+	cfs_node_set_sums(a, "", "d7a8");     /* absent, and too short */
+	CHECK(!a->has_md5 && !a->has_sha256);
+	cfs_node_md5_hex(a, md5);
+	CHECK_STR(md5, "");
+	cfs_node_set_sums(a, "9e107d9d372bb6826bd81d3542a419zz", "");
+	CHECK(!a->has_md5);
+	CHECK_EQ(cfs_node_make_dir(b), 0);
+	struct cfs_dir *d = b->dir;
+	CHECK(d && b->is_dir);
+	CHECK_EQ(cfs_node_make_dir(b), 0); /* once */
+	CHECK(b->dir == d);
+	d->listing = cfs_listing_new(1);
+	d->listing->e[0].name = strdup("x");
+	d->listing->e[0].ino = 2;
+	cfs_inode_unlock(t);
+	cfs_inode_free(t); /* frees the strings, the folder part and its listing */
+}
+
 int main(void)
 {
+	test_node_fields();
 	char dir[64], home[80];
 	mkdir_tmp(dir, sizeof(dir));
 	/* no credential file of this machine's user is found */

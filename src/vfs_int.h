@@ -1,0 +1,124 @@
+/* vfs_int: what the vfs_*.c files share (private to them; see vfs.h).
+ *
+ * The vfs object, the handle objects the kernel's numbers map to, the blob
+ * reference a download runs on, and the helpers more than one part calls.
+ * Parts: vfs.c (life cycle, root, statfs), vfs_list.c (folder listings:
+ * Drive, index, install), vfs_ns.c (nodes from a restarted process,
+ * attributes, lookup, folder handles), vfs_file.c (file handles, reads,
+ * whole-file checks), vfs_ctl.c (evict, warm), vfs_changes.c (the Changes
+ * API poller).  Locking: node fields under the inode table lock, as stated
+ * in inode.h. */
+#ifndef CFS_VFS_INT_H
+#define CFS_VFS_INT_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "drive.h"
+#include "handles.h"
+#include "inode.h"
+#include "reader.h"
+#include "vfs.h"
+
+#define EXPORT_MAX (64u << 20)
+#define MAX_DEPTH 128
+/* How many folders up resolve_node follows stored parent rows. */
+#define RESOLVE_DEPTH 64
+
+struct cfs_vfs {
+	struct cfs_drive *drive;
+	struct cfs_store *store;
+	struct cfs_nsdb *ns;
+	struct cfs_reader *reader;
+	struct cfs_inode *tab;
+	struct cfs_handles *handles; /* open files and folders by fh number */
+	long dir_ttl_ms;
+	struct cfs_export_map exports;
+	char root_id[CFS_ID_MAX];
+	uint64_t files_checked, files_mismatched; /* whole-file checks (atomic) */
+	/* Changes API polling */
+	struct cfs_vfs_notify notify;
+	pthread_t poller;
+	int polling, stop;
+	long poll_ms;
+	pthread_mutex_t poll_lock;
+	pthread_cond_t poll_cond;
+	uint64_t changes_applied, polls; /* stats */
+	int64_t stored_valid_after; /* stored listings fetched before this (wall ms) are stale */
+};
+
+enum { H_FILE = 1, H_DIR = 2 }; /* struct cfs_handle kinds */
+
+struct cfs_vfs_dir {
+	struct cfs_handle h;
+	struct cfs_listing *l;
+	uint64_t ino, parent;
+};
+
+/* A blob's identity copied out of its node (table lock held), so a download
+ * can run without the lock. */
+struct blob_ref {
+	char key[2 * CFS_ID_MAX + 2]; /* block cache key: content id @ revision */
+	char id[CFS_ID_MAX];
+	char rev[CFS_ID_MAX];         /* headRevisionId downloads are pinned to, or "" */
+	int64_t size;
+};
+
+static inline void cfs_vfs_blob_ref(const struct cfs_node *n, struct blob_ref *b)
+{
+	snprintf(b->key, sizeof(b->key), "%s@%s", n->content_id, n->rev);
+	snprintf(b->id, sizeof(b->id), "%s", n->content_id);
+	snprintf(b->rev, sizeof(b->rev), "%s", strncmp(n->rev, "r:", 2) == 0 ? n->rev + 2 : "");
+	b->size = n->size;
+}
+
+static inline struct cfs_reader_file cfs_vfs_reader_file(const struct blob_ref *b)
+{
+	return (struct cfs_reader_file){ b->id, b->rev[0] ? b->rev : NULL, b->key, b->size };
+}
+
+struct cfs_vfs_file {
+	struct cfs_handle h;
+	uint64_t ino;
+	struct blob_ref b; /* what to read (size: the export's, for exports) */
+	char *data; /* whole export, or NULL for blobs */
+	int held;   /* cfs_store_hold taken on key */
+	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
+};
+
+static inline int64_t cfs_vfs_clock_ms(clockid_t c)
+{
+	struct timespec ts;
+	clock_gettime(c, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t cfs_vfs_now_ms(void)
+{
+	return cfs_vfs_clock_ms(CLOCK_MONOTONIC);
+}
+
+/* The content identity Drive gives (vfs_list.c): "r:" headRevisionId, else
+ * "m:" md5, else "v:" version. */
+void cfs_vfs_content_rev(const struct cfs_file_meta *m, char *out, size_t cap);
+
+/* vfs_list.c: a reference to a fresh enough listing of folder ino (memory,
+ * index, then Drive).  0, -ENOENT, -ENOTDIR, or Drive's error. */
+int cfs_vfs_get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **out);
+
+/* vfs_ns.c: makes sure the node for ino is in the table (lock not held; may
+ * do I/O).  0, -ENOENT, or Drive's error. */
+int cfs_vfs_resolve_node(struct cfs_vfs *v, uint64_t ino);
+/* vfs_ns.c: registers a new handle, keeping only the table's reference.
+ * 0, -EEXIST or -ENOMEM. */
+int cfs_vfs_add_handle(struct cfs_vfs *v, struct cfs_handle *e);
+void cfs_vfs_dir_free(struct cfs_vfs_dir *d);
+
+/* vfs_file.c */
+void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);
+/* Unmount: frees a handle the kernel never released (a cfs_handles_free drop). */
+void cfs_vfs_drop_handle(struct cfs_handle *e, void *arg);
+
+#endif
