@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "le.h"
 #include "log.h"
 #include "store.h"
 
@@ -37,20 +38,6 @@ void cfs_nsdb_free(struct cfs_nsdb *n)
 	pthread_mutex_destroy(&n->lock);
 	pthread_mutex_destroy(&n->fh_lock);
 	free(n);
-}
-
-static void le64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const unsigned char *p)
-{
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
 }
 
 struct id_at {
@@ -99,7 +86,7 @@ int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint
 		inos[i] = 0;
 		rc = cfs_store_meta_get(n->store, "inodes", ids[i], strlen(ids[i]), &v, &vl);
 		if (!rc && vl == 8)
-			inos[i] = get_le64(v);
+			inos[i] = cfs_le_get(v, 8);
 		else if (!rc || rc == -ENOENT)
 			rc = 0, fresh++;
 		free(v);
@@ -109,7 +96,7 @@ int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint
 		void *v = NULL;
 		size_t vl = 0;
 		if (cfs_store_meta_get(n->store, "meta", "next_ino", 8, &v, &vl) == 0 && vl == 8)
-			next = get_le64(v);
+			next = cfs_le_get(v, 8);
 		free(v);
 		struct cfs_store_kv *kv = calloc(2 * fresh + 1, sizeof(*kv));
 		unsigned char *nums = calloc(fresh + 1, 8);
@@ -128,7 +115,7 @@ int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint
 				continue;
 			}
 			inos[i] = next++;
-			le64(nums + 8 * j, inos[i]);
+			cfs_le_put(nums + 8 * j, inos[i], 8);
 			kv[k++] = (struct cfs_store_kv){ "inodes", ids[i], strlen(ids[i]),
 							 nums + 8 * j, 8 };
 			kv[k++] = (struct cfs_store_kv){ "inos", nums + 8 * j, 8, ids[i],
@@ -136,7 +123,7 @@ int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint
 			j++;
 		}
 		unsigned char nb[8];
-		le64(nb, next);
+		cfs_le_put(nb, next, 8);
 		if (!rc) {
 			kv[k++] = (struct cfs_store_kv){ "meta", "next_ino", 8, nb, 8 };
 			rc = cfs_store_meta_put_many(n->store, kv, k);
@@ -215,7 +202,7 @@ int cfs_nsdb_load_root(struct cfs_nsdb *n, const char *asked, cfs_lrow_cb cb, vo
 static void parent_key(unsigned char *k, uint64_t ino)
 {
 	memcpy(k, PARENT_PREFIX, sizeof(PARENT_PREFIX) - 1);
-	le64(k + sizeof(PARENT_PREFIX) - 1, ino);
+	cfs_le_put(k + sizeof(PARENT_PREFIX) - 1, ino, 8);
 }
 
 int cfs_nsdb_get_parent(struct cfs_nsdb *n, uint64_t ino, uint64_t *parent)
@@ -228,7 +215,7 @@ int cfs_nsdb_get_parent(struct cfs_nsdb *n, uint64_t ino, uint64_t *parent)
 	if (!rc && vl != 8)
 		rc = -ENOENT; /* not a row we wrote */
 	if (!rc)
-		*parent = get_le64(v);
+		*parent = cfs_le_get(v, 8);
 	free(v);
 	return rc;
 }
@@ -242,7 +229,7 @@ int cfs_nsdb_set_parents(struct cfs_nsdb *n, uint64_t parent, const uint64_t *in
 	struct cfs_store_kv *kv = NULL;
 	unsigned char *keys = NULL, val[8];
 	int rc = 0;
-	le64(val, parent);
+	cfs_le_put(val, parent, 8);
 	for (size_t i = 0; !rc && i < count; i++) {
 		uint64_t p;
 		int g = cfs_nsdb_get_parent(n, inos[i], &p);
@@ -299,7 +286,7 @@ int cfs_nsdb_fh_alloc(struct cfs_nsdb *n, uint64_t *fh)
 static void fh_key(unsigned char *k, uint64_t fh)
 {
 	memcpy(k, FH_PREFIX, sizeof(FH_PREFIX) - 1);
-	le64(k + sizeof(FH_PREFIX) - 1, fh);
+	cfs_le_put(k + sizeof(FH_PREFIX) - 1, fh, 8);
 }
 
 int cfs_nsdb_fh_clear(struct cfs_store *s, uint64_t *deleted)
@@ -322,10 +309,9 @@ int cfs_nsdb_fh_put(struct cfs_nsdb *n, uint64_t fh, const struct cfs_nsdb_fh *r
 	unsigned char k[FH_KEY], head[20];
 	struct cfs_buf b = { 0 };
 	fh_key(k, fh);
-	for (int i = 0; i < 4; i++)
-		head[i] = (unsigned char)(FH_MAGIC >> (8 * i));
-	le64(head + 4, r->ino);
-	le64(head + 12, (uint64_t)r->size);
+	cfs_le_put(head, FH_MAGIC, 4);
+	cfs_le_put(head + 4, r->ino, 8);
+	cfs_le_put(head + 12, (uint64_t)r->size, 8);
 	int rc = cfs_buf_append(&b, head, sizeof(head));
 	if (!rc)
 		rc = put_str(&b, r->key, sizeof(r->key));
@@ -366,11 +352,11 @@ int cfs_nsdb_fh_get(struct cfs_nsdb *n, uint64_t fh, struct cfs_nsdb_fh *r)
 	int rc = cfs_store_meta_get(n->store, "meta", k, sizeof(k), &v, &vl);
 	if (!rc) {
 		const unsigned char *p = v, *end = p + vl;
-		if (vl < 20 || (uint32_t)get_le64(p) != FH_MAGIC) /* get_le64 reads 8: vl >= 20 */
+		if (vl < 20 || (uint32_t)cfs_le_get(p, 4) != FH_MAGIC)
 			rc = CFS_E_PROTO;
 		if (!rc) {
-			r->ino = get_le64(p + 4);
-			r->size = (int64_t)get_le64(p + 12);
+			r->ino = cfs_le_get(p + 4, 8);
+			r->size = (int64_t)cfs_le_get(p + 12, 8);
 			p += 20;
 			rc = get_str(&p, end, r->key, sizeof(r->key));
 		}
