@@ -15,6 +15,8 @@ Layout of the session tree (ids are deterministic, see helpers.mkid):
                                      site are hidden)
   /links/...                        (file and folder shortcuts; dangling and trashed-target
                                      shortcuts are hidden)
+  /loop/inner/f.txt                 (loop/self-link and loop/inner/up-link point at loop:
+                                     cycles, hidden)
   trashed.txt, TrashedFolder/       (hidden)
 
 Every test has a deadline (default 120 s, ``@pytest.mark.deadline(N)``): when it
@@ -364,6 +366,12 @@ def build_tree(base):
     t.add("sc_dangling", "dangling-link", "links", mime=H.SHORTCUT,
           target=H.mkid("no such file"))
     t.add("sc_trashed", "trashed-link.txt", "links", mime=H.SHORTCUT, target="trashed")
+    # cycles: a folder shortcut to its own folder and to a folder above it
+    t.folder("loop", "loop")
+    t.folder("loop_inner", "inner", "loop")
+    t.add("loop_file", "f.txt", "loop_inner", content="inside the loop\n")
+    t.add("sc_self", "self-link", "loop", mime=H.SHORTCUT, target="loop")
+    t.add("sc_up", "up-link", "loop_inner", mime=H.SHORTCUT, target="loop")
 
     t.spec = {"root": {"id": H.ROOT_ID, "name": "My Drive"}, "items": t.items}
     t.spec_path = t.base / "spec.json"

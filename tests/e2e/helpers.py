@@ -213,6 +213,17 @@ class Model:
             return None
         return t
 
+    def _ancestors(self, folder_id):
+        """folder_id and the folders above it, by their parents in the spec."""
+        out, f = [], folder_id
+        while f and f not in out:
+            out.append(f)
+            if f == self.root_id:
+                break
+            p = self.items.get(f, {}).get("parent", "root")
+            f = self.root_id if p == "root" else p
+        return out
+
     def children(self, folder_id):
         """dict posix name -> Node for a folder's visible children."""
         if folder_id in self._cache:
@@ -228,6 +239,8 @@ class Model:
                 if t is None:
                     continue
                 tmime = t.get("mimeType", "application/octet-stream")
+                if tmime == FOLDER and t["id"] in self._ancestors(folder_id):
+                    continue  # a cycle: dropped
                 if tmime == FOLDER:
                     node = Node("dir", name, it["id"], content_id=t["id"], shortcut=True)
                 elif tmime.startswith(GAPPS):

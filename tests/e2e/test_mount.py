@@ -127,6 +127,7 @@ def test_hidden_names_do_not_resolve(mnt, tree):
     hidden = ["trashed.txt", "TrashedFolder", "TrashedFolder/inner.txt",
               "docs/Survey", "docs/Survey.zip", "docs/My Site", "docs/Meeting Notes",
               "links/dangling-link", "links/trashed-link.txt",
+              "loop/self-link", "loop/inner/up-link",
               "dups/dup (%s).txt" % H.id_tag(tree.ids["dupT"]),
               "weird/a/b.txt", "weird/x/y", "no-such-file", "level1/no-such-dir/x"]
     for rel in hidden:
