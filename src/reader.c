@@ -22,7 +22,7 @@
 #define WIN_MIN 4
 #define RESERVED_WORKERS 1 /* never used by 1-block prefetch jobs: readers' misses go first */
 #define YIELD_MIN 2   /* prefetch jobs of this many blocks may use every worker: they yield */
-#define STEAL_MIN 8   /* an idle worker takes the back half of a running job this long */
+#define SPLIT_MIN 4   /* a job starting while workers are idle is shared out, not below this */
 #define SEQ_REQUEST (64u << 20) /* request size a sequential stream grows to (at least) */
 #define WIN_GROWTH 4  /* window factor per sequential read */
 #define FAILS 64
@@ -513,25 +513,26 @@ static void run_job(struct job *j)
 	j->blk = NULL;
 }
 
-/* lock held: with nothing queued, the back half of the running job with the
- * most blocks still to come, as a new job (not queued); NULL if none is worth
- * a second request.  This keeps every worker busy while a stream ramps up
- * and at the end of a file, where the last requests would otherwise finish
- * one after another. */
-static struct job *steal(struct cfs_reader *r)
+/* lock held: j was just taken from q by a worker.  When other workers are
+ * idle and q has nothing else for them, j is shared out: this worker keeps
+ * its first 1/(idle+1), the rest goes back to the front of q for the others
+ * (who split it again).  So a stream's large requests keep every worker busy
+ * while it ramps up and at the end of a file, and no request is ever cut. */
+static void share_out(struct cfs_reader *r, struct queue *q, struct job *j)
 {
-	struct job *v = NULL;
-	uint32_t best = 0;
-	for (struct job *x = r->running; x; x = x->rnext) {
-		/* block `published` is being received: it stays with the job */
-		uint32_t rest = x->n - x->published - 1;
-		if (x->published < x->n && rest >= STEAL_MIN && rest > best &&
-		    (x->urgent || r->running_bg < r->workers)) {
-			v = x;
-			best = rest;
-		}
+	uint32_t ways = (uint32_t)r->idle + 1;
+	if (q->len || r->idle == 0 || j->n < 2 * SPLIT_MIN)
+		return;
+	uint32_t keep = (j->n + ways - 1) / ways;
+	if (keep < SPLIT_MIN)
+		keep = SPLIT_MIN;
+	if (keep >= j->n)
+		return;
+	struct job *x = job_split(r, j, keep);
+	if (x) {
+		push_front(q, x);
+		pthread_cond_signal(&r->work);
 	}
-	return v ? job_split(r, v, v->n - best / 2) : NULL;
 }
 
 static void running_del(struct cfs_reader *r, struct job *j)
@@ -550,10 +551,10 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&r->lock);
 	while (!r->stop) {
 		struct job *j = pop(&r->urgent);
-		if (!j && r->bg.head && bg_may_start(r, r->bg.head))
-			j = pop(&r->bg);
-		if (!j)
-			j = steal(r);
+		if (j)
+			share_out(r, &r->urgent, j);
+		if (!j && r->bg.head && bg_may_start(r, r->bg.head) && (j = pop(&r->bg)))
+			share_out(r, &r->bg, j);
 		if (!j) {
 			r->idle++;
 			pthread_cond_wait(&r->work, &r->lock);
@@ -566,8 +567,6 @@ static void *worker(void *arg)
 		j->seen_n = j->asked = j->n;
 		j->rnext = r->running;
 		r->running = j;
-		if (r->idle && j->n > STEAL_MIN)
-			pthread_cond_signal(&r->work); /* an idle worker can take half */
 		pthread_mutex_unlock(&r->lock);
 		run_job(j);
 		pthread_mutex_lock(&r->lock);
