@@ -513,22 +513,29 @@ static void run_job(struct job *j)
 	j->blk = NULL;
 }
 
-/* lock held: j was just taken from q by a worker.  When other workers are
- * idle and q has nothing else for them, j is shared out: this worker keeps
- * its first 1/(idle+1), the rest goes back to the front of q for the others
- * (who split it again).  So a stream's large requests keep every worker busy
- * while it ramps up and at the end of a file, and no request is ever cut. */
+/* lock held: j was just taken from q by a worker.  Its share of the work
+ * outstanding (j, the rest of q, and the blocks running jobs have still to
+ * receive) is that divided by the workers; a longer j keeps its share (at
+ * least SPLIT_MIN blocks) and puts the rest back at the front of q, where the
+ * next worker splits it again.  So a stream's large requests spread over
+ * every worker while it ramps up and near the end of a file, where equal
+ * shares finish together; with a deep queue (a long stream) jobs stay whole.
+ * No request is ever cut. */
 static void share_out(struct cfs_reader *r, struct queue *q, struct job *j)
 {
-	uint32_t ways = (uint32_t)r->idle + 1;
-	if (q->len || r->idle == 0 || j->n < 2 * SPLIT_MIN)
+	if (j->n < 2 * SPLIT_MIN)
 		return;
-	uint32_t keep = (j->n + ways - 1) / ways;
+	uint64_t work = j->n;
+	for (struct job *x = q->head; x; x = x->next)
+		work += x->n;
+	for (struct job *x = r->running; x; x = x->rnext)
+		work += x->n - x->published;
+	uint64_t keep = (work + (uint64_t)r->workers - 1) / (uint64_t)r->workers;
 	if (keep < SPLIT_MIN)
 		keep = SPLIT_MIN;
 	if (keep >= j->n)
 		return;
-	struct job *x = job_split(r, j, keep);
+	struct job *x = job_split(r, j, (uint32_t)keep);
 	if (x) {
 		push_front(q, x);
 		pthread_cond_signal(&r->work);

@@ -16,11 +16,12 @@
  * yields to a queued miss that finds no free worker: at its next block
  * boundary it ends its request and puts the rest of its blocks back at the
  * head of the prefetch queue.  Joining a queued prefetch job makes it urgent.
- * A job that starts while other workers are idle and nothing else is queued
- * is shared out: the worker keeps its first 1/(idle+1) (at least 4 blocks)
- * and queues the rest, which the next worker splits again; so one stream's
- * large requests keep every connection busy while it ramps up and near the
- * end of a file, and no byte is requested twice.
+ * A job that starts is shared out: the worker keeps at most the work
+ * outstanding (queued plus still to arrive) divided by the workers (at least
+ * 4 blocks) and queues the rest, which the next worker splits again; so one
+ * stream's large requests keep every connection busy while it ramps up and
+ * near the end of a file, where equal shares finish together, and no byte is
+ * requested twice.
  *
  * Prefetch.  Each open file has a stream that watches its reads: a read that
  * starts within two blocks of where the previous one ended (the kernel
