@@ -301,6 +301,20 @@ class Mount:
     def path(self, *rel):
         return os.path.join(self.mnt, *rel)
 
+    def server_pid(self):
+        """The process that serves the mount: ``user.colabfs.pid`` names the supervisor (colabfs
+        mount), which runs the server (colabfs serve) as its child; its memory and CPU are the
+        daemon's.  The supervisor itself when there is no child (not supervised)."""
+        try:
+            for task in os.listdir("/proc/%d/task" % self.pid):
+                with open("/proc/%d/task/%s/children" % (self.pid, task)) as f:
+                    kids = f.read().split()
+                if kids:
+                    return int(kids[0])
+        except (OSError, ValueError):
+            pass
+        return self.pid
+
     def stats(self):
         r = subprocess.run([BIN, "stats", self.mnt, "--json"], stdout=subprocess.PIPE,
                            stderr=subprocess.DEVNULL, timeout=60)
@@ -503,7 +517,8 @@ class Probe:
     def __enter__(self):
         self.bench.emu.reset()
         self.cs = self.mount.stats() if self.mount else {}
-        self.cpu_d = proc_cpu(self.mount.pid) if self.mount else None
+        self.spid = self.mount.server_pid() if self.mount else None
+        self.cpu_d = proc_cpu(self.spid) if self.mount else None
         self.cpu_e = proc_cpu(self.bench.emu.pid)
         self.cpu_self = time.process_time()
         self.t = time.monotonic()
@@ -515,7 +530,7 @@ class Probe:
         after = self.mount.stats() if self.mount else {}
         self.delta = {k: v - self.cs.get(k, 0) for k, v in after.items()
                       if isinstance(v, (int, float))}
-        self.d_cpu = (proc_cpu(self.mount.pid) or 0) - (self.cpu_d or 0) if self.mount else 0
+        self.d_cpu = (proc_cpu(self.spid) or 0) - (self.cpu_d or 0) if self.mount else 0
         self.e_cpu = (proc_cpu(self.bench.emu.pid) or 0) - (self.cpu_e or 0)
         self.self_cpu = time.process_time() - self.cpu_self
         self.flight = None
@@ -671,10 +686,11 @@ class Bench:
             ref_req, _ = line_rate(self.emu.port, BIG_ID, size, conns, chunk=max_req)
         peak = {"VmRSS": 0, "RssAnon": 0, "RssShmem": 0, "RssFile": 0}
         stop = threading.Event()
+        spid = m.server_pid()
 
         def sample():
             while not stop.wait(0.05):
-                s = proc_status(m.pid)
+                s = proc_status(spid)
                 for k in peak:
                     peak[k] = max(peak[k], s.get(k, 0))
         sampler = threading.Thread(target=sample, daemon=True)
@@ -691,7 +707,7 @@ class Bench:
         # its release handler, after close() returned): wait for that, or it competes with the
         # next measurements for the CPU.
         t = time.monotonic()
-        cpu0 = proc_cpu(m.pid)
+        cpu0 = proc_cpu(spid)
         key = "files_checksum_verified_total"
         base = pr.cs.get(key, 0)
         try:
@@ -700,12 +716,14 @@ class Bench:
                 300, "the daemon's whole-file checksum of big.bin", interval=0.1)
             hash_note = ("after close, the daemon's whole-file checksum of %s took %.1f s (%.1f CPU s), "
                          "waited for before workload 2" % (fmt_bytes(size), time.monotonic() - t,
-                                                          (proc_cpu(m.pid) or 0) - (cpu0 or 0)))
+                                                          (proc_cpu(spid) or 0) - (cpu0 or 0)))
         except RuntimeError as e:
             hash_note = str(e)
-        status = proc_status(m.pid)
+        status = proc_status(spid)
         hwm = status.get("VmHWM", 0)
         reqs = self.emu.media_log()
+        if do1:
+            self.extra["w1_media_log"] = reqs  # every request's t, ms and range: the timeline
         sizes = []
         for r in reqs:
             lo, hi = r["range"].split("=")[1].split("-")

@@ -52,7 +52,7 @@ static const struct opt opts[] = {
 	{ "max-connections", 0, T_LONG, O(max_connections), "N",
 	  "parallel downloads (default 16)", 3, 256 },
 	{ "max-request", 0, T_SIZE, O(max_request), "SIZE",
-	  "largest range request; sequential readers grow up to it (default 16M)" },
+	  "largest range request for a miss; sequential read-ahead uses up to 64M or this (default 16M)" },
 	{ "prefetch-memory", 0, T_SIZE, O(prefetch_memory), "SIZE",
 	  "bytes of read-ahead queued or running at once (default: enough for every connection)" },
 	{ "api-rate", 0, T_LONG, O(api_rate), "N",

@@ -90,9 +90,11 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
  * say they are the bytes asked for.  Reads past the end are clipped; *got is
  * the number of bytes delivered; a 0-byte file or an offset at/after the end
  * makes no request.  After a cut the download resumes at the next byte; a
- * retry from an earlier offset may hand bytes again (at tells).  A non-zero
- * return from sink aborts (and retries) the request.  No buffer of len bytes
- * is needed.
+ * retry from an earlier offset may hand bytes again (at tells).  A negative
+ * return from sink aborts (and retries) the request; a positive one ends it
+ * early as a success (the sink has all it wants: the reader's job was cut
+ * short; *got counts every byte handed over).  No buffer of len bytes is
+ * needed.
  * With rev (a headRevisionId) the bytes come from that revision
  * (files/ID/revisions/REV), so consecutive reads can never mix two
  * revisions: -ESTALE when it is no longer the file's content.  Where Drive

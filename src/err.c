@@ -15,6 +15,7 @@ static const char *const cfs_msgs[] = {
 	[CFS_E_BADREQ - CFS_E_FIRST] = "Drive rejected the request",
 	[CFS_E_CONFIG - CFS_E_FIRST] = "invalid configuration",
 	[CFS_E_TLS - CFS_E_FIRST] = "TLS certificate verification failed (see --ca-file)",
+	[CFS_E_STOPPED - CFS_E_FIRST] = "transfer ended early by its reader",
 };
 
 int cfs_err_is_cfs(int status)

@@ -21,6 +21,8 @@ enum {
 	CFS_E_BADREQ,              /* Drive refused the request as malformed (400) */
 	CFS_E_CONFIG,              /* bad option or configuration */
 	CFS_E_TLS,                 /* the server's certificate does not verify: not transient */
+	CFS_E_STOPPED,             /* a body sink ended the transfer: it has all it wants (not a
+				    * failure; cfs_drive_read_sink reports it as success) */
 	CFS_E_LAST
 };
 

@@ -145,6 +145,7 @@ struct xfer {
 	int overflow;  /* dst would overflow: the server sent more than asked */
 	int toobig;    /* out reached its limit */
 	int oom;
+	int stopped;   /* the sink has all it wants */
 };
 
 static size_t on_body(char *p, size_t sz, size_t n, void *u)
@@ -170,7 +171,13 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u)
 			return 0;
 		}
 		if (r->sink) {
-			if (r->sink(r->sink_arg, r, p, len)) {
+			int src = r->sink(r->sink_arg, r, p, len);
+			if (src > 0) {
+				r->dst_len += len; /* taken (what it needed of them) */
+				x->stopped = 1;
+				return 0;
+			}
+			if (src) {
 				x->overflow = 1; /* refused: not the bytes we asked for */
 				return 0;
 			}
@@ -345,6 +352,9 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 	} else if (x.toobig) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "reply body over the size limit");
 		rc = -EFBIG;
+	} else if (x.stopped) {
+		snprintf(r->errmsg, sizeof(r->errmsg), "ended early by the reader");
+		rc = CFS_E_STOPPED;
 	} else if (x.overflow) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "reply body larger than requested");
 		rc = CFS_E_PROTO;

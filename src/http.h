@@ -47,8 +47,11 @@ struct cfs_http_req {
 	size_t dst_cap;
 	struct cfs_buf *out;
 	/* Instead of dst: 2xx bytes are handed to sink as they arrive (at most
-	 * dst_cap in all; dst_len counts them).  A non-zero return aborts the
-	 * transfer, which then fails with CFS_E_PROTO. */
+	 * dst_cap in all; dst_len counts them).  A negative return refuses the
+	 * bytes: the transfer fails with CFS_E_PROTO.  A positive return means
+	 * the sink has everything it wants: the transfer ends there (the
+	 * connection is closed) with CFS_E_STOPPED; dst_len counts the bytes of
+	 * that last call too. */
 	int (*sink)(void *arg, struct cfs_http_req *r, const char *p, size_t n);
 	void *sink_arg;
 	/* response */

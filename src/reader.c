@@ -20,7 +20,11 @@
 #define SPARES 8
 #define BUCKETS 1024
 #define WIN_MIN 4
-#define RESERVED_WORKERS 1 /* never used by prefetch: readers' misses go first */
+#define RESERVED_WORKERS 1 /* never used by 1-block prefetch jobs: readers' misses go first */
+#define YIELD_MIN 2   /* prefetch jobs of this many blocks may use every worker: they yield */
+#define SPLIT_MIN 4   /* a job starting while workers are idle is shared out, not below this */
+#define SEQ_REQUEST (64u << 20) /* request size a sequential stream grows to (at least) */
+#define WIN_GROWTH 4  /* window factor per sequential read */
 #define FAILS 64
 #define FAIL_MS 60000 /* how long a permanent refusal is believed without asking again */
 
@@ -46,8 +50,11 @@ struct job {
 	char id[CFS_ID_MAX], rev[CFS_ID_MAX], key[KEY_MAX];
 	int64_t size;
 	uint64_t first;
-	uint32_t n, published;
-	int urgent, started;
+	uint32_t n, published; /* n shrinks (under lock) when the job is split */
+	uint32_t seen_n;   /* the worker's copy of n, taken under lock at each block */
+	uint32_t asked;    /* n when it started: the blocks its request asks for */
+	int urgent, started, yielded;
+	struct job *rnext; /* running list */
 	uint64_t bytes;
 	char *blk;         /* the block being filled: a job needs one block of memory */
 	size_t fill;
@@ -56,6 +63,7 @@ struct job {
 
 struct queue {
 	struct job *head, *tail;
+	int len;
 };
 
 /* A block the store could not keep, remembered for the next reads. */
@@ -86,6 +94,7 @@ struct cfs_reader {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
 	uint32_t bs, max_blocks;
+	uint32_t seq_blocks;  /* largest request of a sequential stream */
 	uint64_t prefetch_budget;
 	uint32_t win_max;     /* largest read-ahead window, in blocks */
 	int workers;
@@ -95,6 +104,9 @@ struct cfs_reader {
 	struct flight *flights[BUCKETS];
 	struct queue urgent, bg;
 	int running_bg, stop;
+	int idle;             /* workers waiting for work */
+	int yielding;         /* workers that cut their prefetch job for an urgent one */
+	struct job *running;  /* jobs being downloaded (rnext) */
 	pthread_t *threads;
 	int nthreads;
 	struct spare spares[SPARES];
@@ -222,6 +234,16 @@ static void push(struct queue *q, struct job *j)
 	else
 		q->head = j;
 	q->tail = j;
+	q->len++;
+}
+
+static void push_front(struct queue *q, struct job *j)
+{
+	j->next = q->head;
+	q->head = j;
+	if (!q->tail)
+		q->tail = j;
+	q->len++;
 }
 
 static struct job *pop(struct queue *q)
@@ -231,6 +253,7 @@ static struct job *pop(struct queue *q)
 		q->head = j->next;
 		if (!q->head)
 			q->tail = NULL;
+		q->len--;
 	}
 	return j;
 }
@@ -246,6 +269,7 @@ static void unqueue(struct queue *q, struct job *j)
 				q->head = j->next;
 			if (q->tail == j)
 				q->tail = prev;
+			q->len--;
 			return;
 		}
 	}
@@ -326,6 +350,50 @@ static void promote(struct cfs_reader *r, struct job *j)
 	pthread_cond_signal(&r->work);
 }
 
+/* lock held.  Moves blocks [at, n) of j (at > 0) into a new job, not started,
+ * which the caller queues; the bytes move with them, so the prefetch
+ * accounting is unchanged.  NULL (and j unchanged) without memory. */
+static struct job *job_split(struct cfs_reader *r, struct job *j, uint32_t at)
+{
+	uint32_t k = j->n - at;
+	struct job *x = calloc(1, sizeof(*x));
+	struct flight **fl = calloc(k, sizeof(*fl));
+	if (!x || !fl) {
+		free(x);
+		free(fl);
+		return NULL;
+	}
+	x->r = r;
+	memcpy(x->id, j->id, sizeof(x->id));
+	memcpy(x->rev, j->rev, sizeof(x->rev));
+	memcpy(x->key, j->key, sizeof(x->key));
+	x->size = j->size;
+	x->first = j->first + at;
+	x->n = k;
+	x->urgent = j->urgent;
+	x->fl = fl;
+	for (uint32_t i = 0; i < k; i++) {
+		fl[i] = j->fl[at + i];
+		j->fl[at + i] = NULL;
+		if (fl[i])
+			fl[i]->job = x;
+		uint64_t len = block_len(r, j->size, x->first + i);
+		x->bytes += len;
+		j->bytes -= len;
+	}
+	j->n = at;
+	r->st.requests++;
+	return x;
+}
+
+/* lock held: may a prefetch job start now?  Only 1-block jobs leave a worker
+ * for readers' misses; longer ones yield to them at a block boundary. */
+static int bg_may_start(const struct cfs_reader *r, const struct job *j)
+{
+	int reserve = j->n >= YIELD_MIN ? 0 : RESERVED_WORKERS;
+	return r->running_bg < r->workers - reserve;
+}
+
 /* lock held: block i of the job is final (rc 0, its bytes in data) or failed. */
 static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc, int stored,
 			 const char *data)
@@ -357,8 +425,11 @@ static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc
 	j->fl[i] = NULL;
 }
 
-/* Stores and publishes the job's current block (complete in j->blk). */
-static void publish(struct job *j)
+/* Stores and publishes the job's current block (complete in j->blk).
+ * Returns 1 if the job has more blocks to receive, 0 if it is complete, 2 if
+ * it was cut short (split by an idle worker, or yielded here to a reader's
+ * miss that no worker is free for): the transfer should end now. */
+static int publish(struct job *j)
 {
 	struct cfs_reader *r = j->r;
 	uint32_t i = j->published;
@@ -369,9 +440,22 @@ static void publish(struct job *j)
 			  (unsigned long long)(j->first + i), strerror(-src));
 	pthread_mutex_lock(&r->lock);
 	finish_block(r, j, i, 0, src == 0, j->blk);
-	pthread_mutex_unlock(&r->lock);
 	j->published++;
 	j->fill = 0;
+	if (!j->urgent && j->published < j->n && r->urgent.len > r->idle + r->yielding) {
+		/* a reader waits and every worker is busy: hand the rest of this
+		 * prefetch back to the queue (first in line) and take the miss */
+		struct job *x = job_split(r, j, j->published);
+		if (x) {
+			push_front(&r->bg, x);
+			j->yielded = 1;
+			r->yielding++;
+		}
+	}
+	int ret = j->published < j->n ? 1 : j->n < j->asked ? 2 : 0;
+	j->seen_n = j->n;
+	pthread_mutex_unlock(&r->lock);
+	return ret;
 }
 
 /* Bytes of the range as they arrive: fill the current block, publish it
@@ -381,8 +465,8 @@ static int on_bytes(void *arg, int64_t at, const char *p, size_t n)
 	struct job *j = arg;
 	struct cfs_reader *r = j->r;
 	while (n) {
-		if (j->published >= j->n)
-			return -1; /* more than we asked for */
+		if (j->published >= j->seen_n) /* cut short: stop; else more than we asked for */
+			return j->seen_n < j->asked ? 1 : -1;
 		int64_t want = (int64_t)(j->first + j->published) * r->bs + (int64_t)j->fill;
 		if (at < want) {
 			size_t skip = (size_t)(want - at) < n ? (size_t)(want - at) : n;
@@ -400,8 +484,8 @@ static int on_bytes(void *arg, int64_t at, const char *p, size_t n)
 		p += take;
 		n -= take;
 		at += (int64_t)take;
-		if (j->fill == blen)
-			publish(j);
+		if (j->fill == blen && publish(j) == 2)
+			return 1; /* cut short: end the transfer, successfully */
 	}
 	return 0;
 }
@@ -410,16 +494,16 @@ static void run_job(struct job *j)
 {
 	struct cfs_reader *r = j->r;
 	size_t len = 0;
-	for (uint32_t i = 0; i < j->n; i++)
+	for (uint32_t i = 0; i < j->asked; i++) /* the job as it started; it may be cut */
 		len += block_len(r, j->size, j->first + i);
 	size_t got = 0;
 	j->blk = malloc(r->bs);
 	int rc = j->blk ? cfs_drive_read_sink(r->drive, j->id, j->rev[0] ? j->rev : NULL, j->size,
 					      (int64_t)j->first * r->bs, len, on_bytes, j, &got)
 			: -ENOMEM;
+	pthread_mutex_lock(&r->lock);
 	if (!rc && j->published < j->n) /* 416: the file is shorter than its listing said */
 		rc = -ESTALE;
-	pthread_mutex_lock(&r->lock);
 	if (permanent(rc))
 		fail_put(r, j->key, rc);
 	for (uint32_t i = j->published; i < j->n; i++)
@@ -429,27 +513,78 @@ static void run_job(struct job *j)
 	j->blk = NULL;
 }
 
+/* lock held: j was just taken from q by a worker.  Its share of the work
+ * outstanding (j, the rest of q, and the blocks running jobs have still to
+ * receive) is that divided by the workers; a longer j keeps its share (at
+ * least SPLIT_MIN blocks) and puts the rest back at the front of q, where the
+ * next worker splits it again.  So a stream's large requests spread over
+ * every worker while it ramps up and near the end of a file, where equal
+ * shares finish together; with a deep queue (a long stream) jobs stay whole.
+ * No request is ever cut. */
+static void share_out(struct cfs_reader *r, struct queue *q, struct job *j)
+{
+	if (j->n < 2 * SPLIT_MIN)
+		return;
+	uint64_t work = j->n;
+	for (struct job *x = q->head; x; x = x->next)
+		work += x->n;
+	for (struct job *x = r->running; x; x = x->rnext)
+		work += x->n - x->published;
+	uint64_t keep = (work + (uint64_t)r->workers - 1) / (uint64_t)r->workers;
+	if (keep < SPLIT_MIN)
+		keep = SPLIT_MIN;
+	if (keep >= j->n)
+		return;
+	struct job *x = job_split(r, j, (uint32_t)keep);
+	if (x) {
+		push_front(q, x);
+		pthread_cond_signal(&r->work);
+	}
+}
+
+static void running_del(struct cfs_reader *r, struct job *j)
+{
+	for (struct job **p = &r->running; *p; p = &(*p)->rnext) {
+		if (*p == j) {
+			*p = j->rnext;
+			return;
+		}
+	}
+}
+
 static void *worker(void *arg)
 {
 	struct cfs_reader *r = arg;
 	pthread_mutex_lock(&r->lock);
 	while (!r->stop) {
 		struct job *j = pop(&r->urgent);
-		if (!j && r->running_bg < r->workers - RESERVED_WORKERS && (j = pop(&r->bg)))
-			r->running_bg++;
+		if (j)
+			share_out(r, &r->urgent, j);
+		if (!j && r->bg.head && bg_may_start(r, r->bg.head) && (j = pop(&r->bg)))
+			share_out(r, &r->bg, j);
 		if (!j) {
+			r->idle++;
 			pthread_cond_wait(&r->work, &r->lock);
+			r->idle--;
 			continue;
 		}
+		if (!j->urgent)
+			r->running_bg++;
 		j->started = 1;
+		j->seen_n = j->asked = j->n;
+		j->rnext = r->running;
+		r->running = j;
 		pthread_mutex_unlock(&r->lock);
 		run_job(j);
 		pthread_mutex_lock(&r->lock);
+		running_del(r, j);
+		if (j->yielded)
+			r->yielding--;
 		if (!j->urgent) {
 			r->running_bg--;
 			r->st.queued_bytes -= j->bytes;
-			pthread_cond_signal(&r->work);
 		}
+		pthread_cond_signal(&r->work);
 		free(j->fl);
 		free(j);
 	}
@@ -473,8 +608,14 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 		r->workers = RESERVED_WORKERS + 1;
 	uint64_t maxreq = o && o->max_request ? o->max_request : 16u << 20;
 	r->max_blocks = maxreq / r->bs ? (uint32_t)(maxreq / r->bs) : 1;
-	/* enough read-ahead to keep every worker on a full-size request */
-	r->win_max = 2u * (uint32_t)r->workers * r->max_blocks;
+	r->seq_blocks = SEQ_REQUEST / r->bs > r->max_blocks ? SEQ_REQUEST / r->bs : r->max_blocks;
+	/* enough read-ahead to keep every worker on a full-size request, two
+	 * rounds deep (the reader itself follows the first request of a round),
+	 * but no more than a quarter of the cache */
+	r->win_max = 2u * (uint32_t)r->workers * r->seq_blocks;
+	uint64_t cap = cfs_store_budget(s) / r->bs / 4;
+	if (cap && r->win_max > cap)
+		r->win_max = (uint32_t)cap;
 	if (r->win_max < 64)
 		r->win_max = 64;
 	r->prefetch_budget = o && o->prefetch_budget ? o->prefetch_budget
@@ -646,7 +787,7 @@ static uint32_t observe(struct cfs_reader *r, struct cfs_reader_stream *s, int64
 	int64_t slack = 2 * (int64_t)r->bs;
 	int seq = s->reads ? off >= s->next - slack && off <= s->next + slack : off == 0;
 	if (seq) {
-		s->window = s->window ? s->window * 2 : WIN_MIN;
+		s->window = s->window ? s->window * WIN_GROWTH : WIN_MIN;
 		if (s->window > r->win_max)
 			s->window = r->win_max;
 	} else {
@@ -713,14 +854,17 @@ int cfs_reader_read(struct cfs_reader *r, struct cfs_reader_stream *stream,
 	r->st.bytes_cache += bytes_cache;
 	r->st.bytes_drive += bytes_drive;
 	if (!rc && stream && window) {
-		/* Refill the window only when half of it has been consumed, in
-		 * requests as large as allowed: topping it up one block per read
+		/* Refill the window only when a whole request's worth of it is
+		 * missing, in requests as large as a sequential stream may make
+		 * (idle workers split them): topping it up one block per read
 		 * would turn a sequential reader into 1-block requests. */
 		uint64_t last = (uint64_t)(off + (int64_t)len - 1) / r->bs;
 		uint64_t from = stream->ahead > last + 1 ? stream->ahead : last + 1;
-		uint32_t pchunk = window / 2 < r->max_blocks ? window / 2 : r->max_blocks;
-		if (from <= last + window / 2)
-			stream->ahead = prefetch_range(r, f, from, last + window, pchunk ? pchunk : 1);
+		uint32_t pchunk = window / 2 < r->seq_blocks ? window / 2 : r->seq_blocks;
+		if (!pchunk)
+			pchunk = 1;
+		if (from + pchunk <= last + window + 1)
+			stream->ahead = prefetch_range(r, f, from, last + window, pchunk);
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (!rc)

@@ -936,3 +936,47 @@ def test_stats_match_the_emulator_and_evict_frees_what_it_says(mount_factory, ce
     assert st["cache_used_bytes"] <= 8 * MiB, st
     read_compare(m, ctree, ["big64.bin", "f16.bin"] + ctree.small[:10], drop=True)
     assert cstats(m)["cache_used_bytes"] <= st["cache_budget_bytes"]
+
+
+# --------------------------------------------------------------------------
+# 9. a cold sequential read keeps every connection busy
+
+
+@pytest.mark.deadline(120)
+def test_cold_sequential_read_uses_every_connection_once_per_byte(mount_factory, emulator_factory,
+                                                                 ctree):
+    """A reader going through a file from offset 0 is sequential from its
+    first reads: the window grows fast and its requests are shared out among
+    idle workers, so (nearly) every connection is busy at once; still each
+    block is downloaded exactly once and every byte is right."""
+    rel = "big64.bin"
+    fid, want = ctree.ids[rel], ctree.data[rel]
+    emu = emulator_factory(ctree.spec_path, "emu-seq", access_token=SESSION_TOKEN,
+                           seed=DATA_SEED, ttfb_ms=50, extra=["--bandwidth", "40000000"])
+    m = mount_factory.new(emu, name="c-seq", extra=["--max-connections=8"])
+    p = m.path(rel)
+    emu.reset()
+    got = bytearray()
+    with open(p, "rb", buffering=0) as f:
+        while True:
+            b = f.read(MiB)
+            if not b:
+                break
+            got += b
+    C.assert_same(bytes(got), want, p)
+    recs = media_records(emu, fid)
+    ev = sorted([(r["t"], 1) for r in recs] + [(r["t"] + r["ms"] / 1000, -1) for r in recs])
+    cur = top = 0
+    for _, d in ev:
+        cur += d
+        top = max(top, cur)
+    assert top >= 7, "at most %d of 8 connections busy at once: %r" % (
+        top, [(round(r["t"] - recs[0]["t"], 3), r["range"]) for r in recs])
+    st = cstats(m)
+    assert st["downloads_total"] == nblocks(len(want)), st
+    assert st["downloads_in_flight"] == 0, st
+    # a request may be ended early (a prefetch yielding to a miss), never repeated
+    spans = sorted(parse_range(r["range"]) for r in recs)
+    starts = [a for a, _ in spans]
+    assert len(starts) == len(set(starts)), "a range was requested twice: %r" % spans
+    umount(m)
