@@ -126,7 +126,7 @@ again:
  * server sends and records it, a later one compares and swallows it. */
 static ssize_t init_reply(const struct iovec *iov, int count)
 {
-	uint8_t msg[CFS_INIT_REPLY_MAX];
+	uint8_t msg[CFS_INIT_REPLY_MAX] __attribute__((aligned(8)));
 	size_t len = 0;
 	for (int i = 0; i < count; i++) {
 		if (len + iov[i].iov_len > sizeof(msg)) {
@@ -205,7 +205,7 @@ int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts 
 		close(fd);
 		return -EIO;
 	}
-	uint8_t init[CFS_INIT_MAX];
+	uint8_t init[CFS_INIT_MAX] __attribute__((aligned(8)));
 	uint32_t len = o->shm->init_len;
 	memcpy(init, o->shm->init, len);
 	int replay = __atomic_load_n(&o->shm->reply_len, __ATOMIC_ACQUIRE) != 0;

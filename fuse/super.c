@@ -311,6 +311,14 @@ static void describe(int status, char *buf, size_t cap)
 		snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
 }
 
+/* 1 when the kernel has ended the connection (unmounted or aborted): the
+ * device then polls as an error, and a new server would have nothing to do. */
+static int connection_gone(struct sup *s)
+{
+	struct pollfd p = { .fd = s->fd, .events = POLLIN };
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLNVAL));
+}
+
 static void child_died(struct sup *s, int status)
 {
 	char how[96];
@@ -343,6 +351,11 @@ static void child_died(struct sup *s, int status)
 	}
 	if (s->stopping)
 		return;
+	if (connection_gone(s)) {
+		CFS_INFO("supervisor: server %d %s after the mount ended", (int)pid, how);
+		s->stopping = 1;
+		return;
+	}
 	size_t lost = guard(s);
 	__atomic_fetch_add(&s->shm->rec.restarts, 1, __ATOMIC_RELAXED);
 	if (s->mode == CFS_RECOVERY_RESEND) {
@@ -503,11 +516,13 @@ static int wait_ready(int rfd, pid_t daemon)
 		fputs(msg + 3, stderr);
 		return 0;
 	}
-	fprintf(stderr, "colabfs: %s\n",
+	fprintf(stderr, "colabfs: %s%s",
 		strncmp(msg, "ERR ", 4) == 0 ? msg + 4
-					     : "the server died while starting (see the log)");
+					     : "the server died while starting (see the log)",
+		strncmp(msg, "ERR ", 4) == 0 ? "" : "\n");
 	int st;
-	waitpid(daemon, &st, 0); /* it unmounts before it exits */
+	if (waitpid(daemon, &st, 0) == daemon && WIFEXITED(st) && WEXITSTATUS(st))
+		return WEXITSTATUS(st); /* it unmounted before it exited */
 	return 1;
 }
 
@@ -523,62 +538,78 @@ static void detach_stdio(void)
 		close(null);
 }
 
+/* A failure before the first server serves: on the terminal in the
+ * foreground, else through the ready pipe to the process that waits. */
+static int fail(struct sup *s, int status, const char *msg)
+{
+	if (s->o->foreground || s->ready_fd < 0)
+		fprintf(stderr, "colabfs: %s\n", msg);
+	else
+		dprintf(s->ready_fd, "ERR %s\n", msg);
+	return status;
+}
+
+/* Mounts and reads INIT.  Returns 0 or an exit status (reported). */
+static int set_up(struct sup *s)
+{
+	char why[512] = "";
+	int rc = make_shm(s);
+	if (rc) {
+		snprintf(why, sizeof(why), "shared memory: %s", strerror(-rc));
+		return fail(s, 1, why);
+	}
+	s->se = cfs_session_fuse_new(s->o->fuse_opts, s->o->debug, NULL);
+	if (!s->se)
+		return fail(s, 1, "cannot create the FUSE session");
+	if (fuse_session_mount(s->se, s->o->mountpoint) != 0) {
+		fuse_session_destroy(s->se);
+		snprintf(why, sizeof(why), "cannot mount on %s", s->o->mountpoint);
+		return fail(s, 1, why);
+	}
+	s->fd = fuse_session_fd(s->se);
+	if ((rc = read_init(s, why, sizeof(why))) == 0)
+		rc = resolve_mode(s, why, sizeof(why));
+	if (!rc && s->mode == CFS_RECOVERY_FORWARD && !(s->fwd = cfs_fwd_new()))
+		rc = -ENOMEM;
+	if (rc) {
+		fuse_session_unmount(s->se);
+		fuse_session_destroy(s->se);
+		return fail(s, rc == CFS_E_CONFIG ? 2 : 1, why[0] ? why : strerror(-rc));
+	}
+	return 0;
+}
+
 int cfs_super_run(const struct cfs_super_opts *o)
 {
 	struct sup s = { .o = o, .fd = -1, .shm_fd = -1, .sigfd = -1, .ready_fd = -1,
 			 .sock = -1 };
-	char why[512] = "";
-	int rc = make_shm(&s);
-	if (rc) {
-		fprintf(stderr, "colabfs: shared memory: %s\n", strerror(-rc));
-		return 1;
-	}
-	s.se = cfs_session_fuse_new(o->fuse_opts, o->debug, NULL);
-	if (!s.se) {
-		fprintf(stderr, "colabfs: cannot create the FUSE session\n");
-		return 1;
-	}
-	if (fuse_session_mount(s.se, o->mountpoint) != 0) {
-		fprintf(stderr, "colabfs: cannot mount on %s\n", o->mountpoint);
-		fuse_session_destroy(s.se);
-		return 1;
-	}
-	s.fd = fuse_session_fd(s.se);
-	if ((rc = read_init(&s, why, sizeof(why))) == 0)
-		rc = resolve_mode(&s, why, sizeof(why));
-	if (!rc && s.mode == CFS_RECOVERY_FORWARD && !(s.fwd = cfs_fwd_new()))
-		rc = -ENOMEM;
-	if (rc) {
-		fprintf(stderr, "colabfs: %s\n", why[0] ? why : strerror(-rc));
-		fuse_session_unmount(s.se);
-		fuse_session_destroy(s.se);
-		return rc == CFS_E_CONFIG ? 2 : 1;
-	}
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) != 0) {
-		fuse_session_unmount(s.se);
-		fuse_session_destroy(s.se);
+		perror("colabfs: pipe");
 		return 1;
 	}
-	s.ready_fd = pfd[1];
 	if (!o->foreground) {
+		/* the daemon mounts and supervises; this process only reports */
 		pid_t d = fork();
 		if (d < 0) {
 			perror("colabfs: fork");
-			fuse_session_unmount(s.se);
 			return 1;
 		}
 		if (d > 0) {
 			close(pfd[1]);
 			return wait_ready(pfd[0], d);
 		}
-		close(pfd[0]);
 		setsid();
+	}
+	close(pfd[0]);
+	s.ready_fd = pfd[1];
+	int rc = set_up(&s);
+	if (rc)
+		return rc;
+	if (!o->foreground) {
 		if (o->log_file)
 			cfs_log_open(o->log_file, (enum cfs_log_level)o->log_level);
 		detach_stdio();
-	} else {
-		close(pfd[0]);
 	}
 	CFS_INFO("%s", s.mode_line);
 	warn_timeouts();

@@ -44,9 +44,9 @@ struct cfs_shm_slot {
 struct cfs_super_shm {
 	uint32_t magic;
 	uint32_t init_len;
-	uint8_t init[CFS_INIT_MAX];          /* the kernel's FUSE_INIT request */
+	uint8_t init[CFS_INIT_MAX] __attribute__((aligned(8))); /* the kernel's FUSE_INIT */
 	uint32_t reply_len;                  /* 0 until the first server replied */
-	uint8_t reply[CFS_INIT_REPLY_MAX];   /* that reply, as sent */
+	uint8_t reply[CFS_INIT_REPLY_MAX] __attribute__((aligned(8))); /* that reply, as sent */
 	uint32_t ready;                      /* the current server serves */
 	struct cfs_stats_recovery rec;
 	struct cfs_shm_slot slot[CFS_SHM_SLOTS]; /* requests the server works on */

@@ -20,8 +20,7 @@
 #define SPARES 8
 #define BUCKETS 1024
 #define WIN_MIN 4
-#define RESERVED_WORKERS 1 /* never used by 1-block prefetch jobs: readers' misses go first */
-#define YIELD_MIN 2   /* prefetch jobs of this many blocks may use every worker: they yield */
+#define RESERVED_WORKERS 1 /* never used by prefetch jobs: readers' misses go first */
 #define SPLIT_MIN 4   /* a job starting while workers are idle is shared out, not below this */
 #define SEQ_REQUEST (64u << 20) /* request size a sequential stream grows to (at least) */
 #define WIN_GROWTH 4  /* window factor per sequential read */
@@ -53,7 +52,7 @@ struct job {
 	uint32_t n, published; /* n shrinks (under lock) when the job is split */
 	uint32_t seen_n;   /* the worker's copy of n, taken under lock at each block */
 	uint32_t asked;    /* n when it started: the blocks its request asks for */
-	int urgent, started, yielded;
+	int urgent, started;
 	struct job *rnext; /* running list */
 	uint64_t bytes;
 	char *blk;         /* the block being filled: a job needs one block of memory */
@@ -105,7 +104,6 @@ struct cfs_reader {
 	struct queue urgent, bg;
 	int running_bg, stop;
 	int idle;             /* workers waiting for work */
-	int yielding;         /* workers that cut their prefetch job for an urgent one */
 	struct job *running;  /* jobs being downloaded (rnext) */
 	pthread_t *threads;
 	int nthreads;
@@ -386,12 +384,14 @@ static struct job *job_split(struct cfs_reader *r, struct job *j, uint32_t at)
 	return x;
 }
 
-/* lock held: may a prefetch job start now?  Only 1-block jobs leave a worker
- * for readers' misses; longer ones yield to them at a block boundary. */
+/* lock held: may a prefetch job start now?  Prefetch leaves a worker free
+ * for readers' misses.  (Cutting a running prefetch for a miss instead was
+ * tried: ending a transfer early throws away the bytes in transit, and the
+ * rest of its range is asked for again, so blocks were downloaded twice.) */
 static int bg_may_start(const struct cfs_reader *r, const struct job *j)
 {
-	int reserve = j->n >= YIELD_MIN ? 0 : RESERVED_WORKERS;
-	return r->running_bg < r->workers - reserve;
+	(void)j;
+	return r->running_bg < r->workers - RESERVED_WORKERS;
 }
 
 /* lock held: block i of the job is final (rc 0, its bytes in data) or failed. */
@@ -427,8 +427,8 @@ static void finish_block(struct cfs_reader *r, struct job *j, uint32_t i, int rc
 
 /* Stores and publishes the job's current block (complete in j->blk).
  * Returns 1 if the job has more blocks to receive, 0 if it is complete, 2 if
- * it was cut short (split by an idle worker, or yielded here to a reader's
- * miss that no worker is free for): the transfer should end now. */
+ * it was cut short (fewer blocks than it asked for): the transfer should end
+ * now. */
 static int publish(struct job *j)
 {
 	struct cfs_reader *r = j->r;
@@ -442,16 +442,6 @@ static int publish(struct job *j)
 	finish_block(r, j, i, 0, src == 0, j->blk);
 	j->published++;
 	j->fill = 0;
-	if (!j->urgent && j->published < j->n && r->urgent.len > r->idle + r->yielding) {
-		/* a reader waits and every worker is busy: hand the rest of this
-		 * prefetch back to the queue (first in line) and take the miss */
-		struct job *x = job_split(r, j, j->published);
-		if (x) {
-			push_front(&r->bg, x);
-			j->yielded = 1;
-			r->yielding++;
-		}
-	}
 	int ret = j->published < j->n ? 1 : j->n < j->asked ? 2 : 0;
 	j->seen_n = j->n;
 	pthread_mutex_unlock(&r->lock);
@@ -578,8 +568,6 @@ static void *worker(void *arg)
 		run_job(j);
 		pthread_mutex_lock(&r->lock);
 		running_del(r, j);
-		if (j->yielded)
-			r->yielding--;
 		if (!j->urgent) {
 			r->running_bg--;
 			r->st.queued_bytes -= j->bytes;

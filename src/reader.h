@@ -11,11 +11,9 @@
  * bytes stream into a one-block buffer, and each block is published (stored,
  * its waiters woken) as soon as it is complete, not when the request ends.
  * A reader's own miss is an urgent job; prefetch jobs wait behind urgent
- * ones and stop when prefetch_budget bytes are queued or running.  A
- * 1-block prefetch job never uses the last worker; a longer one may, and
- * yields to a queued miss that finds no free worker: at its next block
- * boundary it ends its request and puts the rest of its blocks back at the
- * head of the prefetch queue.  Joining a queued prefetch job makes it urgent.
+ * ones and stop when prefetch_budget bytes are queued or running.  Prefetch
+ * never uses the last worker: it is kept for readers' misses.  Joining a
+ * queued prefetch job makes it urgent.
  * A job that starts is shared out: the worker keeps at most the work
  * outstanding (queued plus still to arrive) divided by the workers (at least
  * 4 blocks) and queues the rest, which the next worker splits again; so one
