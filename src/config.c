@@ -50,7 +50,7 @@ static const struct opt opts[] = {
 	{ "verify-always", 0, T_FLAG, O(verify_always), NULL,
 	  "check every cached block's crc32c on every read, not just the first" },
 	{ "max-connections", 0, T_LONG, O(max_connections), "N",
-	  "parallel downloads (default 16)", 3, 256 },
+	  "parallel read-ahead downloads (default 16; a reader's own miss may use one more)", 3, 256 },
 	{ "max-request", 0, T_SIZE, O(max_request), "SIZE",
 	  "largest range request for a miss; sequential read-ahead uses up to 64M or this (default 16M)" },
 	{ "prefetch-memory", 0, T_SIZE, O(prefetch_memory), "SIZE",

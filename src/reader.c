@@ -591,16 +591,16 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 	r->drive = d;
 	r->store = s;
 	r->bs = cfs_store_block_size(s);
-	r->workers = o && o->workers > 0 ? o->workers : 16;
-	if (r->workers < RESERVED_WORKERS + 1)
-		r->workers = RESERVED_WORKERS + 1;
+	/* `workers` connections for read-ahead, and one more kept for readers'
+	 * own misses, so a miss never waits behind a 64 MiB prefetch */
+	r->workers = (o && o->workers > 0 ? o->workers : 16) + RESERVED_WORKERS;
 	uint64_t maxreq = o && o->max_request ? o->max_request : 16u << 20;
 	r->max_blocks = maxreq / r->bs ? (uint32_t)(maxreq / r->bs) : 1;
 	r->seq_blocks = SEQ_REQUEST / r->bs > r->max_blocks ? SEQ_REQUEST / r->bs : r->max_blocks;
 	/* enough read-ahead to keep every worker on a full-size request, two
 	 * rounds deep (the reader itself follows the first request of a round),
 	 * but no more than a quarter of the cache */
-	r->win_max = 2u * (uint32_t)r->workers * r->seq_blocks;
+	r->win_max = 2u * (uint32_t)(r->workers - RESERVED_WORKERS) * r->seq_blocks;
 	uint64_t cap = cfs_store_budget(s) / r->bs / 4;
 	if (cap && r->win_max > cap)
 		r->win_max = (uint32_t)cap;

@@ -5,14 +5,15 @@
  * the store; a hit is copied from its arena and never touches the network.
  * Missing blocks are fetched single-flight: every block being downloaded has
  * one flight that any number of readers join, so N concurrent readers of a
- * block cost one download.  Downloads are jobs run by `workers` threads; a
+ * block cost one download.  Downloads are jobs run by worker threads; a
  * job covers a run of consecutive missing blocks in one range request
  * (requests grow with a sequential reader, up to max_request bytes); its
  * bytes stream into a one-block buffer, and each block is published (stored,
  * its waiters woken) as soon as it is complete, not when the request ends.
  * A reader's own miss is an urgent job; prefetch jobs wait behind urgent
- * ones and stop when prefetch_budget bytes are queued or running.  Prefetch
- * never uses the last worker: it is kept for readers' misses.  Joining a
+ * ones and stop when prefetch_budget bytes are queued or running.  There
+ * are `workers` + 1 threads: prefetch uses at most `workers`, the last one is
+ * kept for readers' misses.  Joining a
  * queued prefetch job makes it urgent.
  * A job that starts is shared out: the worker keeps at most the work
  * outstanding (queued plus still to arrive) divided by the workers (at least
