@@ -402,6 +402,21 @@ def is_colabfs_exe(pid):
     return bool(exe and "colabfs" in os.path.basename(exe.replace(" (deleted)", "")))
 
 
+def serve_pid(super_pid):
+    """The live `colabfs serve` child of a mount's supervisor (the pid that
+    user.colabfs.pid names), or None."""
+    try:
+        with open("/proc/%d/task/%d/children" % (super_pid, super_pid)) as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        return None
+    for c in kids:
+        argv = proc_cmdline(c) or []
+        if len(argv) > 1 and argv[1] == b"serve" and not pid_gone(c):
+            return c
+    return None
+
+
 def pids_for_mountpoint(mnt):
     """Live colabfs processes whose argv names ``mnt`` (our mountpoints are
     unique tmp paths, so this only finds processes this suite started)."""

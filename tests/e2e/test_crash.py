@@ -36,10 +36,8 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
-import zlib
 from pathlib import Path
 
 import pytest
@@ -106,23 +104,6 @@ def crash_tree(tmp_path_factory):
 
 # --------------------------------------------------------------------------
 # processes and the FUSE connection
-
-
-def children_of(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def server_pid(m):
-    """The live `colabfs serve` child of the mount's supervisor, or None."""
-    for c in children_of(m.super_pid):
-        argv = H.proc_cmdline(c) or []
-        if len(argv) > 1 and argv[1] == b"serve" and not H.pid_gone(c):
-            return c
-    return None
 
 
 def ensure_fusectl():
@@ -304,7 +285,7 @@ def mount_crashy(mount_factory, emu, mode, tmp):
 
 
 def kill_server(m, slow_ms=0):
-    old = server_pid(m)
+    old = H.serve_pid(m.super_pid)
     assert old, "no server process under supervisor %d" % m.super_pid
     if slow_ms:
         (Path(m.slow_file)).write_text(str(slow_ms))
@@ -314,7 +295,7 @@ def kill_server(m, slow_ms=0):
 
 
 def wait_new_server(m, old, timeout):
-    H.wait_until(lambda: server_pid(m) not in (None, old), timeout, what="a new server")
+    H.wait_until(lambda: H.serve_pid(m.super_pid) not in (None, old), timeout, what="a new server")
 
 
 def test_mount_reports_recovery_mode(mount_factory, emulator_factory, crash_tree, tmp_path):

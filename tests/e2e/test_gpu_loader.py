@@ -13,7 +13,6 @@ missing; on a machine with a CUDA device tests/gpu covers the device path.
 import json
 import os
 import random
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -21,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import helpers as H
-from conftest import SESSION_TOKEN
 
 TOP = Path(__file__).resolve().parents[2]
 LIB = Path(os.environ.get("COLABFS_GPU_LIB", str(H.colabfs_bin().parent / "libcolabfs-gpu.so")))

@@ -44,23 +44,6 @@ def name_of(i):
     return "f%06d.bin" % i
 
 
-def children_of(pid):
-    try:
-        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def serve_pid(m):
-    """The `colabfs serve` child of the mount's supervisor (None: not found)."""
-    for c in children_of(m.xattr_pid()):
-        argv = H.proc_cmdline(c) or []
-        if len(argv) > 1 and argv[1] == b"serve" and not H.pid_gone(c):
-            return c
-    return None
-
-
 def mem_kib(pid):
     """VmRSS, RssAnon (the heap: nodes, listings), RssFile (mostly LMDB pages
     of the cache index, shared with the page cache) and VmHWM (peak) in KiB."""
@@ -138,7 +121,7 @@ def quiet_machine(request):
 def test_huge_folder(quiet_machine, mount_factory, huge_emulator, capsys):
     m = mount_factory.new(huge_emulator, name="huge")
     rng = random.Random(SEED)
-    base = serve_pid(m)
+    base = H.serve_pid(m.xattr_pid())
     assert base, "no `colabfs serve` child of the supervisor %d" % m.xattr_pid()
     mem0 = mem_kib(base)
 
@@ -147,7 +130,7 @@ def test_huge_folder(quiet_machine, mount_factory, huge_emulator, capsys):
     names, second = timed_listdir(m.path("huge"))
     check_names(names, "second listing")
     check_entries(m, rng, "first mount")
-    pid = serve_pid(m)
+    pid = H.serve_pid(m.xattr_pid())
     assert pid == base, "the server restarted during the test"
     mem1 = mem_kib(pid)
 
@@ -159,7 +142,7 @@ def test_huge_folder(quiet_machine, mount_factory, huge_emulator, capsys):
     names, remount = timed_listdir(m.path("huge"))
     check_names(names, "listing after a remount")
     check_entries(m, rng, "after a remount")
-    mem2 = mem_kib(serve_pid(m))
+    mem2 = mem_kib(H.serve_pid(m.xattr_pid()))
 
     report(capsys, "%d files, colabfs serve memory:\n"
            "  before listing:                 %s\n"
