@@ -408,6 +408,15 @@ static int validate_page(struct cfs_http_req *r, void *ctx)
 					c->arg, &c->next);
 }
 
+/* Appends "<param><corpus>" when a shared drive's corpus is in use. */
+static int append_drive(struct cfs_buf *url, const char *param, const char *corpus)
+{
+	if (!corpus[0])
+		return 0;
+	int rc = cfs_buf_append(url, param, strlen(param));
+	return rc ? rc : cfs_wire_urlencode(url, corpus);
+}
+
 int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb cb, void *arg)
 {
 	struct cfs_buf q = { 0 }, base = { 0 }, url = { 0 }, body = { .max = JSON_MAX };
@@ -429,11 +438,8 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 		rc = url_files(d, &base, NULL,
 			       "?supportsAllDrives=true&includeItemsFromAllDrives=true&pageSize=1000"
 			       "&fields=nextPageToken%2Cfiles(" CFS_JSON_FILE_FIELDS ")");
-	if (!rc && corpus[0]) {
-		rc = cfs_buf_append(&base, "&corpora=drive&driveId=", 23);
-		if (!rc)
-			rc = cfs_wire_urlencode(&base, corpus);
-	}
+	if (!rc)
+		rc = append_drive(&base, "&corpora=drive&driveId=", corpus);
 	if (!rc)
 		rc = cfs_buf_append(&base, "&q=", 3);
 	if (!rc)
@@ -687,11 +693,8 @@ int cfs_drive_start_token(struct cfs_drive *d, char **token)
 	if (!rc)
 		rc = cfs_buf_append(&url, "/drive/v3/changes/startPageToken?supportsAllDrives=true",
 				    55);
-	if (!rc && corpus[0]) {
-		rc = cfs_buf_append(&url, "&driveId=", 9);
-		if (!rc)
-			rc = cfs_wire_urlencode(&url, corpus);
-	}
+	if (!rc)
+		rc = append_drive(&url, "&driveId=", corpus);
 	if (!rc) {
 		r.url = url.data;
 		r.out = &body;
@@ -757,11 +760,8 @@ int cfs_drive_changes(struct cfs_drive *d, const char *token, cfs_json_change_cb
 			rc = cfs_buf_append(&url, changes_query, sizeof(changes_query) - 1);
 		if (!rc)
 			rc = cfs_wire_urlencode(&url, tok);
-		if (!rc && corpus[0]) {
-			rc = cfs_buf_append(&url, "&driveId=", 9);
-			if (!rc)
-				rc = cfs_wire_urlencode(&url, corpus);
-		}
+		if (!rc)
+			rc = append_drive(&url, "&driveId=", corpus);
 		if (!rc) {
 			r.url = url.data;
 			r.out = &body;
