@@ -67,12 +67,8 @@ int cfs_vfs_warm(struct cfs_vfs *v, uint64_t ino, int64_t off, uint64_t len, uin
 	if (rc)
 		return rc;
 	cfs_inode_lock(v->tab);
-	struct cfs_node *n = cfs_inode_get(v->tab, ino);
-	if (!n)
-		rc = -ENOENT;
-	else if (n->is_dir)
-		rc = -EISDIR;
-	else if (!n->export_mime[0]) /* exports are fetched whole at open: nothing to warm */
+	struct cfs_node *n = cfs_vfs_file_node(v, ino, &rc);
+	if (n && !n->export_mime[0]) /* exports are fetched whole at open: nothing to warm */
 		cfs_vfs_blob_ref(n, &b);
 	cfs_inode_unlock(v->tab);
 	if (rc || b.size <= 0)

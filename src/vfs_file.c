@@ -155,12 +155,8 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *
 		return -ENOMEM;
 	char export_mime[128];
 	cfs_inode_lock(v->tab);
-	struct cfs_node *n = cfs_inode_get(v->tab, ino);
-	if (!n)
-		rc = -ENOENT;
-	else if (n->is_dir)
-		rc = -EISDIR;
-	if (!rc) {
+	struct cfs_node *n = cfs_vfs_file_node(v, ino, &rc);
+	if (n) {
 		f->ino = ino;
 		cfs_vfs_blob_ref(n, &f->b);
 		snprintf(export_mime, sizeof(export_mime), "%s", n->export_mime);

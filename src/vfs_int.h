@@ -11,6 +11,7 @@
 #ifndef CFS_VFS_INT_H
 #define CFS_VFS_INT_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +112,17 @@ int cfs_vfs_get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **ou
 /* vfs_ns.c: makes sure the node for ino is in the table (lock not held; may
  * do I/O).  0, -ENOENT, or Drive's error. */
 int cfs_vfs_resolve_node(struct cfs_vfs *v, uint64_t ino);
+/* Table lock held: the node of regular file ino, or NULL with *rc set to
+ * -ENOENT (no such node) or -EISDIR. */
+static inline struct cfs_node *cfs_vfs_file_node(struct cfs_vfs *v, uint64_t ino, int *rc)
+{
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (!n || n->is_dir) {
+		*rc = n ? -EISDIR : -ENOENT;
+		return NULL;
+	}
+	return n;
+}
 /* vfs_ns.c: registers a new handle, keeping only the table's reference.
  * 0, -EEXIST or -ENOMEM. */
 int cfs_vfs_add_handle(struct cfs_vfs *v, struct cfs_handle *e);
