@@ -76,8 +76,7 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	double rate = o->api_rate == 0 ? 150 : o->api_rate;
-	cfs_pace_init(&d->pace, rate, o->api_burst > 0 ? o->api_burst : 2 * rate, now_ms() * 1000);
+	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst, now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
 	d->shared_with_me = o->shared_with_me;
 	if (o->drive_id && *o->drive_id) {
@@ -128,7 +127,10 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->resumed = __atomic_load_n(&d->st.resumed, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&d->pace.lock);
 	out->paced = d->pace.waits;
+	out->rate_limited = d->pace.limited;
+	out->rate_cuts = d->pace.cuts;
 	pthread_mutex_unlock(&d->pace.lock);
+	out->api_rate = cfs_pace_rate(&d->pace);
 }
 
 #define COUNT(d, f, n) __atomic_add_fetch(&(d)->st.f, (n), __ATOMIC_RELAXED)
@@ -202,8 +204,8 @@ typedef int (*validate_fn)(struct cfs_http_req *r, void *ctx);
 typedef int (*resume_fn)(struct cfs_http_req *r, void *ctx);
 
 /* Runs r through auth, retries and validation.  what names the call in logs. */
-static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
-		resume_fn resume, void *ctx)
+static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
+		     resume_fn resume, void *ctx, int prio)
 {
 	int64_t deadline = now_ms() + d->io_timeout_ms;
 	int auth_retry = 0;
@@ -224,8 +226,11 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 			r->bearer = token;
 			if (r->out)
 				cfs_buf_reset(r->out);
+			if (cfs_pace_take(&d->pace, prio, &d->cancelled)) {
+				rc = -ECANCELED;
+				break;
+			}
 			COUNT(d, requests, 1);
-			cfs_pace_take(&d->pace);
 			rc = cfs_http_perform(d->http, r);
 			r->bearer = NULL;
 			if (!rc && (r->status < 200 || r->status > 299)) {
@@ -233,6 +238,8 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 						     r->err_body.len, reason, sizeof(reason), msg,
 						     sizeof(msg));
 				rc = cfs_retry_classify(r->status, reason);
+				if (rc == CFS_E_RATE) /* Drive says we are over its quota */
+					cfs_pace_limited(&d->pace, now_ms() * 1000);
 				if (rc == -ERANGE && !v) /* 416 only means something to reads */
 					rc = CFS_E_PROTO;
 			}
@@ -291,6 +298,12 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 		CFS_ERROR("%s: %s (HTTP %ld%s%s%s%s)", what, cfs_strerror(rc), r->status,
 			  reason[0] ? ", reason " : "", reason, msg[0] ? ": " : "", msg);
 	return rc;
+}
+
+static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
+		resume_fn resume, void *ctx)
+{
+	return call_prio(d, r, what, v, resume, ctx, CFS_PACE_URGENT);
 }
 
 static int url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest)
@@ -581,7 +594,8 @@ static int resume_range(struct cfs_http_req *r, void *ctx)
 }
 
 int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got)
+			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got,
+			int prio)
 {
 	*got = 0;
 	if (off < 0)
@@ -615,7 +629,7 @@ int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, in
 		r.sink_arg = &c;
 		r.dst_cap = len;
 		r.timeout_ms = 600000;
-		rc = call(d, &r, what, validate_range, resume_range, &c);
+		rc = call_prio(d, &r, what, validate_range, resume_range, &c, prio);
 		if (!rc)
 			*got = c.done + r.dst_len;
 	}
@@ -631,7 +645,7 @@ int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, in
 		CFS_WARN("media %s: Drive refuses reading by revision; reading current content "
 			 "(a change during a read can then only be caught by size)", id);
 		__atomic_store_n(&d->no_revisions, 1, __ATOMIC_RELAXED);
-		rc = cfs_drive_read_sink(d, id, NULL, size, off, len, sink, arg, got);
+		rc = cfs_drive_read_sink(d, id, NULL, size, off, len, sink, arg, got, prio);
 	}
 	return rc;
 }

@@ -7,7 +7,8 @@
  * for, a JSON reply must parse with the fields we need.  Anything else is a
  * transient fault and is retried, never returned as data.  A media body cut
  * short (reset, stall) keeps the bytes that arrived and continues from the
- * next byte with a new Range.  Every request first takes a pacing token.
+ * next byte with a new Range.  Every request first takes a pacing token;
+ * a rate-limit refusal slows the pacer down (AIMD, pace.h).
  *
  * Shared drives (drive-api-v3.md §1.9): every files.get/list, media, export,
  * revision and changes call carries supportsAllDrives=true, lists and changes
@@ -35,6 +36,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "pace.h"
 #include "retry.h"
 
 struct cfs_http;
@@ -45,7 +47,8 @@ struct cfs_drive_opts {
 	const char *api_url;       /* e.g. https://www.googleapis.com */
 	long io_timeout_ms;        /* how long one call may keep retrying */
 	struct cfs_retry_policy retry;
-	double api_rate, api_burst; /* pacing (pace.h); rate 0: default, < 0: off */
+	double api_rate, api_burst; /* pacing (pace.h): the ceiling, 0: default (200), < 0: off;
+				     * burst, 0: default */
 	const char *drive_id;      /* a shared drive mounted whole (--drive-id), or NULL */
 	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive */
 	int shared_with_me;        /* the mount's root is CFS_DRIVE_SHARED_WITH_ME */
@@ -60,6 +63,9 @@ struct cfs_drive_stats {
 	uint64_t requests, retries, errors, bytes_media, bytes_json;
 	uint64_t resumed;          /* downloads continued after a cut body */
 	uint64_t paced;            /* calls that waited for the pacer */
+	uint64_t rate_limited;     /* replies refusing a call for the rate (403 rate reasons, 429) */
+	uint64_t rate_cuts;        /* pacer rate decreases they caused */
+	double api_rate;           /* the pacer's rate now (calls per second) */
 	/* calls that failed for good, by class */
 	uint64_t err_net, err_server, err_rate, err_proto, err_auth, err_quota, err_notfound,
 		err_access;
@@ -98,10 +104,13 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
  * With rev (a headRevisionId) the bytes come from that revision
  * (files/ID/revisions/REV), so consecutive reads can never mix two
  * revisions: -ESTALE when it is no longer the file's content.  Where Drive
- * does not let this user read revisions, the current content is read. */
+ * does not let this user read revisions, the current content is read.
+ * prio (CFS_PACE_URGENT for a reader waiting, CFS_PACE_BACKGROUND for
+ * read-ahead) is the request's class in the pacer (pace.h). */
 typedef int (*cfs_drive_sink_fn)(void *arg, int64_t at, const char *p, size_t n);
 int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got);
+			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got,
+			int prio);
 
 /* The shared drive the mount is in ("" for My Drive and Shared with me) into
  * out (CFS_ID_MAX bytes); may make one files.get of the root folder. */

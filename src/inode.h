@@ -39,9 +39,6 @@ struct cfs_dir {
 	int64_t listed_at_ms;
 	int listing_busy;             /* a thread is fetching the listing */
 	unsigned expired;             /* bumped when a change makes the listing stale */
-	/* files opened in listing order trigger prefetch of the next ones */
-	size_t last_open;             /* listing position of the last file opened + 1; 0: none */
-	unsigned open_streak;
 };
 
 /* One node: about 190 bytes with a 33-character id, plus its rev string

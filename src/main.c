@@ -137,6 +137,8 @@ static int open_core(struct mount *m)
 		.dir_ttl_s = c->dir_ttl_s,
 		.reader = { .workers = (int)c->max_connections, .max_request = c->max_request,
 			    .prefetch_budget = c->prefetch_memory },
+		.no_dataset_readahead = (int)c->no_dataset_readahead,
+		.whole_drive = c->drive_id || c->shared_with_me,
 	};
 	cfs_export_parse(c->export_formats, &vo.exports, m->why, sizeof(m->why));
 	int rc = cfs_store_open(&sto, &m->store);

@@ -1,34 +1,70 @@
-/* pace: a token bucket on Drive API calls.
+/* pace: the request budget on Drive API calls, tracking Drive's per-user
+ * quota.
  *
- * Policy.  Every request to Drive (metadata or media) takes one token; the
- * bucket refills at rate tokens per second up to burst.  A caller that finds
- * it empty reserves a token anyway and sleeps until it would have been
- * there, so waiting callers are served in order and the long-run rate never
- * exceeds rate.  Drive's documented per-user limit is 12,000 queries a
- * minute (200/s); the defaults (150/s, burst 300) stay under it while
- * leaving room for a DataLoader's many small-file reads.  Pure arithmetic in
- * cfs_pace_reserve (the clock is an argument), so it is unit-tested. */
+ * Policy.  Every request to Drive (metadata or media) takes one token from a
+ * bucket that refills at `rate` tokens per second up to `burst`.  The rate
+ * follows Drive's answers (AIMD, as TCP does with loss): it starts at 90% of
+ * the ceiling (--api-rate; Drive allows about 12,000 calls a minute per user,
+ * 200/s); a reply saying the quota was exceeded (403 userRateLimitExceeded or
+ * rateLimitExceeded, 429) multiplies it by 0.7, at most once per second (the
+ * other refusals of the same burst are the same event), never below 2% of
+ * the ceiling; after a second without such a reply it grows again by 5% of
+ * the ceiling per second, never above the ceiling.
+ *
+ * Two classes.  An urgent call (a reader waiting for its miss, a listing)
+ * takes its token at once and waits only when urgent calls alone outrun the
+ * rate (then in order of arrival).  A background call (read-ahead, hedges)
+ * takes a token only while more than `reserve` remain, so read-ahead running
+ * at the full rate always leaves tokens for a reader's miss: a burst of
+ * read-ahead never delays a miss nor pushes it into a rate-limit refusal.
+ * Background callers queue on their own lock, one polling the bucket at a
+ * time.
+ *
+ * Pure arithmetic in cfs_pace_reserve and cfs_pace_limited (the clock is an
+ * argument), so it is unit-tested on recorded traces; thread-safe. */
 #ifndef CFS_PACE_H
 #define CFS_PACE_H
 
 #include <pthread.h>
 #include <stdint.h>
 
+enum { CFS_PACE_URGENT = 0, CFS_PACE_BACKGROUND = 1 };
+
 struct cfs_pace {
-	double rate;      /* tokens per second; <= 0: no pacing */
+	double ceiling;   /* the most tokens per second; <= 0: no pacing */
+	double rate;      /* now (AIMD), in [floor, ceiling] */
+	double floor;
 	double burst;
-	double tokens;    /* may go negative: reservations not yet due */
-	int64_t last_us;  /* when tokens was last brought up to date */
+	double reserve;   /* tokens background calls leave for urgent ones */
+	double tokens;    /* may go negative: urgent reservations not yet due */
+	int64_t last_us;  /* when tokens and rate were last brought up to date */
+	int64_t cut_us;   /* the last decrease (INT64_MIN: none) */
 	pthread_mutex_t lock;
+	pthread_mutex_t bg_lock; /* background callers, one at a time */
 	uint64_t waits;   /* calls that had to wait (stats) */
+	uint64_t limited; /* rate-limit replies reported */
+	uint64_t cuts;    /* decreases they caused */
 };
 
-void cfs_pace_init(struct cfs_pace *p, double rate, double burst, int64_t now_us);
+/* ceiling: tokens per second at most (<= 0: no pacing); burst: bucket size
+ * (<= 0: a tenth of a second's worth, at least 4). */
+void cfs_pace_init(struct cfs_pace *p, double ceiling, double burst, int64_t now_us);
 void cfs_pace_cleanup(struct cfs_pace *p);
-/* Takes one token at now_us; returns how many microseconds the caller must
- * wait before using it (0 if one was there). */
-int64_t cfs_pace_reserve(struct cfs_pace *p, int64_t now_us);
-/* Reserves and sleeps as needed (CLOCK_MONOTONIC). */
-void cfs_pace_take(struct cfs_pace *p);
+
+/* Asks for one token at now_us.  Urgent: takes it and returns how many
+ * microseconds the caller must wait before using it (0 if one was there).
+ * Background: returns 0 when it took one, else the microseconds after which
+ * to ask again (nothing taken). */
+int64_t cfs_pace_reserve(struct cfs_pace *p, int64_t now_us, int prio);
+/* Reserves and sleeps as needed (CLOCK_MONOTONIC).  *cancel (may be NULL)
+ * turning non-zero ends a background wait early; returns 0, or -ECANCELED
+ * without a token. */
+int cfs_pace_take(struct cfs_pace *p, int prio, const int *cancel);
+
+/* Drive answered a call at now_us with a rate-limit refusal. */
+void cfs_pace_limited(struct cfs_pace *p, int64_t now_us);
+
+/* The current rate (tokens per second; 0 when pacing is off). */
+double cfs_pace_rate(struct cfs_pace *p);
 
 #endif

@@ -24,6 +24,8 @@
 #define SPLIT_MIN 4   /* a job starting while workers are idle is shared out, not below this */
 #define SEQ_REQUEST (64u << 20) /* request size a sequential stream grows to (at least) */
 #define WIN_GROWTH 4  /* window factor per sequential read */
+#define SCAN_WORKERS 48 /* connections for dataset read-ahead (enough for 200/s at 240 ms) */
+#define SCAN_QUEUE 256  /* scan jobs queued, at most */
 #define FAILS 64
 #define FAIL_MS 60000 /* how long a permanent refusal is believed without asking again */
 
@@ -53,6 +55,7 @@ struct job {
 	uint32_t seen_n;   /* the worker's copy of n, taken under lock at each block */
 	uint32_t asked;    /* n when it started: the blocks its request asks for */
 	int urgent, started;
+	int scan;          /* a dataset scan's job (scan queue; its own workers) */
 	struct job *rnext; /* running list */
 	uint64_t bytes;
 	char *blk;         /* the block being filled: a job needs one block of memory */
@@ -101,8 +104,9 @@ struct cfs_reader {
 	pthread_cond_t done;  /* a flight finished */
 	pthread_cond_t work;  /* a job was queued, or stop */
 	struct flight *flights[BUCKETS];
-	struct queue urgent, bg;
+	struct queue urgent, bg, scanq;
 	int running_bg, stop;
+	int running_scan, scan_workers;
 	int idle;             /* workers waiting for work */
 	struct job *running;  /* jobs being downloaded (rnext) */
 	pthread_t *threads;
@@ -278,9 +282,12 @@ static int ensure_workers(struct cfs_reader *r);
 /* lock held.  A job for the run of blocks from first that are neither cached
  * (first itself is not checked) nor in flight, at most maxn long.  NULL if
  * there is nothing to do or no memory. */
+enum { CLS_URGENT, CLS_BG, CLS_SCAN };
+
 static struct job *job_make(struct cfs_reader *r, const struct cfs_reader_file *f,
-			    uint64_t first, uint32_t maxn, int urgent)
+			    uint64_t first, uint32_t maxn, int cls)
 {
+	int urgent = cls == CLS_URGENT;
 	uint64_t total = nblocks(r, f->size);
 	uint32_t n = 0;
 	if (ensure_workers(r))
@@ -305,6 +312,7 @@ static struct job *job_make(struct cfs_reader *r, const struct cfs_reader_file *
 	j->first = first;
 	j->fl = fl;
 	j->urgent = urgent;
+	j->scan = cls == CLS_SCAN;
 	for (uint32_t i = 0; i < n; i++) {
 		struct flight *x = calloc(1, sizeof(*x));
 		if (!x)
@@ -327,11 +335,13 @@ static struct job *job_make(struct cfs_reader *r, const struct cfs_reader_file *
 	}
 	r->st.inflight += j->n;
 	r->st.requests++;
-	if (!urgent) {
-		r->st.queued_bytes += j->bytes;
+	if (!urgent)
 		r->st.prefetched += j->n;
-	}
-	push(urgent ? &r->urgent : &r->bg, j);
+	if (cls == CLS_BG)
+		r->st.queued_bytes += j->bytes;
+	if (cls == CLS_SCAN)
+		r->st.scan_jobs++;
+	push(cls == CLS_URGENT ? &r->urgent : cls == CLS_SCAN ? &r->scanq : &r->bg, j);
 	pthread_cond_signal(&r->work);
 	return j;
 }
@@ -341,9 +351,14 @@ static void promote(struct cfs_reader *r, struct job *j)
 {
 	if (j->urgent || j->started)
 		return;
-	unqueue(&r->bg, j);
+	if (j->scan) {
+		unqueue(&r->scanq, j);
+		j->scan = 0;
+	} else {
+		unqueue(&r->bg, j);
+		r->st.queued_bytes -= j->bytes;
+	}
 	j->urgent = 1;
-	r->st.queued_bytes -= j->bytes;
 	push(&r->urgent, j);
 	pthread_cond_signal(&r->work);
 }
@@ -369,6 +384,7 @@ static struct job *job_split(struct cfs_reader *r, struct job *j, uint32_t at)
 	x->first = j->first + at;
 	x->n = k;
 	x->urgent = j->urgent;
+	x->scan = j->scan;
 	x->fl = fl;
 	for (uint32_t i = 0; i < k; i++) {
 		fl[i] = j->fl[at + i];
@@ -489,7 +505,8 @@ static void run_job(struct job *j)
 	size_t got = 0;
 	j->blk = malloc(r->bs);
 	int rc = j->blk ? cfs_drive_read_sink(r->drive, j->id, j->rev[0] ? j->rev : NULL, j->size,
-					      (int64_t)j->first * r->bs, len, on_bytes, j, &got)
+					      (int64_t)j->first * r->bs, len, on_bytes, j, &got,
+					      j->urgent ? CFS_PACE_URGENT : CFS_PACE_BACKGROUND)
 			: -ENOMEM;
 	pthread_mutex_lock(&r->lock);
 	if (!rc && j->published < j->n) /* 416: the file is shorter than its listing said */
@@ -552,13 +569,17 @@ static void *worker(void *arg)
 			share_out(r, &r->urgent, j);
 		if (!j && r->bg.head && bg_may_start(r, r->bg.head) && (j = pop(&r->bg)))
 			share_out(r, &r->bg, j);
+		if (!j && r->running_scan < r->scan_workers)
+			j = pop(&r->scanq);
 		if (!j) {
 			r->idle++;
 			pthread_cond_wait(&r->work, &r->lock);
 			r->idle--;
 			continue;
 		}
-		if (!j->urgent)
+		if (j->scan)
+			r->running_scan++;
+		else if (!j->urgent)
 			r->running_bg++;
 		j->started = 1;
 		j->seen_n = j->asked = j->n;
@@ -568,7 +589,9 @@ static void *worker(void *arg)
 		run_job(j);
 		pthread_mutex_lock(&r->lock);
 		running_del(r, j);
-		if (!j->urgent) {
+		if (j->scan) {
+			r->running_scan--;
+		} else if (!j->urgent) {
 			r->running_bg--;
 			r->st.queued_bytes -= j->bytes;
 		}
@@ -594,6 +617,7 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 	/* `workers` connections for read-ahead, and one more kept for readers'
 	 * own misses, so a miss never waits behind a 64 MiB prefetch */
 	r->workers = (o && o->workers > 0 ? o->workers : 16) + RESERVED_WORKERS;
+	r->scan_workers = o && o->scan_workers > 0 ? o->scan_workers : SCAN_WORKERS;
 	uint64_t maxreq = o && o->max_request ? o->max_request : 16u << 20;
 	r->max_blocks = maxreq / r->bs ? (uint32_t)(maxreq / r->bs) : 1;
 	r->seq_blocks = SEQ_REQUEST / r->bs > r->max_blocks ? SEQ_REQUEST / r->bs : r->max_blocks;
@@ -611,7 +635,7 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->done, NULL);
 	pthread_cond_init(&r->work, NULL);
-	r->threads = calloc((size_t)r->workers, sizeof(*r->threads));
+	r->threads = calloc((size_t)(r->workers + r->scan_workers), sizeof(*r->threads));
 	if (!r->threads) {
 		cfs_reader_free(r);
 		return -ENOMEM;
@@ -624,7 +648,7 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
  * daemon forks has no threads to lose in the fork. */
 static int ensure_workers(struct cfs_reader *r)
 {
-	for (int i = r->nthreads; i < r->workers; i++) {
+	for (int i = r->nthreads; i < r->workers + r->scan_workers; i++) {
 		if (pthread_create(&r->threads[i], NULL, worker, r) != 0)
 			break;
 		r->nthreads++;
@@ -643,8 +667,8 @@ void cfs_reader_free(struct cfs_reader *r)
 	for (int i = 0; i < r->nthreads; i++)
 		pthread_join(r->threads[i], NULL);
 	free(r->threads);
-	struct queue *qs[] = { &r->urgent, &r->bg };
-	for (int q = 0; q < 2; q++) {
+	struct queue *qs[] = { &r->urgent, &r->bg, &r->scanq };
+	for (int q = 0; q < 3; q++) {
 		struct job *j;
 		while ((j = pop(qs[q]))) {
 			for (uint32_t i = 0; i < j->n; i++)
@@ -670,6 +694,11 @@ void cfs_reader_free(struct cfs_reader *r)
 	free(r);
 }
 
+uint64_t cfs_reader_small_max(const struct cfs_reader *r)
+{
+	return (uint64_t)r->max_blocks * r->bs;
+}
+
 struct cfs_reader_stream *cfs_reader_stream_new(void)
 {
 	return calloc(1, sizeof(struct cfs_reader_stream));
@@ -684,6 +713,7 @@ void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out)
 {
 	pthread_mutex_lock(&r->lock);
 	*out = r->st;
+	out->scan_queued = (uint64_t)r->scanq.len + (uint64_t)r->running_scan;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -692,14 +722,16 @@ void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out)
 /* lock held.  Queues prefetch jobs for blocks [from, to] under the budget;
  * returns the first block it did not cover (to + 1 when it got there). */
 static uint64_t prefetch_range(struct cfs_reader *r, const struct cfs_reader_file *f,
-			       uint64_t from, uint64_t to, uint32_t chunk)
+			       uint64_t from, uint64_t to, uint32_t chunk, int cls)
 {
 	uint64_t total = nblocks(r, f->size);
 	if (to >= total)
 		to = total ? total - 1 : 0;
 	uint64_t b = from;
 	while (total && b <= to) {
-		if (r->st.queued_bytes >= r->prefetch_budget || fail_get(r, f->key))
+		if ((cls == CLS_SCAN ? r->scanq.len >= SCAN_QUEUE
+				     : r->st.queued_bytes >= r->prefetch_budget) ||
+		    fail_get(r, f->key))
 			return b;
 		if (flight_find(r, f->key, b) || cfs_store_has(r->store, f->key, b)) {
 			b++;
@@ -708,7 +740,7 @@ static uint64_t prefetch_range(struct cfs_reader *r, const struct cfs_reader_fil
 		uint32_t n = chunk;
 		if (b + n > to + 1)
 			n = (uint32_t)(to + 1 - b);
-		struct job *j = job_make(r, f, b, n, 0);
+		struct job *j = job_make(r, f, b, n, cls);
 		if (!j)
 			return b;
 		b += j->n;
@@ -738,7 +770,7 @@ static int read_miss(struct cfs_reader *r, const struct cfs_reader_file *f, uint
 			if (fl->job)
 				promote(r, fl->job);
 		} else {
-			struct job *j = job_make(r, f, b, chunk, 1);
+			struct job *j = job_make(r, f, b, chunk, CLS_URGENT);
 			if (!j) {
 				pthread_mutex_unlock(&r->lock);
 				return -ENOMEM;
@@ -852,7 +884,7 @@ int cfs_reader_read(struct cfs_reader *r, struct cfs_reader_stream *stream,
 		if (!pchunk)
 			pchunk = 1;
 		if (from + pchunk <= last + window + 1)
-			stream->ahead = prefetch_range(r, f, from, last + window, pchunk);
+			stream->ahead = prefetch_range(r, f, from, last + window, pchunk, CLS_BG);
 	}
 	pthread_mutex_unlock(&r->lock);
 	if (!rc)
@@ -867,9 +899,41 @@ int cfs_reader_prefetch(struct cfs_reader *r, const struct cfs_reader_file *f)
 	pthread_mutex_lock(&r->lock);
 	int busy = r->st.queued_bytes >= r->prefetch_budget;
 	if (!busy)
-		prefetch_range(r, f, 0, nblocks(r, f->size) - 1, r->max_blocks);
+		prefetch_range(r, f, 0, nblocks(r, f->size) - 1, r->max_blocks, CLS_BG);
 	pthread_mutex_unlock(&r->lock);
 	return busy ? -EBUSY : 0;
+}
+
+int cfs_reader_scan(struct cfs_reader *r, const struct cfs_reader_file *f)
+{
+	if (strlen(f->key) >= KEY_MAX || f->size <= 0 ||
+	    (uint64_t)f->size > (uint64_t)r->max_blocks * r->bs)
+		return 0;
+	pthread_mutex_lock(&r->lock);
+	uint64_t requests = r->st.requests, last = nblocks(r, f->size) - 1;
+	int rc = 0;
+	if (r->scanq.len >= SCAN_QUEUE)
+		rc = -EBUSY;
+	else if (prefetch_range(r, f, 0, last, r->max_blocks, CLS_SCAN) <= last)
+		rc = r->scanq.len >= SCAN_QUEUE ? -EBUSY : 0; /* full now, or no memory */
+	if (!rc && r->st.requests != requests)
+		rc = 1;
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+void cfs_reader_scan_cancel(struct cfs_reader *r)
+{
+	pthread_mutex_lock(&r->lock);
+	struct job *j;
+	while ((j = pop(&r->scanq))) {
+		for (uint32_t i = 0; i < j->n; i++)
+			if (j->fl[i])
+				finish_block(r, j, i, -ECANCELED, 0, NULL);
+		free(j->fl);
+		free(j);
+	}
+	pthread_mutex_unlock(&r->lock);
 }
 
 int cfs_reader_warm(struct cfs_reader *r, const struct cfs_reader_file *f, int64_t off,
@@ -893,7 +957,7 @@ int cfs_reader_warm(struct cfs_reader *r, const struct cfs_reader_file *f, int64
 		struct flight *fl = flight_find(r, f->key, b);
 		if (!fl && !cfs_store_has(r->store, f->key, b)) {
 			/* warm asks for it: make a job now, prefetch budget or not */
-			struct job *j = job_make(r, f, b, r->max_blocks, 0);
+			struct job *j = job_make(r, f, b, r->max_blocks, CLS_BG);
 			fl = j ? j->fl[0] : NULL;
 		}
 		if (fl) {

@@ -35,6 +35,16 @@
  * whole on its first miss, and a reader's own miss asks for at most
  * max_request.
  *
+ * Dataset scans.  cfs_reader_scan queues a whole small file for a dataset
+ * scan (vfs_scan.c decides which): scan jobs have their own queue and up to
+ * scan_workers connections of their own (48 by default: Drive's 200
+ * requests/s at ~240 ms each), so they can run at the request budget
+ * without taking a connection from a sequential stream or a reader.  They
+ * go after readers' misses and sequential read-ahead, they take pacing
+ * tokens as background calls (pace.h: a reader's miss is never paced
+ * behind them), a reader that wants a queued one promotes it to urgent,
+ * and cfs_reader_scan_cancel drops the queued ones when the scan ends.
+ *
  * If the store cannot keep a block (cache full and nothing evictable) its
  * bytes are still served, and the last few such blocks are kept in memory so
  * the kernel's next reads of the same block do not download it again.  A
@@ -58,6 +68,7 @@ struct cfs_reader_opts {
 	int workers;              /* download threads (--max-connections); default 16 */
 	uint64_t max_request;     /* largest range request in bytes; default 16 MiB */
 	uint64_t prefetch_budget; /* prefetch bytes queued or running; default: the window */
+	int scan_workers;         /* connections for dataset scans; default 48 */
 };
 
 /* What to read: a blob's identity. */
@@ -76,6 +87,8 @@ struct cfs_reader_stats {
 	uint64_t prefetched;                   /* blocks fetched ahead of readers */
 	uint64_t uncached;                     /* blocks served without being stored */
 	uint64_t queued_bytes;                 /* prefetch bytes queued or running now */
+	uint64_t scan_jobs;                    /* range requests queued for dataset scans */
+	uint64_t scan_queued;                  /* of those, queued or running now */
 };
 
 int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_reader_opts *o,
@@ -98,11 +111,21 @@ int cfs_reader_read(struct cfs_reader *r, struct cfs_reader_stream *stream,
  * the next small files).  Returns at once; 0 or -EBUSY over budget. */
 int cfs_reader_prefetch(struct cfs_reader *r, const struct cfs_reader_file *f);
 
+/* Queues a background download of the whole of a small file f (at most
+ * max_request bytes) for a dataset scan.  Returns 1 when something was
+ * queued, 0 when there is nothing to do (cached, in flight, too large, or
+ * refused by Drive lately), -EBUSY when the scan queue is full (ask later). */
+int cfs_reader_scan(struct cfs_reader *r, const struct cfs_reader_file *f);
+/* Drops the dataset scan jobs not started yet. */
+void cfs_reader_scan_cancel(struct cfs_reader *r);
+
 /* Makes [off, off+len) of f cached, with full parallelism, and waits.
  * Returns 0 or the first download error; *fetched gets the bytes downloaded. */
 int cfs_reader_warm(struct cfs_reader *r, const struct cfs_reader_file *f, int64_t off,
 		    uint64_t len, uint64_t *fetched);
 
 void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out);
+/* The largest file cfs_reader_scan fetches (max_request). */
+uint64_t cfs_reader_small_max(const struct cfs_reader *r);
 
 #endif

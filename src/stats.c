@@ -35,9 +35,11 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 	if (s->reader)
 		cfs_reader_stats(s->reader, &r);
 	uint64_t checked = 0, mismatched = 0, polls = 0, changes = 0;
+	struct cfs_vfs_scan_stats sc = { 0 };
 	if (s->vfs) {
 		cfs_vfs_counters(s->vfs, &checked, &mismatched);
 		cfs_vfs_poll_stats(s->vfs, &polls, &changes);
+		cfs_vfs_scan_stats(s->vfs, &sc);
 	}
 	struct cfs_stats_recovery rec = { 0 };
 	const struct cfs_stats_recovery *sr = s->recovery;
@@ -84,12 +86,25 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "prefetch_queued_bytes", r.queued_bytes },
 		{ "downloads_joined_total", r.joined },
 		{ "downloads_in_flight", r.inflight },
+		{ "dataset_scans_total", sc.scans },
+		{ "dataset_scans_running", sc.running },
+		{ "dataset_prefetched_files_total", sc.files },
+		{ "dataset_prefetched_bytes_total", sc.bytes },
+		{ "dataset_used_bytes_total", sc.used },
+		{ "dataset_wasted_bytes_total", sc.wasted },
+		{ "dataset_ahead_bytes", sc.ahead },
+		{ "listing_order_prefetched_files_total", sc.order_files },
+		{ "scan_requests_total", r.scan_jobs },
+		{ "scan_requests_queued", r.scan_queued },
 		{ "change_polls_total", polls },
 		{ "changes_applied_total", changes },
 		{ "drive_requests_total", d.requests },
 		{ "drive_retries_total", d.retries },
 		{ "drive_resumed_downloads_total", d.resumed },
 		{ "drive_paced_calls_total", d.paced },
+		{ "api_rate", (uint64_t)(d.api_rate + 0.5) },
+		{ "rate_limited_total", d.rate_limited },
+		{ "api_rate_decreases_total", d.rate_cuts },
 		{ "drive_errors_total", d.errors },
 		{ "drive_errors_network_total", d.err_net },
 		{ "drive_errors_server_total", d.err_server },

@@ -1,7 +1,7 @@
 /* vfs: FUSE-free file system core (see vfs.h); this part owns the vfs
  * object's life cycle, the root (resolved once, then kept in the index) and
  * statfs.  The rest lives in vfs_list.c, vfs_ns.c, vfs_file.c, vfs_ctl.c
- * and vfs_changes.c (see vfs_int.h). */
+ * vfs_scan.c and vfs_changes.c (see vfs_int.h). */
 #include "vfs_int.h"
 
 #include <errno.h>
@@ -72,6 +72,11 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 		rc = cfs_nsdb_new(store, &v->ns);
 	if (!rc)
 		rc = cfs_reader_new(d, store, &o->reader, &v->reader);
+	if (!rc)
+		cfs_vfs_scan_init(v, o->no_dataset_readahead,
+				  !o->root_id || !*o->root_id || strcmp(o->root_id, "root") == 0 ||
+					  o->whole_drive);
+	v->scan_ready = !rc;
 	struct cfs_file_meta m;
 	memset(&m, 0, sizeof(m));
 	void *va = NULL;
@@ -118,6 +123,8 @@ void cfs_vfs_free(struct cfs_vfs *v)
 	}
 	pthread_mutex_destroy(&v->poll_lock);
 	pthread_cond_destroy(&v->poll_cond);
+	if (v->scan_ready)
+		cfs_vfs_scan_cleanup(v);
 	cfs_handles_free(v->handles, cfs_vfs_drop_handle, v); /* open at unmount: never released */
 	cfs_reader_free(v->reader);
 	cfs_nsdb_free(v->ns);

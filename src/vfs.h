@@ -38,6 +38,8 @@ struct cfs_vfs_opts {
 	long dir_ttl_s;        /* listing lifetime */
 	struct cfs_export_map exports;
 	struct cfs_reader_opts reader;
+	int no_dataset_readahead; /* listing-order and tree-scan read-ahead off */
+	int whole_drive;          /* root_id is a whole drive (shared drive, Shared with me) */
 };
 
 struct cfs_vfs_attr {
@@ -108,6 +110,18 @@ void cfs_vfs_poll_stats(struct cfs_vfs *v, uint64_t *polls, uint64_t *applied);
 /* Whole-file checks of completely cached files against Drive's md5/sha256:
  * how many passed and how many failed (and were dropped). */
 void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched);
+
+/* Dataset read-ahead (see scan.h and vfs_scan.c). */
+struct cfs_vfs_scan_stats {
+	uint64_t scans;       /* tree scans started */
+	uint64_t running;     /* now */
+	uint64_t files, bytes; /* handed to the reader by tree scans */
+	uint64_t used;        /* bytes of those opened by a reader while the scan ran */
+	uint64_t wasted;      /* bytes of those nobody opened before the scan ended */
+	uint64_t ahead;       /* bytes handed out and not opened yet, now */
+	uint64_t order_files; /* files queued ahead of a reader going in listing order */
+};
+void cfs_vfs_scan_stats(struct cfs_vfs *v, struct cfs_vfs_scan_stats *out);
 
 /* Drops the cached blocks of a file, of every file below a folder, or (the
  * root) everything; reports what was freed and calls inval (may be NULL)

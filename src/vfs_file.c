@@ -2,8 +2,8 @@
  *
  * An open pins the file's content key and revision (stored in the index so
  * a restarted server can rebuild the handle), fetches an export whole into
- * memory, holds a small file's blocks against eviction, and starts the
- * sibling prefetch when a folder's files are opened in listing order.  A
+ * memory, holds a small file's blocks against eviction, and tells the
+ * dataset read-ahead (vfs_scan.c) about it.  A
  * read that finds the revision gone marks the node stale.  At release, a
  * completely cached file is checked once per revision against Drive's
  * md5/sha256. */
@@ -56,47 +56,6 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	cfs_inode_unlock(v->tab);
 	cfs_file_meta_cleanup(&m);
 	return rc;
-}
-
-#define SIBLINGS_MAX 32
-#define SIBLING_SIZE_MAX (8 << 20)
-
-/* A DataLoader epoch over a sorted file list opens a folder's files in
- * listing order: once two opens in a row are neighbours, fetch the next
- * small files ahead (2, 4, ... up to 32 ahead of the reader). */
-static void prefetch_siblings(struct cfs_vfs *v, uint64_t ino)
-{
-	struct blob_ref refs[SIBLINGS_MAX];
-	int n = 0;
-	cfs_inode_lock(v->tab);
-	struct cfs_node *f = cfs_inode_get(v->tab, ino);
-	struct cfs_node *p = f ? cfs_inode_get(v->tab, f->parent) : NULL;
-	struct cfs_dir *d = p ? p->dir : NULL;
-	if (d && d->listing && f->lpos < d->listing->n && d->listing->e[f->lpos].ino == ino) {
-		size_t pos = f->lpos + 1; /* last_open counts from 1 */
-		if (d->last_open && pos > d->last_open && pos <= d->last_open + 3)
-			d->open_streak = d->open_streak < 5 ? d->open_streak + 1 : 5;
-		else if (pos != d->last_open)
-			d->open_streak = 0;
-		d->last_open = pos;
-		pos--;
-		unsigned ahead = d->open_streak ? 1u << d->open_streak : 0;
-		for (size_t i = pos + 1; i < d->listing->n && i <= pos + ahead && n < SIBLINGS_MAX;
-		     i++) {
-			struct cfs_node *s = cfs_inode_get(v->tab, d->listing->e[i].ino);
-			if (!s || s->is_dir || s->export_mime[0] || s->size <= 0 ||
-			    s->size > SIBLING_SIZE_MAX)
-				continue;
-			cfs_vfs_blob_ref(s, &refs[n]);
-			n++;
-		}
-	}
-	cfs_inode_unlock(v->tab);
-	for (int i = 0; i < n; i++) {
-		struct cfs_reader_file rf = cfs_vfs_reader_file(&refs[i]);
-		if (cfs_reader_prefetch(v->reader, &rf) == -EBUSY)
-			break;
-	}
 }
 
 /* Gets f ready to read what f->b names: the whole export when export_mime
@@ -196,7 +155,7 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *
 		return rc;
 	}
 	if (!f->data)
-		prefetch_siblings(v, ino);
+		cfs_vfs_scan_open(v, ino); /* dataset read-ahead (vfs_scan.c) */
 	*fh = f->h.fh;
 	return 0;
 }

@@ -5,8 +5,8 @@
  * Parts: vfs.c (life cycle, root, statfs), vfs_list.c (folder listings:
  * Drive, index, install), vfs_ns.c (nodes from a restarted process,
  * attributes, lookup, folder handles), vfs_file.c (file handles, reads,
- * whole-file checks), vfs_ctl.c (evict, warm), vfs_changes.c (the Changes
- * API poller).  Locking: node fields under the inode table lock, as stated
+ * whole-file checks), vfs_scan.c (dataset read-ahead), vfs_ctl.c (evict,
+ * warm), vfs_changes.c (the Changes API poller).  Locking: node fields under the inode table lock, as stated
  * in inode.h. */
 #ifndef CFS_VFS_INT_H
 #define CFS_VFS_INT_H
@@ -21,12 +21,30 @@
 #include "handles.h"
 #include "inode.h"
 #include "reader.h"
+#include "scan.h"
 #include "vfs.h"
 
 #define EXPORT_MAX (64u << 20)
 #define MAX_DEPTH 128
 /* How many folders up resolve_node follows stored parent rows. */
 #define RESOLVE_DEPTH 64
+
+struct scan_run;
+
+/* Dataset read-ahead (vfs_scan.c): the detector, the running scans and the
+ * scanner thread; everything under lock. */
+struct cfs_vfs_scanner {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;          /* wakes the scanner: a scan starts, room ahead, stop */
+	pthread_t thread;
+	int started, stop, disabled;
+	struct cfs_scan det;
+	struct scan_run *runs[CFS_SCAN_TREES];
+	uint64_t pending[CFS_SCAN_TREES]; /* roots whose run the scanner has to build */
+	uint64_t small_max;           /* largest file read ahead whole */
+	uint64_t ahead_max;           /* bytes queued and not opened yet, per scan */
+	struct cfs_vfs_scan_stats st;
+};
 
 struct cfs_vfs {
 	struct cfs_drive *drive;
@@ -48,6 +66,8 @@ struct cfs_vfs {
 	pthread_cond_t poll_cond;
 	uint64_t changes_applied, polls; /* stats */
 	int64_t stored_valid_after; /* stored listings fetched before this (wall ms) are stale */
+	struct cfs_vfs_scanner scan;
+	int scan_ready;             /* scan initialised (cleaned up at free) */
 };
 
 enum { H_FILE = 1, H_DIR = 2 }; /* struct cfs_handle kinds */
@@ -127,6 +147,13 @@ static inline struct cfs_node *cfs_vfs_file_node(struct cfs_vfs *v, uint64_t ino
  * 0, -EEXIST or -ENOMEM. */
 int cfs_vfs_add_handle(struct cfs_vfs *v, struct cfs_handle *e);
 void cfs_vfs_dir_free(struct cfs_vfs_dir *d);
+
+/* vfs_scan.c: set up (disabled: --no-dataset-readahead; whole_drive: the
+ * mount's top is a whole drive, never scanned as one tree), stop and free;
+ * and the hook every open of a regular file calls (lock not held). */
+void cfs_vfs_scan_init(struct cfs_vfs *v, int disabled, int whole_drive);
+void cfs_vfs_scan_cleanup(struct cfs_vfs *v);
+void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino);
 
 /* vfs_file.c */
 void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);

@@ -938,6 +938,13 @@ def timed_read(path, n, timeout):
     return box["elapsed"], box["result"]
 
 
+def report(capsys, tag, text):
+    """Prints past pytest's capture, each line tagged [tag] (numbers that are
+    reported, not asserted)."""
+    with capsys.disabled():
+        print("\n[%s] " % tag + text.replace("\n", "\n[%s] " % tag))
+
+
 def assert_same_bytes(got, want, what):
     if got == want:
         return

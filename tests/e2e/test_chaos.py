@@ -136,9 +136,7 @@ def new_mount(mount_factory, emu, name, **kw):
 
 
 def report(capsys, text):
-    """Print past pytest's capture (timings and ratios are reported, not asserted)."""
-    with capsys.disabled():
-        print("\n[chaos] " + text.replace("\n", "\n[chaos] "))
+    H.report(capsys, "chaos", text)
 
 
 def umount(m):

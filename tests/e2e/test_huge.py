@@ -35,9 +35,7 @@ N_READ = 8
 
 
 def report(capsys, text):
-    """Print past pytest's capture (numbers are reported, not asserted)."""
-    with capsys.disabled():
-        print("\n[huge] " + text.replace("\n", "\n[huge] "))
+    H.report(capsys, "huge", text)
 
 
 def name_of(i):

@@ -1,33 +1,154 @@
-/* Unit tests: the API call token bucket. */
+/* Unit tests: the API call budget (token bucket, AIMD, two classes), on a
+ * fake clock. */
 #include "check.h"
 #include "pace.h"
 
-int main(void)
+#define S 1000000LL /* one second in microseconds */
+
+static void bucket(void)
 {
 	struct cfs_pace p;
-	cfs_pace_init(&p, 10, 5, 0); /* 10/s, burst 5 */
+	cfs_pace_init(&p, 10, 5, 0); /* ceiling 10/s: starts at 9.5/s, burst 5 */
+	CHECK(p.rate > 9.49 && p.rate < 9.51);
 	for (int i = 0; i < 5; i++)
-		CHECK_EQ(cfs_pace_reserve(&p, 0), 0); /* the burst is free */
-	CHECK_EQ(cfs_pace_reserve(&p, 0), 100000); /* then one every 100 ms, in order */
-	CHECK_EQ(cfs_pace_reserve(&p, 0), 200000);
+		CHECK_EQ(cfs_pace_reserve(&p, 0, CFS_PACE_URGENT), 0); /* the burst is free */
+	CHECK_EQ(cfs_pace_reserve(&p, 0, CFS_PACE_URGENT), 105263); /* then in order */
+	CHECK_EQ(cfs_pace_reserve(&p, 0, CFS_PACE_URGENT), 210526);
 	CHECK_EQ(p.waits, 2);
-	/* a second later the debt (2 tokens) is paid and 8 more accrued, capped at 5 */
-	CHECK_EQ(cfs_pace_reserve(&p, 1000000), 0);
+	/* a second later the debt is paid and the bucket refilled, capped at 5 */
+	CHECK_EQ(cfs_pace_reserve(&p, S, CFS_PACE_URGENT), 0);
 	CHECK(p.tokens <= 5);
-	/* long-run rate: 1000 calls over 10 s never get ahead of 10/s + burst */
+	/* growth: without refusals, 5% of the ceiling a second, up to it */
+	CHECK(p.rate > 9.99 && p.rate <= 10);
+	CHECK_EQ(cfs_pace_reserve(&p, 10 * S, CFS_PACE_URGENT), 0);
+	CHECK(p.rate == 10);
+	cfs_pace_limited(&p, 10 * S);
+	CHECK(p.rate > 6.99 && p.rate < 7.01);
+	cfs_pace_reserve(&p, 11 * S, CFS_PACE_URGENT); /* held for a second after a cut */
+	CHECK(p.rate > 6.99 && p.rate < 7.01);
+	cfs_pace_reserve(&p, 13 * S, CFS_PACE_URGENT); /* then +0.5/s */
+	CHECK(p.rate > 7.99 && p.rate < 8.01);
+	cfs_pace_cleanup(&p);
+
+	/* long-run rate: a caller that sleeps as told never gets ahead */
 	struct cfs_pace q;
 	cfs_pace_init(&q, 10, 5, 0);
 	int64_t t = 0;
 	for (int i = 0; i < 105; i++)
-		t += cfs_pace_reserve(&q, t); /* a caller that sleeps as told */
-	CHECK(t >= 9900000 && t <= 10000000);
+		t += cfs_pace_reserve(&q, t, CFS_PACE_URGENT);
+	CHECK(t >= 9 * S && t <= 11 * S);
 	cfs_pace_cleanup(&q);
-	/* rate 0: no pacing */
+
+	/* ceiling 0: no pacing */
 	struct cfs_pace off;
 	cfs_pace_init(&off, 0, 1, 0);
 	for (int i = 0; i < 100; i++)
-		CHECK_EQ(cfs_pace_reserve(&off, 0), 0);
+		CHECK_EQ(cfs_pace_reserve(&off, 0, CFS_PACE_BACKGROUND), 0);
+	CHECK(cfs_pace_rate(&off) == 0);
 	cfs_pace_cleanup(&off);
+}
+
+/* Background calls leave the reserve to urgent ones. */
+static void classes(void)
+{
+	struct cfs_pace p;
+	cfs_pace_init(&p, 100, 20, 0); /* 95/s, burst 20, reserve 10 */
+	int bg = 0;
+	while (cfs_pace_reserve(&p, 0, CFS_PACE_BACKGROUND) == 0)
+		bg++;
+	CHECK_EQ(bg, 10);
+	/* the background waits without taking: asking again changes nothing */
+	int64_t w = cfs_pace_reserve(&p, 0, CFS_PACE_BACKGROUND);
+	CHECK(w > 0 && w <= S / 95 + 1);
+	CHECK_EQ(cfs_pace_reserve(&p, 0, CFS_PACE_BACKGROUND), w);
+	/* ten urgent calls still go at once */
+	for (int i = 0; i < 10; i++)
+		CHECK_EQ(cfs_pace_reserve(&p, 0, CFS_PACE_URGENT), 0);
+	CHECK(cfs_pace_reserve(&p, 0, CFS_PACE_URGENT) > 0);
 	cfs_pace_cleanup(&p);
+
+	/* a trace: background saturating at the full rate for 10 s, with an
+	 * urgent call every 100 ms: no urgent call ever waits, and the
+	 * background gets the rest of the budget */
+	cfs_pace_init(&p, 100, 20, 0);
+	int64_t next_bg = 0, urgent_waited = 0;
+	int got_bg = 0, urgent = 0;
+	for (int64_t now = 0; now < 10 * S; now += 1000) {
+		if (now % (100 * 1000) == 0) {
+			urgent_waited += cfs_pace_reserve(&p, now, CFS_PACE_URGENT);
+			urgent++;
+		}
+		while (now >= next_bg) {
+			int64_t wait = cfs_pace_reserve(&p, now, CFS_PACE_BACKGROUND);
+			if (wait) {
+				next_bg = now + wait;
+				break;
+			}
+			got_bg++;
+		}
+	}
+	CHECK_EQ(urgent_waited, 0);
+	CHECK_EQ(urgent, 100);
+	/* budget over 10 s: 20 in the bucket (10 of them kept back) + 95/s
+	 * growing to 100/s within a second */
+	CHECK(got_bg + urgent >= 960 && got_bg + urgent <= 1020);
+	cfs_pace_cleanup(&p);
+}
+
+/* AIMD against a simulated Drive enforcing 200/s (a bucket of 200): a
+ * client asking as fast as the pacer lets it, with a ceiling above the
+ * quota, settles near the quota with few refusals. */
+static void aimd(void)
+{
+	struct cfs_pace p;
+	cfs_pace_init(&p, 400, 0, 0); /* ceiling 400/s: twice what "Drive" allows */
+	double drive = 200;           /* Drive's bucket */
+	int64_t last = 0, next = 0;
+	int ok = 0, refused = 0, refused_late = 0;
+	for (int64_t now = 0; now < 60 * S; now += 500) {
+		drive += (double)(now - last) * 200 / 1e6;
+		if (drive > 200)
+			drive = 200;
+		last = now;
+		while (now >= next) {
+			int64_t wait = cfs_pace_reserve(&p, now, CFS_PACE_BACKGROUND);
+			if (wait) {
+				next = now + wait;
+				break;
+			}
+			if (drive >= 1) {
+				drive -= 1;
+				ok++;
+			} else {
+				refused++;
+				if (now > 30 * S)
+					refused_late++;
+				cfs_pace_limited(&p, now);
+			}
+		}
+	}
+	CHECK(p.cuts > 0);
+	CHECK(p.limited == (uint64_t)refused);
+	CHECK(ok >= 0.85 * 200 * 60);                 /* near the quota */
+	CHECK(refused < ok / 20);                     /* few refusals (< 5%) */
+	CHECK(refused_late < 30 * 200 / 50);          /* settled: < 2% later on */
+	CHECK(p.rate >= p.floor && p.rate <= p.ceiling);
+	/* one decrease per second however many refusals arrive together */
+	uint64_t cuts = p.cuts;
+	for (int i = 0; i < 50; i++)
+		cfs_pace_limited(&p, 61 * S + i * 1000);
+	CHECK_EQ(p.cuts, cuts + 1);
+	/* never below the floor */
+	for (int i = 0; i < 100; i++)
+		cfs_pace_limited(&p, 70 * S + i * S);
+	CHECK(p.rate >= p.floor - 1e-9 && p.rate <= p.floor + 1e-9);
+	cfs_pace_cleanup(&p);
+}
+
+int main(void)
+{
+	bucket();
+	classes();
+	aimd();
 	return check_done("test_pace");
 }

@@ -1,0 +1,169 @@
+/* scan: dataset scan detection (see scan.h for the policy). */
+#include "scan.h"
+
+#include <string.h>
+
+void cfs_scan_init(struct cfs_scan *s, const struct cfs_scan_opts *o)
+{
+	memset(s, 0, sizeof(*s));
+	if (o)
+		s->o = *o;
+	if (!s->o.trigger)
+		s->o.trigger = 24;
+	if (s->o.trigger > CFS_SCAN_RECENT)
+		s->o.trigger = CFS_SCAN_RECENT;
+	if (s->o.window_ms <= 0)
+		s->o.window_ms = 30000;
+	if (s->o.idle_ms <= 0)
+		s->o.idle_ms = 3000;
+	if (!s->o.order_ahead)
+		s->o.order_ahead = 3;
+	if (!s->o.order_max)
+		s->o.order_max = 512;
+}
+
+static struct cfs_scan_slot *slot_find(struct cfs_scan *s, uint64_t folder)
+{
+	for (int i = 0; i < CFS_SCAN_SLOTS; i++)
+		if (s->slots[i].folder == folder)
+			return &s->slots[i];
+	return NULL;
+}
+
+/* The slot of folder, made (from a free or the least recently used one)
+ * when it has none; its count restarts when its window has passed. */
+static struct cfs_scan_slot *slot_get(struct cfs_scan *s, uint64_t folder, int64_t now)
+{
+	struct cfs_scan_slot *x = slot_find(s, folder);
+	if (!x) {
+		x = &s->slots[0];
+		for (int i = 0; i < CFS_SCAN_SLOTS && x->folder; i++)
+			if (!s->slots[i].folder || s->slots[i].last_ms < x->last_ms)
+				x = &s->slots[i];
+		memset(x, 0, sizeof(*x));
+		x->folder = folder;
+		x->first_ms = x->last_ms = now;
+	}
+	if (now - x->last_ms > s->o.window_ms) {
+		x->count = x->nrecent = 0;
+		x->first_ms = now;
+	}
+	x->last_ms = now;
+	return x;
+}
+
+/* Counts file below x once; returns the count. */
+static unsigned slot_count(struct cfs_scan_slot *x, uint64_t file)
+{
+	unsigned n = x->nrecent < CFS_SCAN_RECENT ? x->nrecent : CFS_SCAN_RECENT;
+	for (unsigned i = 0; i < n; i++)
+		if (x->recent[i] == file)
+			return x->count;
+	x->recent[x->nrecent % CFS_SCAN_RECENT] = file;
+	x->nrecent++;
+	return ++x->count;
+}
+
+static struct cfs_scan_tree *tree_of(struct cfs_scan *s, const struct cfs_scan_event *e)
+{
+	for (int t = 0; t < CFS_SCAN_TREES; t++)
+		for (int i = 0; s->trees[t].root && i < e->nanc; i++)
+			if (s->trees[t].root == e->anc[i])
+				return &s->trees[t];
+	return NULL;
+}
+
+/* Listing order in the parent: the positions to fetch ahead, if any. */
+static void order(struct cfs_scan *s, struct cfs_scan_slot *p, const struct cfs_scan_event *e,
+		  struct cfs_scan_advice *a)
+{
+	size_t pos = e->pos + 1; /* last_pos counts from 1 */
+	if (p->last_pos && pos > p->last_pos && pos <= p->last_pos + 3)
+		p->streak++;
+	else if (pos != p->last_pos)
+		p->streak = p->ahead = 0; /* a jump: what was handed out ahead is not followed */
+	p->last_pos = pos;
+	if (!p->streak)
+		return;
+	size_t want = (size_t)s->o.order_ahead * p->streak;
+	if (want > s->o.order_max)
+		want = s->o.order_max;
+	size_t from = p->ahead > pos ? p->ahead : pos;
+	size_t to = pos + want;
+	if (to <= from)
+		return;
+	a->ahead_from = from;
+	a->ahead_to = to;
+	p->ahead = to;
+}
+
+void cfs_scan_open(struct cfs_scan *s, const struct cfs_scan_event *e, struct cfs_scan_advice *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (e->nanc <= 0)
+		return;
+	int64_t now = e->now_ms;
+	order(s, slot_get(s, e->anc[0], now), e, a);
+	struct cfs_scan_tree *t = tree_of(s, e);
+	if (t) {
+		t->last_ms = now;
+		t->opens++;
+		a->tree = t->root;
+		return;
+	}
+	int deepest = -1;
+	for (int i = 0; i < e->nanc && i < CFS_SCAN_DEPTH; i++) {
+		struct cfs_scan_slot *x = slot_get(s, e->anc[i], now);
+		if (slot_count(x, e->file) >= s->o.trigger && deepest < 0 &&
+		    e->anc[i] != s->o.no_tree)
+			deepest = i;
+	}
+	if (deepest < 0)
+		return;
+	for (int k = 0; k < CFS_SCAN_TREES; k++) {
+		if (s->trees[k].root)
+			continue;
+		s->trees[k] = (struct cfs_scan_tree){ e->anc[deepest], now, now, 1 };
+		a->start = a->tree = e->anc[deepest];
+		struct cfs_scan_slot *x = slot_find(s, e->anc[deepest]);
+		if (x)
+			x->count = x->nrecent = 0;
+		return;
+	}
+}
+
+void cfs_scan_ahead_undo(struct cfs_scan *s, uint64_t folder, size_t pos)
+{
+	struct cfs_scan_slot *x = slot_find(s, folder);
+	if (x && x->ahead > pos)
+		x->ahead = pos;
+}
+
+uint64_t cfs_scan_expire(struct cfs_scan *s, int64_t now_ms)
+{
+	for (int t = 0; t < CFS_SCAN_TREES; t++) {
+		struct cfs_scan_tree *x = &s->trees[t];
+		if (x->root && now_ms - x->last_ms > s->o.idle_ms) {
+			uint64_t root = x->root;
+			memset(x, 0, sizeof(*x));
+			return root;
+		}
+	}
+	return 0;
+}
+
+int cfs_scan_running(const struct cfs_scan *s, uint64_t root)
+{
+	for (int t = 0; t < CFS_SCAN_TREES; t++)
+		if (root && s->trees[t].root == root)
+			return 1;
+	return 0;
+}
+
+int cfs_scan_count(const struct cfs_scan *s)
+{
+	int n = 0;
+	for (int t = 0; t < CFS_SCAN_TREES; t++)
+		n += s->trees[t].root != 0;
+	return n;
+}

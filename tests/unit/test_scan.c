@@ -1,0 +1,192 @@
+/* Unit tests: the dataset scan detector, on recorded open traces. */
+#include <stdlib.h>
+
+#include "check.h"
+#include "scan.h"
+
+#define ROOT 1
+
+/* An open of file (listing position pos) in folder parent, below the given
+ * folders (grand is 0 when the parent is the root). */
+static void open_at(struct cfs_scan *s, uint64_t file, size_t pos, uint64_t parent,
+		    uint64_t grand, int64_t now, struct cfs_scan_advice *a)
+{
+	struct cfs_scan_event e = { .file = file, .pos = pos, .now_ms = now };
+	e.anc[e.nanc++] = parent;
+	if (grand)
+		e.anc[e.nanc++] = grand;
+	if (grand && grand != ROOT)
+		e.anc[e.nanc++] = ROOT;
+	cfs_scan_open(s, &e, a);
+}
+
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t next_rand(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* Reading the first 20 files of a 10,000-file folder in order hands out at
+ * most 60 files past them and starts no scan. */
+static void first_twenty_in_order(void)
+{
+	struct cfs_scan s;
+	cfs_scan_init(&s, NULL);
+	size_t handed = 0, prev_to = 0;
+	for (size_t i = 0; i < 20; i++) {
+		struct cfs_scan_advice a;
+		open_at(&s, 1000 + i, i, 10, ROOT, (int64_t)i * 200, &a);
+		CHECK_EQ(a.start, 0);
+		if (a.ahead_to > a.ahead_from) {
+			CHECK(a.ahead_from > i);         /* ahead of the reader */
+			CHECK(a.ahead_from >= prev_to);  /* never the same position twice */
+			handed += a.ahead_to - a.ahead_from;
+			prev_to = a.ahead_to;
+		}
+		if (i == 0)
+			CHECK_EQ(a.ahead_to, 0); /* one open is no streak */
+	}
+	/* files beyond the 20 read: at most 60, so under 80 downloads in all */
+	CHECK(handed > 0 && prev_to > 20 && prev_to - 20 <= 60);
+	CHECK_EQ(cfs_scan_count(&s), 0);
+}
+
+/* 20 files picked at random (a notebook showing samples) start nothing. */
+static void twenty_random(void)
+{
+	struct cfs_scan s;
+	cfs_scan_init(&s, NULL);
+	for (int i = 0; i < 20; i++) {
+		struct cfs_scan_advice a;
+		size_t pos = (size_t)(next_rand() % 5000);
+		open_at(&s, 1000 + pos, pos, 10, ROOT, i * 300, &a);
+		CHECK_EQ(a.start, 0);
+	}
+	CHECK_EQ(cfs_scan_count(&s), 0);
+}
+
+/* A shuffled DataLoader over an ImageFolder tree (20 classes of 100 files
+ * under folder 5): the scan starts at the 24th distinct file, on folder 5
+ * (not a class folder, not the root); later opens are in its tree. */
+static void imagefolder_shuffled(void)
+{
+	struct cfs_scan s;
+	cfs_scan_init(&s, NULL);
+	int started_at = -1;
+	uint64_t tree = 0;
+	for (int i = 0; i < 200; i++) {
+		int k = (int)(next_rand() % 2000);
+		struct cfs_scan_advice a;
+		open_at(&s, 10000 + (uint64_t)k, (size_t)(k % 100), 100 + (uint64_t)(k / 100), 5,
+			i * 5, &a);
+		if (a.start && started_at < 0) {
+			started_at = i;
+			tree = a.start;
+		}
+		if (started_at >= 0 && i > started_at)
+			CHECK_EQ(a.tree, 5);
+	}
+	CHECK(started_at >= 23 && started_at <= 26); /* 24 distinct (repeats are rare) */
+	CHECK_EQ(tree, 5);
+	CHECK(cfs_scan_running(&s, 5));
+	CHECK_EQ(cfs_scan_count(&s), 1);
+	/* idle: it ends idle_ms after the last open, not before */
+	CHECK_EQ(cfs_scan_expire(&s, 199 * 5 + 3000), 0);
+	CHECK_EQ(cfs_scan_expire(&s, 199 * 5 + 3001), 5);
+	CHECK_EQ(cfs_scan_count(&s), 0);
+}
+
+/* A flat folder read shuffled by two processes: the folder is the tree. */
+static void flat_two_workers(void)
+{
+	struct cfs_scan s;
+	cfs_scan_init(&s, NULL);
+	uint64_t tree = 0;
+	int n = 0;
+	for (; n < 100 && !tree; n++) {
+		struct cfs_scan_advice a;
+		size_t pos = (size_t)(next_rand() % 100000);
+		open_at(&s, 1000000 + pos, pos, 42, 7, n * 2, &a);
+		tree = a.start;
+	}
+	CHECK_EQ(tree, 42);
+	CHECK(n >= 24 && n <= 26);
+}
+
+/* The same file opened again and again (a log tailed, a config re-read)
+ * never counts twice. */
+static void same_file(void)
+{
+	struct cfs_scan s;
+	cfs_scan_init(&s, NULL);
+	for (int i = 0; i < 1000; i++) {
+		struct cfs_scan_advice a;
+		open_at(&s, 77, 3, 10, ROOT, i, &a);
+		CHECK_EQ(a.start, 0);
+		CHECK_EQ(a.ahead_to, 0);
+	}
+}
+
+/* Opens spread thinner than the window start nothing: 23 files, a pause
+ * longer than the window, 23 more. */
+static void window(void)
+{
+	struct cfs_scan s;
+	cfs_scan_init(&s, NULL);
+	struct cfs_scan_advice a;
+	for (int i = 0; i < 23; i++) {
+		open_at(&s, 500 + (uint64_t)i * 7, (size_t)i * 7, 10, ROOT, i, &a);
+		CHECK_EQ(a.start, 0);
+	}
+	for (int i = 0; i < 22; i++) {
+		open_at(&s, 900 + (uint64_t)i * 7, (size_t)i * 7 + 3, 10, ROOT, 40000 + i, &a);
+		CHECK_EQ(a.start, 0);
+	}
+	open_at(&s, 5, 1, 10, ROOT, 40030, &a);
+	CHECK_EQ(a.start, 0); /* 46 in 40 s is not 24 within 30 s */
+	open_at(&s, 6, 2, 10, ROOT, 40031, &a);
+	CHECK_EQ(a.start, 10); /* the 24th of the second batch */
+}
+
+/* A sorted reader: the window grows with the streak up to order_max, and
+ * what could not be handed out is offered again. */
+static void order_growth(void)
+{
+	struct cfs_scan_opts o = { .trigger = 64, .order_max = 30 };
+	struct cfs_scan s;
+	cfs_scan_init(&s, &o);
+	struct cfs_scan_advice a;
+	size_t to = 0;
+	for (size_t i = 0; i < 40; i++) {
+		open_at(&s, 100 + i, i, 10, 0, (int64_t)i, &a);
+		if (a.ahead_to)
+			to = a.ahead_to;
+		CHECK(!a.ahead_to || a.ahead_to <= i + 1 + 30);
+	}
+	CHECK_EQ(to, 40 + 30);
+	cfs_scan_ahead_undo(&s, 10, 60);
+	open_at(&s, 140, 40, 10, 0, 41, &a);
+	CHECK_EQ(a.ahead_from, 60);
+	CHECK_EQ(a.ahead_to, 71);
+	/* a jump back (the next epoch) starts over */
+	open_at(&s, 100, 0, 10, 0, 42, &a);
+	CHECK_EQ(a.ahead_to, 0);
+	open_at(&s, 101, 1, 10, 0, 43, &a);
+	CHECK_EQ(a.ahead_from, 2);
+	CHECK_EQ(a.ahead_to, 5);
+}
+
+int main(void)
+{
+	first_twenty_in_order();
+	twenty_random();
+	imagefolder_shuffled();
+	flat_two_workers();
+	same_file();
+	window();
+	order_growth();
+	return check_done("test_scan");
+}
