@@ -20,6 +20,8 @@ void cfs_scan_init(struct cfs_scan *s, const struct cfs_scan_opts *o)
 		s->o.order_ahead = 3;
 	if (!s->o.order_max)
 		s->o.order_max = 512;
+	if (!s->o.overlap_min)
+		s->o.overlap_min = 4;
 }
 
 static struct cfs_scan_slot *slot_find(struct cfs_scan *s, uint64_t folder)
@@ -45,7 +47,7 @@ static struct cfs_scan_slot *slot_get(struct cfs_scan *s, uint64_t folder, int64
 		x->first_ms = x->last_ms = now;
 	}
 	if (now - x->last_ms > s->o.window_ms) {
-		x->count = x->nrecent = 0;
+		x->count = x->nrecent = x->overlaps = 0;
 		x->first_ms = now;
 	}
 	x->last_ms = now;
@@ -104,6 +106,13 @@ void cfs_scan_open(struct cfs_scan *s, const struct cfs_scan_event *e, struct cf
 		return;
 	int64_t now = e->now_ms;
 	order(s, slot_get(s, e->anc[0], now), e, a);
+	struct cfs_scan_slot *xs[CFS_SCAN_DEPTH];
+	int nanc = e->nanc < CFS_SCAN_DEPTH ? e->nanc : CFS_SCAN_DEPTH;
+	for (int i = 0; i < nanc; i++) {
+		xs[i] = slot_get(s, e->anc[i], now);
+		xs[i]->overlaps += xs[i]->open_now > 0;
+		xs[i]->open_now++;
+	}
 	struct cfs_scan_tree *t = tree_of(s, e);
 	if (t) {
 		t->last_ms = now;
@@ -112,10 +121,10 @@ void cfs_scan_open(struct cfs_scan *s, const struct cfs_scan_event *e, struct cf
 		return;
 	}
 	int deepest = -1;
-	for (int i = 0; i < e->nanc && i < CFS_SCAN_DEPTH; i++) {
-		struct cfs_scan_slot *x = slot_get(s, e->anc[i], now);
-		if (slot_count(x, e->file) >= s->o.trigger && deepest < 0 &&
-		    e->anc[i] != s->o.no_tree)
+	for (int i = 0; i < nanc; i++) {
+		struct cfs_scan_slot *x = xs[i];
+		unsigned need = x->overlaps >= s->o.overlap_min ? (s->o.trigger + 1) / 2 : s->o.trigger;
+		if (slot_count(x, e->file) >= need && deepest < 0 && e->anc[i] != s->o.no_tree)
 			deepest = i;
 	}
 	if (deepest < 0)
@@ -125,10 +134,17 @@ void cfs_scan_open(struct cfs_scan *s, const struct cfs_scan_event *e, struct cf
 			continue;
 		s->trees[k] = (struct cfs_scan_tree){ e->anc[deepest], now, now, 1 };
 		a->start = a->tree = e->anc[deepest];
-		struct cfs_scan_slot *x = slot_find(s, e->anc[deepest]);
-		if (x)
-			x->count = x->nrecent = 0;
+		xs[deepest]->count = xs[deepest]->nrecent = xs[deepest]->overlaps = 0;
 		return;
+	}
+}
+
+void cfs_scan_close(struct cfs_scan *s, const uint64_t *anc, int nanc)
+{
+	for (int i = 0; i < nanc && i < CFS_SCAN_DEPTH; i++) {
+		struct cfs_scan_slot *x = slot_find(s, anc[i]);
+		if (x && x->open_now) /* a slot reused since the open has nothing to undo */
+			x->open_now--;
 	}
 }
 

@@ -20,7 +20,12 @@
  *   that cross the count at the same open, the deepest is the tree (a class
  *   folder's parent for an ImageFolder, the folder itself for a flat one).
  *   Fewer opens (`ls -l` opens nothing; reading 20 files of a 10,000-file
- *   folder opens 20) start nothing.  A running scan lives while opens keep
+ *   folder opens 20) start nothing.  Readers working in parallel (a
+ *   DataLoader's workers: a file opened below the folder while another one
+ *   below it is still open, seen `overlap_min` times) halve the count: one
+ *   reader going file by file is a person or a script as often as a
+ *   dataset, several at once are a dataset.  cfs_scan_close tells the
+ *   detector a file was closed.  A running scan lives while opens keep
  *   coming below its root and ends `idle_ms` after the last one; opens below
  *   a running scan's root count for it, not towards new scans.  One folder
  *   may be excluded (`no_tree`): the top of a mount of a whole drive.
@@ -44,6 +49,7 @@ struct cfs_scan_opts {
 	long idle_ms;         /* a scan ends this long after its last open (3 s) */
 	unsigned order_ahead; /* files ahead per in-order open (3) */
 	unsigned order_max;   /* most files ahead in listing order (512) */
+	unsigned overlap_min; /* overlapping opens that halve the trigger (4) */
 	uint64_t no_tree;     /* a folder never scanned as a tree (the top of a whole
 			       * My Drive mount: a user's whole drive is no dataset); 0: none */
 };
@@ -57,6 +63,8 @@ struct cfs_scan_slot {
 	size_t last_pos;     /* listing position + 1 of the last file opened in it; 0: none */
 	unsigned streak;     /* in-order opens in a row */
 	size_t ahead;        /* listing positions handed out ahead, up to (exclusive) */
+	unsigned open_now;   /* files below it open now */
+	unsigned overlaps;   /* opens counted while another file below it was open */
 };
 
 struct cfs_scan_tree {
@@ -91,6 +99,8 @@ struct cfs_scan_advice {
 /* o NULL or zero fields: the defaults above. */
 void cfs_scan_init(struct cfs_scan *s, const struct cfs_scan_opts *o);
 void cfs_scan_open(struct cfs_scan *s, const struct cfs_scan_event *e, struct cfs_scan_advice *a);
+/* A file opened (and told to cfs_scan_open with these folders) was closed. */
+void cfs_scan_close(struct cfs_scan *s, const uint64_t *anc, int nanc);
 /* The caller could not hand out positions [pos, ...) of folder's advice:
  * they will be offered again. */
 void cfs_scan_ahead_undo(struct cfs_scan *s, uint64_t folder, size_t pos);

@@ -123,9 +123,9 @@ void cfs_vfs_free(struct cfs_vfs *v)
 	}
 	pthread_mutex_destroy(&v->poll_lock);
 	pthread_cond_destroy(&v->poll_cond);
-	if (v->scan_ready)
-		cfs_vfs_scan_cleanup(v);
 	cfs_handles_free(v->handles, cfs_vfs_drop_handle, v); /* open at unmount: never released */
+	if (v->scan_ready) /* after the handles: freeing one tells the scan */
+		cfs_vfs_scan_cleanup(v);
 	cfs_reader_free(v->reader);
 	cfs_nsdb_free(v->ns);
 	cfs_inode_free(v->tab);

@@ -106,6 +106,7 @@ struct cfs_vfs_file {
 	struct blob_ref b; /* what to read (size: the export's, for exports) */
 	char *data; /* whole export, or NULL for blobs */
 	int held;   /* cfs_store_hold taken on key */
+	int scanned; /* told to the dataset read-ahead at open (cfs_vfs_scan_close at free) */
 	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
 };
 
@@ -153,7 +154,10 @@ void cfs_vfs_dir_free(struct cfs_vfs_dir *d);
  * and the hook every open of a regular file calls (lock not held). */
 void cfs_vfs_scan_init(struct cfs_vfs *v, int disabled, int whole_drive);
 void cfs_vfs_scan_cleanup(struct cfs_vfs *v);
-void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino);
+/* Returns 1 when the open was told to the detector: then cfs_vfs_scan_close
+ * must follow when the file is closed. */
+int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino);
+void cfs_vfs_scan_close(struct cfs_vfs *v, uint64_t ino);
 
 /* vfs_file.c */
 void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);

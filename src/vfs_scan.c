@@ -302,11 +302,10 @@ static void queue_order(struct cfs_vfs *v, uint64_t dir, size_t from, size_t to)
 	}
 }
 
-void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino)
+/* The detector's view of an open of file ino: its listing position and the
+ * folders above it (none when its folder's listing is not in memory). */
+static void event_of(struct cfs_vfs *v, uint64_t ino, struct cfs_scan_event *ev)
 {
-	struct cfs_vfs_scanner *s = &v->scan;
-	if (s->disabled)
-		return;
 	struct cfs_scan_event e = { .file = ino, .now_ms = mono_ms() };
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
@@ -323,8 +322,18 @@ void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino)
 		}
 	}
 	cfs_inode_unlock(v->tab);
+	*ev = e;
+}
+
+int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino)
+{
+	struct cfs_vfs_scanner *s = &v->scan;
+	struct cfs_scan_event e;
+	if (s->disabled)
+		return 0;
+	event_of(v, ino, &e);
 	if (!e.nanc)
-		return;
+		return 0;
 	struct cfs_scan_advice a;
 	pthread_mutex_lock(&s->lock);
 	cfs_scan_open(&s->det, &e, &a);
@@ -337,8 +346,8 @@ void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino)
 			}
 		if (!s->started && pthread_create(&s->thread, NULL, scanner, v) == 0)
 			s->started = 1;
-		CFS_INFO("dataset scan of folder %llu starts: %u files below it opened",
-			 (unsigned long long)a.start, s->det.o.trigger);
+		CFS_INFO("dataset scan of folder %llu starts: many files below it opened at once",
+			 (unsigned long long)a.start);
 		pthread_cond_signal(&s->cond);
 	}
 	for (int k = 0; a.tree && k < CFS_SCAN_TREES; k++) {
@@ -358,6 +367,16 @@ void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino)
 	pthread_mutex_unlock(&s->lock);
 	if (a.ahead_to > a.ahead_from)
 		queue_order(v, e.anc[0], a.ahead_from, a.ahead_to);
+	return 1;
+}
+
+void cfs_vfs_scan_close(struct cfs_vfs *v, uint64_t ino)
+{
+	struct cfs_scan_event e;
+	event_of(v, ino, &e);
+	pthread_mutex_lock(&v->scan.lock);
+	cfs_scan_close(&v->scan.det, e.anc, e.nanc);
+	pthread_mutex_unlock(&v->scan.lock);
 }
 
 /* ---- life cycle and stats -------------------------------------------------------- */

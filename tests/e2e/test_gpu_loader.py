@@ -68,7 +68,9 @@ def gtree(tmp_path_factory):
 @pytest.fixture
 def mnt(mount_factory, emulator_factory, gtree):
     emu = emulator_factory(gtree.spec, "gpu")
-    m = mount_factory.new(emu, name="gpu")
+    # the tests need files left uncached next to cached ones: reading every
+    # other file would (rightly) start the dataset read-ahead of the rest
+    m = mount_factory.new(emu, name="gpu", extra=["--no-dataset-readahead"])
     m.cache_dir = str(m.workdir / "cache")
     yield m
     for s in list(colabfs._stages.values()):  # the LMDB reader must go before the unmount

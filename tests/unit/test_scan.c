@@ -7,9 +7,9 @@
 #define ROOT 1
 
 /* An open of file (listing position pos) in folder parent, below the given
- * folders (grand is 0 when the parent is the root). */
-static void open_at(struct cfs_scan *s, uint64_t file, size_t pos, uint64_t parent,
-		    uint64_t grand, int64_t now, struct cfs_scan_advice *a)
+ * folders (grand is 0 when the parent is the root), left open. */
+static void open_keep(struct cfs_scan *s, uint64_t file, size_t pos, uint64_t parent,
+		      uint64_t grand, int64_t now, struct cfs_scan_advice *a)
 {
 	struct cfs_scan_event e = { .file = file, .pos = pos, .now_ms = now };
 	e.anc[e.nanc++] = parent;
@@ -18,6 +18,15 @@ static void open_at(struct cfs_scan *s, uint64_t file, size_t pos, uint64_t pare
 	if (grand && grand != ROOT)
 		e.anc[e.nanc++] = ROOT;
 	cfs_scan_open(s, &e, a);
+}
+
+/* The same, closed at once: a reader going file by file. */
+static void open_at(struct cfs_scan *s, uint64_t file, size_t pos, uint64_t parent,
+		    uint64_t grand, int64_t now, struct cfs_scan_advice *a)
+{
+	open_keep(s, file, pos, parent, grand, now, a);
+	uint64_t anc[3] = { parent, grand, ROOT };
+	cfs_scan_close(s, anc, !grand ? 1 : grand == ROOT ? 2 : 3);
 }
 
 static uint64_t rng = 88172645463325252ULL;
@@ -179,6 +188,42 @@ static void order_growth(void)
 	CHECK_EQ(a.ahead_to, 5);
 }
 
+/* Two readers at once (a DataLoader's workers: each holds a file open
+ * while the other opens the next) start a scan after 12 files; one reader
+ * going file by file (open, read, close) needs 24. */
+static void overlapping(void)
+{
+	struct cfs_scan s;
+	cfs_scan_init(&s, NULL);
+	struct cfs_scan_advice a;
+	uint64_t anc[3] = { 42, 7, ROOT };
+	int started = -1;
+	for (int i = 0; i < 40 && started < 0; i++) {
+		size_t pos = (size_t)(next_rand() % 5000);
+		open_keep(&s, 200000 + pos, pos, 42, 7, i * 10, &a);
+		if (a.start)
+			started = i;
+		if (i > 0) /* the other reader's file closes after this one opened */
+			cfs_scan_close(&s, anc, 3);
+	}
+	CHECK_EQ(started, 11);
+	CHECK_EQ(a.start, 42);
+
+	cfs_scan_init(&s, NULL);
+	started = -1;
+	for (int i = 0; i < 40 && started < 0; i++) {
+		size_t pos = (size_t)(next_rand() % 5000);
+		open_at(&s, 300000 + pos, pos, 42, 7, i * 10, &a);
+		if (a.start)
+			started = i;
+	}
+	CHECK_EQ(started, 23);
+	/* closes of files the detector forgot (a reused slot) do no harm */
+	for (int i = 0; i < 10; i++)
+		cfs_scan_close(&s, anc, 3);
+	CHECK_EQ(s.slots[0].open_now, 0);
+}
+
 int main(void)
 {
 	first_twenty_in_order();
@@ -188,5 +233,6 @@ int main(void)
 	same_file();
 	window();
 	order_growth();
+	overlapping();
 	return check_done("test_scan");
 }
