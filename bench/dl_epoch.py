@@ -1,13 +1,18 @@
 #!/usr/bin/python3
-"""One or more PyTorch DataLoader epochs over the files of a folder (bench workload 7).
+"""One or more PyTorch DataLoader epochs over the files of a folder (bench workloads 7 and 8).
 
     /usr/bin/python3 bench/dl_epoch.py DIR [--epochs N] [--workers 4] [--batch 32]
                                            [--seed S] [--drop-before K ...]
+                                           [--tree] [--sorted] [--small-samples]
 
 The Dataset reads each file whole (open, read to EOF, close) and returns it as a uint8 tensor with
-its index; the DataLoader shuffles with a fixed generator (seed + epoch), so a mount and a local copy
-see the same order. Every file's first 8 bytes must hold its index (little endian), which the bench
-writes when it makes the data: each batch is checked against the indices it was sampled for.
+its length and index; the DataLoader shuffles with a fixed generator (seed + epoch), so a mount and a
+local copy see the same order. Every file's first 8 bytes must hold its index (little endian), which
+the bench writes when it makes the data: each batch is checked against the indices it was sampled for.
+``--tree``: DIR is an ImageFolder tree (class folders, files in each; the samples are the files of
+the sorted classes, each class's files sorted), not a flat folder. ``--sorted``: no shuffling
+(``shuffle=False``, listing order). ``--small-samples``: a sample is the file's first 8 bytes, not the
+whole file (files of different sizes; the collation cost stays small), still read whole.
 ``--drop-before K`` drops the kernel page cache of every file (posix_fadvise DONTNEED) before epoch K
 (counted from 1), so that epoch is served by the file system itself. Prints one JSON object:
 {"list_s": ..., "files": n, "epochs": [{"epoch": k, "seconds": t, "samples": n, "bytes": b}, ...]}.
@@ -56,6 +61,9 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--drop-before", type=int, action="append", default=[])
+    ap.add_argument("--tree", action="store_true", help="DIR holds class folders (ImageFolder)")
+    ap.add_argument("--sorted", action="store_true", help="shuffle=False")
+    ap.add_argument("--small-samples", action="store_true", help="samples are the first 8 bytes")
     args = ap.parse_args()
 
     import torch
@@ -64,20 +72,26 @@ def main():
     torch.set_num_threads(1)
 
     class FileDataset(Dataset):
-        def __init__(self, paths):
-            self.paths = paths
+        def __init__(self, paths, small):
+            self.paths, self.small = paths, small
 
         def __len__(self):
             return len(self.paths)
 
         def __getitem__(self, i):
-            return torch.frombuffer(read_whole(self.paths[i]), dtype=torch.uint8), i
+            data = read_whole(self.paths[i])
+            sample = torch.frombuffer(data[:8] if self.small else data, dtype=torch.uint8)
+            return sample, len(data), i
 
     t = time.monotonic()
-    names = sorted(os.listdir(args.root))
-    paths = [os.path.join(args.root, n) for n in names]
+    if args.tree:
+        classes = sorted(e.name for e in os.scandir(args.root) if e.is_dir())
+        paths = [os.path.join(args.root, c, n) for c in classes
+                 for n in sorted(os.listdir(os.path.join(args.root, c)))]
+    else:
+        paths = [os.path.join(args.root, n) for n in sorted(os.listdir(args.root))]
     list_s = time.monotonic() - t
-    ds = FileDataset(paths)
+    ds = FileDataset(paths, args.small_samples)
     weights = torch.tensor([256 ** k for k in range(8)], dtype=torch.int64)
     out = {"list_s": list_s, "files": len(paths), "epochs": []}
     for epoch in range(1, args.epochs + 1):
@@ -85,16 +99,16 @@ def main():
             drop_page_cache(paths)
         gen = torch.Generator()
         gen.manual_seed(args.seed + epoch)
-        loader = DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=args.workers,
-                            generator=gen)
+        loader = DataLoader(ds, batch_size=args.batch, shuffle=not args.sorted,
+                            num_workers=args.workers, generator=gen)
         samples = nbytes = 0
         t = time.monotonic()
-        for x, idx in loader:
+        for x, length, idx in loader:
             got = (x[:, :8].to(torch.int64) * weights).sum(dim=1)
             if not torch.equal(got, idx.to(torch.int64)):
                 sys.exit("epoch %d: a sample does not carry the index it was read for" % epoch)
             samples += x.shape[0]
-            nbytes += x.numel()
+            nbytes += int(length.sum())
         seconds = time.monotonic() - t
         if samples != len(paths):
             sys.exit("epoch %d: %d samples, expected %d" % (epoch, samples, len(paths)))

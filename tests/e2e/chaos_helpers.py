@@ -10,6 +10,8 @@ Plain stdlib.  The pieces:
 * fault-plan and emulator-log helpers: install rules at run time, read how
   often each fired, group the request log by "the same request" (kind, id,
   range start, page) and measure the gaps between a request and its retry;
+* the chaos test's fault mix (``MEDIA_FAULTS``, ``META_FAULTS``,
+  ``chaos_fault_specs``), also the fault case of bench/run.py workload 8;
 * ``cstats``: ``colabfs stats MNT --json``;
 * secrets: the access tokens an emulator issued (recomputed from its seed,
   the way tests/emulator/emuauth.py makes them) and a scanner for log files.
@@ -292,6 +294,44 @@ def chaos_tree(base, large_size, nlarge, small_dirs, small_per_dir, small_min, s
             t.file("%s/s%04d.bin" % (folder, i), t.rng.randrange(small_min, small_max + 1))
     t.write_spec()
     return t, large, dirs
+
+
+# --------------------------------------------------------------------------
+# the fault mix of the chaos test (also bench/run.py workload 8's fault case)
+
+LIST_PAGE_CAP = 40   # files.list page cap of the chaos emulator (several pages a folder)
+
+# Media: independent rules with seeded probabilities, ~10% of media requests
+# in all (the first rule that fires wins).  Listings: deterministic rules
+# (there are only tens of listing calls; every Nth fails).  colabfs makes no
+# files.get calls while reading, so none are faulted.
+MEDIA_FAULTS = [
+    ("500", "status=500", 0.009),
+    ("502", "status=502", 0.009),
+    ("503", "status=503", 0.009),
+    ("504", "status=504", 0.009),
+    ("429", "status=429,retry_after=1", 0.012),
+    ("403 rate", "status=403,reason=rateLimitExceeded", 0.008),
+    ("403 user rate", "status=403,reason=userRateLimitExceeded", 0.008),
+    ("reset early", "reset_after=4096", 0.005),
+    ("reset late", "reset_after=300000", 0.005),
+    ("drop", "drop=1", 0.005),
+    ("bad range", "bad_range=1", 0.008),
+    ("short body", "truncate=1", 0.005),
+    ("stall 1.5s", "stall_ms=1500", 0.003),
+    ("stall 1.5s mid-body", "stall_ms=1500,stall_after=65536", 0.003),
+]
+META_FAULTS = [
+    ("list truncated JSON", "kind=files.list,truncate=1,every=6"),
+    ("list 503", "kind=files.list,status=503,every=10"),
+    ("list 429", "kind=files.list,status=429,retry_after=1,every=15"),
+    ("list 403 rate", "kind=files.list,status=403,reason=userRateLimitExceeded,every=19"),
+]
+
+
+def chaos_fault_specs():
+    out = [(name, "kind=media,%s,prob=%g" % (spec, p)) for name, spec, p in MEDIA_FAULTS]
+    return out + META_FAULTS
 
 
 # --------------------------------------------------------------------------

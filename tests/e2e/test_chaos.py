@@ -63,7 +63,6 @@ SMALL_DIRS = 8
 SMALL_PER_DIR = int(os.environ.get("CHAOS_SMALL_PER_DIR", "125"))  # issue: 2,000 (250)
 SMALL_MIN, SMALL_MAX = 1 * KiB, 64 * KiB
 NPREADS = 300                   # random preads of large/L1.bin
-LIST_PAGE_CAP = 40              # files.list page cap of the chaos emulator (several pages a folder)
 WORKLOAD_TIMEOUT = 150
 
 OUTAGE_S = 20                   # how long the emulator stays down
@@ -82,40 +81,6 @@ PERM_IO_TIMEOUT = 120
 PERM_MAX_S = 5.0                # a permanent error must surface within this
 
 SEED = 4242
-
-# ---- the fault mix of test 1 -------------------------------------------------
-# Media: independent rules with seeded probabilities, ~10% of media requests
-# in all (the first rule that fires wins).  Listings: deterministic rules
-# (there are only tens of listing calls; every Nth fails).  colabfs makes no
-# files.get calls while reading, so none are faulted.
-MEDIA_FAULTS = [
-    ("500", "status=500", 0.009),
-    ("502", "status=502", 0.009),
-    ("503", "status=503", 0.009),
-    ("504", "status=504", 0.009),
-    ("429", "status=429,retry_after=1", 0.012),
-    ("403 rate", "status=403,reason=rateLimitExceeded", 0.008),
-    ("403 user rate", "status=403,reason=userRateLimitExceeded", 0.008),
-    ("reset early", "reset_after=4096", 0.005),
-    ("reset late", "reset_after=300000", 0.005),
-    ("drop", "drop=1", 0.005),
-    ("bad range", "bad_range=1", 0.008),
-    ("short body", "truncate=1", 0.005),
-    ("stall 1.5s", "stall_ms=1500", 0.003),
-    ("stall 1.5s mid-body", "stall_ms=1500,stall_after=65536", 0.003),
-]
-META_FAULTS = [
-    ("list truncated JSON", "kind=files.list,truncate=1,every=6"),
-    ("list 503", "kind=files.list,status=503,every=10"),
-    ("list 429", "kind=files.list,status=429,retry_after=1,every=15"),
-    ("list 403 rate", "kind=files.list,status=403,reason=userRateLimitExceeded,every=19"),
-]
-
-
-def chaos_fault_specs():
-    out = [(name, "kind=media,%s,prob=%g" % (spec, p)) for name, spec, p in MEDIA_FAULTS]
-    return out + META_FAULTS
-
 
 # ---- bookkeeping for the secrets test ----------------------------------------
 DAEMON_LOGS = []     # every daemon log file written by this module
@@ -205,7 +170,7 @@ def _fired_by_name(emu, specs):
 def test_chaos_workload_no_eio_no_wrong_bytes(mount_factory, emulator_factory, chaos, capsys):
     t, large, dirs = chaos
     emu = new_emu(emulator_factory, t.spec_path, "emu-chaos", access_token=SESSION_TOKEN,
-                  page_size_cap=LIST_PAGE_CAP, seed=SEED)
+                  page_size_cap=X.LIST_PAGE_CAP, seed=SEED)
 
     # the emulator checksums files when it first lists them: do that before timing anything
     for folder in ["large"] + dirs:
@@ -223,7 +188,7 @@ def test_chaos_workload_no_eio_no_wrong_bytes(mount_factory, emulator_factory, c
 
     # with faults, on a fresh mount and cache
     m = new_mount(mount_factory, emu, "chaos-faults")
-    specs = chaos_fault_specs()
+    specs = X.chaos_fault_specs()
     emu.reset()
     X.set_faults(emu, [s for _, s in specs])
     w = X.Workload(m, t, large, dirs, NPREADS, SEED)

@@ -23,7 +23,8 @@ Network:
                          server.key is missing, make a test CA and a certificate for 127.0.0.1 and
                          localhost with openssl. Clients trust DIR/ca.pem.
 Timing:
-  --ttfb-ms N            delay before the first byte of every alt=media / export response
+  --ttfb-ms N            delay before the status line of every alt=media / export response (time to
+                         first byte; it comes after a fault's stall before the status line)
   --bandwidth B          bytes per second per connection for media bodies (0 = unlimited)
   --total-bandwidth B    bytes per second for all media bodies together (0 = unlimited)
 Listing:
@@ -40,6 +41,14 @@ Auth:
                          accept JWT-bearer grants signed by this key (public key, private key or
                          certificate PEM) with iss EMAIL
   With none of these, any non-empty bearer token is accepted.
+Quota (emuquota.py; who the user is: emuauth.py):
+  --user-rate R          Drive API requests per second per user, a token bucket (0 = off, the default);
+                         every request of files.list, files.get, media, export, changes, about,
+                         revisions, drives takes a token, the token endpoint, the metadata server and
+                         /_emu/ calls none. Over quota: 403 userRateLimitExceeded "User Rate Limit
+                         Exceeded" (domain usageLimits, Drive's error body)
+  --user-burst B         bucket size: requests a user may make at once (default max(1, R))
+  --user-rate-status S   403 (default) or 429 (rateLimitExceeded "Too Many Requests")
 Faults and logs:
   --fault SPEC           a fault rule, repeatable (syntax in emufaults.py)
   --log FILE             append one JSON line per request (never tokens or secrets)
@@ -89,12 +98,28 @@ Control endpoints (no auth; not counted in stats or logs)
 --------------------------------------------------------
   GET  /_emu/stats    {"requests", "by_kind": {kind: n}, "errors" (status >= 400), "media_bytes" (body
                       bytes sent for media and export), "range_requests" (requests with a Range
-                      header), "status": {"200": n, ...}}. Kinds: files.list files.get media export
-                      about changes token revisions.get drives error (error = no such
-                      endpoint).
+                      header), "status": {"200": n, ...}, "quota_rejected" (requests refused by the
+                      --user-rate quota), "cancelled" (requests the client closed the connection on
+                      before the whole answer was sent, e.g. during a stall), "concurrent",
+                      "concurrent_media" (Drive API requests, and those of them that are media or
+                      export downloads, being answered now: arrived and not yet fully sent),
+                      "max_concurrent", "max_concurrent_media" (the most at once since the last
+                      reset), "max_requests_per_s" (the most Drive API requests that arrived within
+                      any 1 s span since the last reset: a sliding window ending at each arrival;
+                      refused ones count), "requests_last_s" (arrivals in the last second)}.
+                      Kinds: files.list files.get media export about changes token metadata
+                      revisions.get drives error (error = no such endpoint). Drive API requests
+                      are all kinds but token and metadata.
   GET  /_emu/log      the last 10,000 request records: {"t", "method", "path", "kind", "range",
-                      "status", "bytes", "id", "query", "fault", "ms"}
-  POST /_emu/reset    zero the counters and the in-memory log
+                      "status", "bytes", "id", "query", "fault", "quota_refused", "cancelled" (the
+                      client closed the connection first; status 0 when that was before the status
+                      line), "ms"}
+  POST /_emu/reset    zero the counters and the in-memory log (the max_* counters restart from the
+                      requests in flight)
+  GET  /_emu/quota    the per-user quota: {"rate": R, "burst": B, "status": 403|429}
+  POST /_emu/quota    change it: body {"rate": R, "burst": B, "status": 403|429}, each optional (a
+                      rate without a burst sets the burst to max(1, R); "rate": 0 turns it off);
+                      every bucket starts full again; answers the new settings, 400 for bad values
   GET  /_emu/faults   the fault rules with how often each saw and fired
   POST /_emu/faults   replace the rules: body {"faults": [SPEC, ...]}
   GET  /_emu/health   {"ok": true}
@@ -111,7 +136,9 @@ has read a whole response can read /_emu/stats at once and see it.
 import argparse
 import collections
 import json
+import math
 import os
+import select
 import signal
 import socket
 import ssl
@@ -130,10 +157,14 @@ import emuapi     # noqa: E402
 import emuauth    # noqa: E402
 import emudrive   # noqa: E402
 import emufaults  # noqa: E402
+import emuquota   # noqa: E402
 import emusample  # noqa: E402
 
 LOG_KEEP = 10_000
 BODY_KINDS = ("media", "export")
+# Drive API requests: what the concurrency and rate counters count (not the OAuth token endpoint, not
+# the metadata server, not the /_emu/ control calls).
+API_KINDS = tuple(k for k in emufaults.KINDS if k not in ("token", "metadata"))
 _SECRET_PARAMS = {"access_token", "key", "oauth_token", "assertion", "refresh_token", "client_secret"}
 
 
@@ -155,12 +186,43 @@ class Pacer:
             time.sleep(start - now)
 
 
+class RateMeter:
+    """The most events seen within any ``window`` seconds (a sliding window: at each event, the
+    events of the ``window`` seconds up to and including it are counted)."""
+
+    def __init__(self, window=1.0, clock=time.monotonic):
+        self.window, self._clock = window, clock
+        self._times = collections.deque()
+        self.peak = 0
+
+    def _trim(self, now):
+        while self._times and self._times[0] <= now - self.window:
+            self._times.popleft()
+
+    def add(self):
+        now = self._clock()
+        self._trim(now)
+        self._times.append(now)
+        self.peak = max(self.peak, len(self._times))
+
+    def current(self):
+        """Events within the last ``window`` seconds."""
+        self._trim(self._clock())
+        return len(self._times)
+
+    def reset(self):
+        self._times.clear()
+        self.peak = 0
+
+
 class Stats:
     """Counters and the request log. Records are dicts; see the module doc for their keys."""
 
     def __init__(self, log_path=None):
         self._lock = threading.Lock()
         self._log_file = open(log_path, "a", encoding="utf-8") if log_path else None
+        self.concurrent = self.concurrent_media = 0        # never reset: requests being answered
+        self.arrivals = RateMeter()
         self.reset()
 
     def reset(self):
@@ -170,9 +232,29 @@ class Stats:
             self.errors = 0
             self.media_bytes = 0
             self.range_requests = 0
+            self.quota_rejected = 0
+            self.cancelled = 0
+            self.max_concurrent = self.concurrent
+            self.max_concurrent_media = self.concurrent_media
+            self.arrivals.reset()
             self.by_kind = collections.Counter({k: 0 for k in emufaults.KINDS})
             self.status = collections.Counter()
             self.log = collections.deque(maxlen=LOG_KEEP)
+
+    def begin(self, kind):
+        """A Drive API request (a kind in API_KINDS) arrived; ``end(kind)`` when it is answered."""
+        with self._lock:
+            self.arrivals.add()
+            self.concurrent += 1
+            self.max_concurrent = max(self.max_concurrent, self.concurrent)
+            if kind in BODY_KINDS:
+                self.concurrent_media += 1
+                self.max_concurrent_media = max(self.max_concurrent_media, self.concurrent_media)
+
+    def end(self, kind):
+        with self._lock:
+            self.concurrent -= 1
+            self.concurrent_media -= kind in BODY_KINDS
 
     def commit(self, record):
         """Count a finished-or-nearly-finished request (``record["bytes"]`` = bytes to be sent)."""
@@ -183,15 +265,18 @@ class Stats:
             self.status[str(record["status"])] += 1
             self.errors += record["status"] >= 400
             self.range_requests += record["range"] is not None
+            self.quota_rejected += record["quota_refused"]
             if _is_content(record):
                 self.media_bytes += record["bytes"]
             self.log.append(record)
 
     def finish(self, record, sent):
-        """Correct the byte count of a committed record and write its log line."""
+        """Correct the byte count of a committed record, count a cancelled one, write its log line."""
         with self._lock:
-            if record.get("_epoch") is self._epoch and _is_content(record):
+            current = record.get("_epoch") is self._epoch
+            if current and _is_content(record):
                 self.media_bytes += sent - record["bytes"]
+            self.cancelled += current and record["cancelled"]
             record["bytes"] = sent
             if self._log_file:
                 self._log_file.write(json.dumps(_public(record)) + "\n")
@@ -201,7 +286,11 @@ class Stats:
         with self._lock:
             return {"requests": self.requests, "by_kind": dict(self.by_kind), "errors": self.errors,
                     "media_bytes": self.media_bytes, "range_requests": self.range_requests,
-                    "status": dict(self.status)}
+                    "status": dict(self.status), "quota_rejected": self.quota_rejected,
+                    "cancelled": self.cancelled, "concurrent": self.concurrent,
+                    "concurrent_media": self.concurrent_media, "max_concurrent": self.max_concurrent,
+                    "max_concurrent_media": self.max_concurrent_media,
+                    "max_requests_per_s": self.arrivals.peak, "requests_last_s": self.arrivals.current()}
 
     def records(self):
         with self._lock:
@@ -226,11 +315,13 @@ def _public(record):
 
 
 class _Abort(Exception):
-    """Stop answering and close the connection (client gone, or a reset/drop fault)."""
+    """Stop answering and close the connection: the client went away (``cancelled``), or a reset or
+    drop fault (``reset``: with a TCP reset)."""
 
-    def __init__(self, reset=False):
+    def __init__(self, reset=False, cancelled=False):
         super().__init__()
         self.reset = reset
+        self.cancelled = cancelled
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -290,43 +381,74 @@ class Handler(BaseHTTPRequestHandler):
                       "kind": route.kind, "range": self.headers.get("Range"), "status": 0, "bytes": 0,
                       "id": req.file_id,
                       "query": {k: v for k, v in params.items() if k not in _SECRET_PARAMS},
-                      "fault": None}
+                      "fault": None, "quota_refused": False, "cancelled": False}
             started = time.monotonic()
             fault = emu.faults.decide(route.kind, req.file_id)
             if fault is not None:
                 record["fault"] = fault.label
-            self._answer(req, route, record, fault, started)
+            counted = route.kind in API_KINDS
+            if counted:
+                emu.stats.begin(route.kind)
+            try:
+                self._answer(req, route, record, fault, started)
+            finally:
+                if counted:
+                    emu.stats.end(route.kind)
         except _Abort as abort:
             self._close(abort.reset)
         except OSError:                      # the client went away while we answered
             self.close_connection = True
 
     def _answer(self, req, route, record, fault, started):
+        """Answer one API request: a stall before the status line, the reply, time to first byte,
+        then ``_send``. The record is committed (if ``_send`` did not) and finished whatever happens."""
         emu = self.server.emu
-        if fault and fault.drop:
-            self._commit(record, 0, None)
-            emu.stats.finish(record, 0)
-            raise _Abort(reset=False)
-        if fault and fault.stall_ms and fault.stall_after is None:
-            time.sleep(fault.stall_ms / 1000)
-        if fault and fault.status:
-            resp = emuapi.fault_error(fault.status, fault.reason, fault.message, fault.retry_after).response()
-        else:
-            try:
-                resp = emu.api.call(req, route)
-            except Exception:                                    # a bug: answer 500, keep serving
-                traceback.print_exc()
-                resp = emuapi.fault_error(500).response()
-        if route.kind in BODY_KINDS and emu.ttfb_ms:
-            time.sleep(emu.ttfb_ms / 1000)
+        resp = None
         self._body_sent = 0
+        self._status_sent = False
         try:
+            if fault and fault.drop:
+                raise _Abort(reset=False)
+            if fault and fault.stall_ms and fault.stall_after is None:
+                self._pause(fault.stall_ms / 1000)
+            if fault and fault.status:
+                resp = emuapi.fault_error(fault.status, fault.reason, fault.message,
+                                          fault.retry_after).response()
+            else:
+                try:
+                    resp = emu.api.call(req, route)
+                except Exception:                                # a bug: answer 500, keep serving
+                    traceback.print_exc()
+                    resp = emuapi.fault_error(500).response()
+                record["quota_refused"] = req.quota_refused
+            if route.kind in BODY_KINDS and emu.ttfb_ms:
+                self._pause(emu.ttfb_ms / 1000)
             self._send(resp, record, fault)
+        except _Abort as abort:
+            record["cancelled"] = abort.cancelled
+            raise
+        except ConnectionError:
+            record["cancelled"] = True
+            raise
         finally:
             record["ms"] = round((time.monotonic() - started) * 1000, 1)
             if not _committed(record):
-                self._commit(record, self._body_sent, resp)
+                self._commit(record, self._body_sent, resp if self._status_sent else None)
             emu.stats.finish(record, self._body_sent)
+
+    def _pause(self, seconds):
+        """Wait ``seconds`` without sending anything, but end at once with _Abort(cancelled=True)
+        when the client closes the connection (FIN or reset): a client that gives up on a stalled
+        request (a hedging client cancels the loser) frees this thread at once."""
+        poller = select.poll()
+        poller.register(self.connection.fileno(), select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if poller.poll(max(1, math.ceil(left * 1000))):
+                raise _Abort(cancelled=True)
 
     def _commit(self, record, length, resp):
         record["status"] = resp.status if resp is not None else 0
@@ -343,6 +465,7 @@ class Handler(BaseHTTPRequestHandler):
         if fault and fault.truncate:
             length //= 2
         self.send_response(resp.status)
+        self._status_sent = True
         for name, value in resp.headers:
             if fault and fault.bad_range and name == "Content-Range" and not value.startswith("bytes */"):
                 first, _, rest = value[len("bytes "):].partition("-")
@@ -389,9 +512,10 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError as exc:
             # The client went away, or the content could not be read: the body is cut short.
-            if not isinstance(exc, ConnectionError):
+            gone = isinstance(exc, ConnectionError)
+            if not gone:
                 sys.stderr.write(f"drive-emulator: body of {self.path} cut short: {exc}\n")
-            raise _Abort() from exc
+            raise _Abort(cancelled=gone) from exc
         if self._body_sent < length:
             raise _Abort()
 
@@ -402,7 +526,7 @@ class Handler(BaseHTTPRequestHandler):
             _, action = events.pop(0)
             if action == "reset":
                 raise _Abort(reset=True)
-            time.sleep(fault.stall_ms / 1000)
+            self._pause(fault.stall_ms / 1000)
 
     def _close(self, reset):
         """End the connection; with ``reset`` the peer sees a TCP reset instead of a clean close."""
@@ -500,16 +624,19 @@ class Emulator:
 
     ``drive`` is an emudrive.Drive and ``auth`` an emuauth.Auth; the keyword options are those of the
     command line (``ttfb_ms``, ``bandwidth``, ``total_bandwidth``, ``page_size_cap``, ``short_pages``,
-    ``seed``, ``faults``, ``log_path``, ``export_limit``, ``verbose``).
+    ``seed``, ``faults``, ``log_path``, ``export_limit``, ``user_rate``, ``user_burst``,
+    ``user_rate_status``, ``verbose``).
     """
 
     def __init__(self, drive, auth=None, *, ttfb_ms=0, bandwidth=0, total_bandwidth=0, page_size_cap=0,
                  short_pages=False, seed=0, faults=(), log_path=None,
-                 export_limit=emuapi.DEFAULT_EXPORT_LIMIT, verbose=False):
+                 export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
+                 user_rate_status=403, verbose=False):
         self.drive = drive
         self.auth = auth or emuauth.Auth(seed=seed)
+        self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
         self.api = emuapi.DriveApi(drive, self.auth, page_size_cap=page_size_cap, short_pages=short_pages,
-                                   seed=seed, export_limit=export_limit)
+                                   seed=seed, export_limit=export_limit, quota=self.quota)
         self.faults = emufaults.FaultPlan(faults, seed=seed)
         self.stats = Stats(log_path)
         self.ttfb_ms = ttfb_ms
@@ -575,11 +702,19 @@ class Emulator:
             return reply({"ok": True})
         if path == "/_emu/faults" and method == "GET":
             return reply({"faults": self.faults.describe()})
+        if path == "/_emu/quota" and method == "GET":
+            return reply(self.quota.describe())
         try:
             value = json.loads(body or b"{}")
             if path == "/_emu/faults" and method == "POST":
                 self.faults.replace(value.get("faults", []) if isinstance(value, dict) else value)
                 return reply({"faults": self.faults.describe()})
+            if path == "/_emu/quota" and method == "POST":
+                unknown = set(value) - {"rate", "burst", "status"}
+                if unknown:
+                    raise ValueError(f"unknown quota settings {sorted(unknown)}")
+                self.quota.configure(value.get("rate"), value.get("burst"), value.get("status"))
+                return reply(self.quota.describe())
             if path == "/_emu/items" and method == "POST":
                 return reply({"id": self.drive.add_item(value)})
             if path.startswith("/_emu/items/") and method in ("POST", "DELETE"):
@@ -637,6 +772,14 @@ def parse_args(argv):
                    help="seconds an issued token stays valid (default 3600)")
     p.add_argument("--sa-public-key", metavar="PEM", help="service-account key that signs JWT grants")
     p.add_argument("--sa-email", metavar="EMAIL", help="service-account email (the JWT iss)")
+    p.add_argument("--user-rate", type=float, default=0, metavar="R",
+                   help="Drive API requests per second per user; more get 403 userRateLimitExceeded "
+                        "(0 = no quota, the default)")
+    p.add_argument("--user-burst", type=float, metavar="B",
+                   help="requests a user may make at once (bucket size; default max(1, R))")
+    p.add_argument("--user-rate-status", type=int, default=403, choices=emuquota.STATUSES,
+                   help="status over quota: 403 userRateLimitExceeded (default) or 429 "
+                        "rateLimitExceeded")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="a fault rule (repeatable; syntax in emufaults.py)")
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request to FILE")
@@ -646,6 +789,8 @@ def parse_args(argv):
         p.error("--sa-public-key and --sa-email go together")
     if args.refresh_token and not (args.client_id and args.client_secret):
         p.error("--refresh-token needs --client-id and --client-secret")
+    if args.user_rate < 0 or (args.user_burst is not None and args.user_burst < 1):
+        p.error("--user-rate must be >= 0 and --user-burst >= 1")
     return args
 
 
@@ -677,7 +822,9 @@ def main(argv=None):
         emu = Emulator(drive, auth, ttfb_ms=args.ttfb_ms, bandwidth=args.bandwidth,
                        total_bandwidth=args.total_bandwidth, page_size_cap=args.page_size_cap,
                        short_pages=args.short_pages, seed=args.seed, faults=args.fault,
-                       log_path=args.log, export_limit=args.export_limit, verbose=args.verbose)
+                       log_path=args.log, export_limit=args.export_limit, user_rate=args.user_rate,
+                       user_burst=args.user_burst, user_rate_status=args.user_rate_status,
+                       verbose=args.verbose)
         emu.start(args.host, args.port, args.tls_dir)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")

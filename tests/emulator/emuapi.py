@@ -1,8 +1,8 @@
 """Drive API v3 endpoint logic of the emulator, independent of the HTTP transport.
 
 ``DriveApi.route(request)`` names the endpoint (its *kind*, used by stats, logs and fault rules) and
-``DriveApi.call(request, route)`` checks the bearer token (except for the token endpoint) and returns a
-``Response``. Failures are ``ApiError``s that render Drive's error body::
+``DriveApi.call(request, route)`` checks the bearer token (except for the token endpoint and the metadata
+server), charges the user's request quota (emuquota.py) and returns a ``Response``. Failures are ``ApiError``s that render Drive's error body::
 
     {"error": {"code": N, "message": M,
                "errors": [{"domain": D, "reason": R, "message": M, "locationType": T, "location": L}]}}
@@ -40,6 +40,7 @@ import emuauth
 import emucontent
 import emudrive
 import emuquery
+import emuquota
 
 JSON_TYPE = "application/json; charset=UTF-8"
 DEFAULT_EXPORT_LIMIT = 10 * 1024 * 1024
@@ -162,6 +163,8 @@ class Request:
         self.headers, self.body, self.base_url = headers, body, base_url
         self.file_id = None
         self.scope = None
+        self.user = None
+        self.quota_refused = False
 
 
 class Route:
@@ -174,11 +177,13 @@ _FILE_PATH = re.compile(r"/drive/v3/files/([^/]+)(/export|/revisions/([^/]+))?")
 
 class DriveApi:
     """The endpoints. Options: ``page_size_cap`` (0 = none), ``short_pages`` (random short and empty
-    pages), ``seed`` (for page tokens and short pages), ``export_limit`` (bytes)."""
+    pages), ``seed`` (for page tokens and short pages), ``export_limit`` (bytes), ``quota`` (an
+    emuquota.UserQuota; default: off)."""
 
     def __init__(self, drive, auth, page_size_cap=0, short_pages=False, seed=0,
-                 export_limit=DEFAULT_EXPORT_LIMIT):
+                 export_limit=DEFAULT_EXPORT_LIMIT, quota=None):
         self.drive, self.auth = drive, auth
+        self.quota = quota or emuquota.UserQuota()
         self.page_size_cap, self.short_pages, self.seed = page_size_cap, short_pages, seed
         self.export_limit = export_limit
         self._token_key = hashlib.sha256(f"page-tokens:{seed}".encode()).digest()
@@ -231,19 +236,25 @@ class DriveApi:
         return Route("error", handler)
 
     def call(self, req, route):
-        """Run the endpoint, answering ApiErrors with Drive's error body."""
+        """Run the endpoint, answering ApiErrors with Drive's error body. A Drive API request (every
+        kind but token, metadata and error) is authorized and then takes a token of its user's
+        quota (emuquota.py); over quota it is refused and ``req.quota_refused`` is set."""
         try:
             if route.kind not in ("token", "metadata", "error"):
                 self._authorize(req)
+                if not self.quota.take(req.user):
+                    req.quota_refused = True
+                    raise fault_error(self.quota.status)
             return route.handler(req, *route.args)
         except ApiError as exc:
             return exc.response()
 
     def _authorize(self, req):
-        scope = self.auth.check(req.headers.get("Authorization"))
-        if scope is None:
+        who = self.auth.identify(req.headers.get("Authorization"))
+        if who is None:
             raise ApiError(401, "authError", "Invalid Credentials", "Authorization", "header",
                            headers=[("WWW-Authenticate", 'Bearer realm="https://accounts.google.com/"')])
+        scope, req.user = who
         if not emuauth.scope_allows_drive(scope):
             raise ApiError(403, "insufficientPermissions",
                            "Request had insufficient authentication scopes.")

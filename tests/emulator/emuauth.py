@@ -2,9 +2,16 @@
 
 Tokens
 ------
-``Auth.check(header)`` accepts ``Authorization: Bearer TOKEN`` when TOKEN is a static token
+``Auth.identify(header)`` accepts ``Authorization: Bearer TOKEN`` when TOKEN is a static token
 (``--access-token``, valid forever) or a token issued by the token endpoint that has not outlived its
 lifetime. With no way to get a token configured at all, any non-empty bearer token is accepted.
+
+Users
+-----
+``identify`` also names the user a token authenticates as (the per-user request quota, emuquota.py,
+keeps a bucket per user): ``DRIVE_USER`` (the drive's owner) for static tokens, any token in the open
+mode, refresh-token grants and metadata-server tokens; for a JWT-bearer grant the account it acts
+for: the JWT's ``sub`` when present (domain-wide delegation), else its ``iss``.
 
 Token endpoint (``POST /token``, form-urlencoded)
 -------------------------------------------------
@@ -40,6 +47,7 @@ JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 DEFAULT_SCOPE = "https://www.googleapis.com/auth/drive"
 CLOCK_SKEW_S = 300
 MAX_JWT_LIFETIME_S = 3600
+DRIVE_USER = "me"                  # the user of static, refresh-grant, open-mode and metadata tokens
 _TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 # Scopes that allow reading file content; a token with only other Drive scopes may read metadata.
 CONTENT_SCOPES = {"https://www.googleapis.com/auth/" + s for s in ("drive", "drive.readonly", "drive.file")}
@@ -88,30 +96,31 @@ class Auth:
         self.sa_email = sa_email
         self.sa_key_pem = public_key_pem(sa_public_key) if sa_public_key else None
         self.open = not (self.static_tokens or refresh_token or self.sa_key_pem)
-        self._issued = {}                   # token -> (monotonic expiry, scope string)
+        self._issued = {}                   # token -> (monotonic expiry, scope string, user)
         self._lock = threading.Lock()
         self._rng = random.Random(f"tokens:{seed}")
 
     # -- checking -----------------------------------------------------------------------------------
 
-    def check(self, header):
-        """The scope string of a valid ``Authorization`` header value, or None when it is not valid."""
+    def identify(self, header):
+        """(scope string, user) for a valid ``Authorization`` header value, or None when it is not
+        valid. The user is described in the module doc."""
         if not header or not header.startswith("Bearer "):
             return None
         token = header[len("Bearer "):].strip()
         if not token:
             return None
         if token in self.static_tokens or self.open:
-            return DEFAULT_SCOPE
+            return DEFAULT_SCOPE, DRIVE_USER
         with self._lock:
             entry = self._issued.get(token)
             if entry is None:
                 return None
-            expiry, scope = entry
+            expiry, scope, user = entry
             if time.monotonic() >= expiry:
                 del self._issued[token]
                 return None
-            return scope
+            return scope, user
 
     # -- token endpoint -----------------------------------------------------------------------------
 
@@ -131,13 +140,13 @@ class Auth:
         """A fresh token for the metadata server (no scope field in the reply, as on GCE)."""
         return self._issue(scope, with_scope=False)
 
-    def _issue(self, scope, with_scope=True):
+    def _issue(self, scope, with_scope=True, user=DRIVE_USER):
         token = "ya29." + "".join(self._rng.choice(_TOKEN_CHARS) for _ in range(120))
         with self._lock:
             now = time.monotonic()
-            for old in [t for t, (expiry, _) in self._issued.items() if expiry <= now]:
+            for old in [t for t, (expiry, _, _) in self._issued.items() if expiry <= now]:
                 del self._issued[old]
-            self._issued[token] = (now + self.token_lifetime, scope)
+            self._issued[token] = (now + self.token_lifetime, scope, user)
         reply = {"access_token": token, "expires_in": int(self.token_lifetime), "token_type": "Bearer"}
         if with_scope:
             reply["scope"] = scope
@@ -186,7 +195,8 @@ class Auth:
         scope = claims.get("scope")
         if not isinstance(scope, str) or not scope.strip():
             raise bad("Invalid JWT: the scope claim is missing.")
-        return self._issue(scope, with_scope=False)
+        user = claims.get("sub") if isinstance(claims.get("sub"), str) and claims["sub"] else self.sa_email
+        return self._issue(scope, with_scope=False, user=user)
 
     def _signature_ok(self, signed, signature):
         with tempfile.TemporaryDirectory(prefix="emu-jwt-") as tmp:

@@ -26,7 +26,17 @@ What it does (one of):
                     for SECONDS (an outage rule fires once unless ``count`` says otherwise)
     reset_after=B   send the headers and B bytes of the body, then reset the connection (RST)
     drop=1          close the connection without any answer
-    stall_ms=MS     pause MS ms before answering, or with ``stall_after=B`` after B bytes of the body
+    stall_ms=MS     pause MS ms; where, in one of three forms:
+                      stall_ms=MS                 before the status line: the client gets no byte
+                                                  at all
+                      stall_ms=MS,stall_after=0   after the status line and headers, before the
+                                                  first body byte
+                      stall_ms=MS,stall_after=B   after B bytes of the body (no stall when the
+                                                  body is shorter than B bytes)
+                    --ttfb-ms (media and export) delays the status line in every form, after a stall
+                    of the first form. A stall (and the ttfb wait) ends at once when the client
+                    closes the connection; the request log then says ``"cancelled": true`` and the
+                    stats count it in ``cancelled``.
     truncate=1      send only the first half of the body (Content-Length matches what is sent)
     bad_range=1     send a Content-Range one byte off the bytes actually sent
 """

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -21,10 +22,12 @@ import urllib.request
 import pytest
 
 import drive_emulator
+import emuapi
 import emuauth
 import emucontent
 import emudrive
 import emuquery
+import emuquota
 import emusample
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -710,6 +713,291 @@ def test_more_faults():
         while client.call("/drive/v3/about", {"fields": "kind"})[0] == 503:
             assert time.monotonic() < deadline, "outage did not end"
             time.sleep(0.05)
+
+
+# ---------------------------------------------------------------------------------------------------
+# per-user request quota, concurrency and rate counters, the three stall forms
+
+
+def wait_until(cond, timeout, what):
+    """Poll ``cond()`` every 20 ms until it is truthy (returned) or ``timeout`` seconds pass (fail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
+        time.sleep(0.02)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_quota_token_bucket_on_a_fake_clock():
+    clock = FakeClock()
+    quota = emuquota.UserQuota(2, 3, clock=clock)
+    assert [quota.take("a") for _ in range(4)] == [True, True, True, False]
+    assert quota.take("b")                                    # each user has a bucket
+    clock.now += 0.4                                          # 0.8 of a token: not yet
+    assert not quota.take("a")
+    clock.now += 0.1
+    assert quota.take("a") and not quota.take("a")
+    clock.now += 60                                           # refills up to the burst only
+    assert [quota.take("a") for _ in range(4)] == [True, True, True, False]
+    quota.configure(status=429)                               # keeps the rate, fills every bucket
+    assert quota.describe() == {"rate": 2.0, "burst": 3.0, "status": 429}
+    assert quota.take("a")
+    quota.configure(rate=0.5)                                 # a rate alone: burst max(1, rate)
+    assert quota.describe() == {"rate": 0.5, "burst": 1.0, "status": 429}
+    quota.configure(rate=0)
+    assert all(quota.take("a") for _ in range(100))
+    for bad in ({"rate": -1}, {"burst": 0.5}, {"status": 500}, {"rate": "x"}):
+        with pytest.raises(ValueError):
+            quota.configure(**bad)
+    assert quota.describe() == {"rate": 0.0, "burst": 1.0, "status": 429}
+    assert emuquota.UserQuota(200).describe() == {"rate": 200.0, "burst": 200.0, "status": 403}
+
+
+def test_rate_meter_counts_the_busiest_one_second_window():
+    clock = FakeClock()
+    meter = drive_emulator.RateMeter(clock=clock)
+    for t in (0, 0.5, 0.9, 1.0):            # at 1.0 the event at 0 has left the window (t - 1, t]
+        clock.now = 100 + t
+        meter.add()
+    assert meter.peak == 3
+    clock.now = 101.4
+    meter.add()
+    assert meter.peak == 4                  # 0.5, 0.9, 1.0, 1.4
+    clock.now = 103
+    assert meter.current() == 0 and meter.peak == 4
+    meter.reset()
+    assert meter.peak == 0
+
+
+QUOTA_403 = {"error": {"code": 403, "message": "User Rate Limit Exceeded", "errors": [
+    {"domain": "usageLimits", "reason": "userRateLimitExceeded", "message": "User Rate Limit Exceeded"}]}}
+QUOTA_429 = {"error": {"code": 429, "message": "Too Many Requests", "errors": [
+    {"domain": "usageLimits", "reason": "rateLimitExceeded", "message": "Too Many Requests"}]}}
+
+
+def one_of_each_kind(client):
+    """One Drive API request of every kind a quota charges; returns their statuses."""
+    status, meta = client.json("/drive/v3/files/hello", {"fields": "headRevisionId"})    # files.get
+    calls = [("/drive/v3/files", {"q": "'dirA' in parents"}, None),
+             ("/drive/v3/files/gen", {"alt": "media"}, {"Range": "bytes=0-9"}),
+             ("/drive/v3/files/doc/export", {"mimeType": "text/plain"}, None),
+             ("/drive/v3/about", {"fields": "user"}, None),
+             ("/drive/v3/changes/startPageToken", None, None),
+             (f"/drive/v3/files/hello/revisions/{meta.get('headRevisionId')}", None, None),
+             ("/drive/v3/drives", None, None)]
+    return [status] + [client.call(path, params, headers)[0] for path, params, headers in calls]
+
+
+def test_quota_charges_every_drive_kind_and_answers_drive_403():
+    auth = emuauth.Auth([TOKEN], client_id="cid", client_secret="cs", refresh_token="rt")
+    # A rate so low that no token comes back during the test: the counts below are exact.
+    with serve(auth=auth, user_rate=0.01, user_burst=8) as client:
+        # Not charged: the token endpoint, the metadata server, /_emu/ calls, unauthorized requests.
+        for _ in range(3):
+            assert post_form(client, {"grant_type": "refresh_token", "client_id": "cid",
+                                      "client_secret": "cs", "refresh_token": "rt"})[0] == 200
+            assert client.call(emuapi.METADATA_TOKEN_PATH, headers={"Metadata-Flavor": "Google"},
+                               token="")[0] == 200
+            assert client.call("/_emu/stats", token="")[0] == 200
+            assert client.call("/drive/v3/files/hello", token="wrong")[0] == 401
+        assert one_of_each_kind(client) == [200, 200, 206, 200, 200, 200, 200, 200]   # 8 tokens
+        statuses = []
+        for path, params in (("/drive/v3/files/gen", {"alt": "media"}), ("/drive/v3/files", None),
+                             ("/drive/v3/about", {"fields": "user"}), ("/drive/v3/drives", None)):
+            status, headers, body = client.call(path, params)
+            statuses.append(status)
+            assert headers["Content-Type"] == "application/json; charset=UTF-8"
+            assert json.loads(body) == QUOTA_403, body
+        assert statuses == [403] * 4
+        _, stats = client.json("/_emu/stats")
+        assert stats["quota_rejected"] == 4
+        _, log = client.json("/_emu/log")
+        assert [r["quota_refused"] for r in log if r["kind"] not in ("token", "metadata")] == \
+            [False] * 3 + [False] * 8 + [True] * 4          # the three 401s first
+
+
+def test_quota_ten_requests_against_a_burst_of_five():
+    with serve(user_rate=0.2, user_burst=5) as client:      # a token every 5 s: none comes back
+        statuses = [client.call("/drive/v3/files/hello", {"fields": "id"})[0] for _ in range(10)]
+        assert statuses == [200] * 5 + [403] * 5
+        _, stats = client.json("/_emu/stats")
+        assert stats["quota_rejected"] == 5 and stats["status"] == {"200": 5, "403": 5}
+        client.call("/_emu/reset", method="POST", data=b"")
+        assert client.json("/_emu/stats")[1]["quota_rejected"] == 0
+
+
+def test_quota_is_off_by_default_and_changes_at_run_time():
+    with serve() as client:
+        assert client.json("/_emu/quota") == (200, {"rate": 0.0, "burst": 1.0, "status": 403})
+        assert all(client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200 for _ in range(30))
+        assert client.json("/_emu/stats")[1]["quota_rejected"] == 0
+
+        def set_quota(**value):
+            return client.json("/_emu/quota", method="POST", data=json.dumps(value).encode())
+
+        assert set_quota(rate=0.01, burst=2, status=429) == (200, {"rate": 0.01, "burst": 2.0,
+                                                                  "status": 429})
+        got = [client.call("/drive/v3/files/gen", {"alt": "media"}) for _ in range(3)]
+        assert [g[0] for g in got] == [200, 200, 429]
+        assert json.loads(got[2][2]) == QUOTA_429
+        assert got[2][1]["Content-Type"] == "application/json; charset=UTF-8"
+        for bad in ({"rate": -1}, {"status": 500}, {"burst": 0}, {"speed": 3}):
+            status, body = set_quota(**bad)
+            assert status == 400, (bad, body)
+        assert client.json("/_emu/quota")[1] == {"rate": 0.01, "burst": 2.0, "status": 429}
+        # The bucket refills: one token every 50 ms; wait for it (no fixed sleep).
+        assert set_quota(rate=20, burst=1)[0] == 200
+        assert client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200
+        assert client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 429
+        wait_until(lambda: client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200, 5,
+                   "a token to come back")
+        assert set_quota(rate=0)[0] == 200
+        assert all(client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200 for _ in range(20))
+
+
+def test_quota_bucket_per_user(tmp_path):
+    key_dir = str(tmp_path)
+    openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "key.pem", cwd=key_dir)
+    email = "robot@project.iam.gserviceaccount.com"
+    auth = emuauth.Auth([TOKEN], sa_public_key=os.path.join(key_dir, "key.pem"), sa_email=email)
+    with serve(auth=auth, user_rate=0.01, user_burst=1) as client:
+        now = int(time.time())
+        claims = {"iss": email, "scope": emuauth.DEFAULT_SCOPE, "aud": client.emu.base_url + "/token",
+                  "iat": now, "exp": now + 3600}
+        robot = post_form(client, {"grant_type": emuauth.JWT_BEARER,
+                                   "assertion": make_jwt(key_dir, claims)})[1]["access_token"]
+        assert client.call("/drive/v3/files/hello")[0] == 200
+        assert client.call("/drive/v3/files/hello")[0] == 403                  # the drive's user: spent
+        assert client.call("/drive/v3/files/hello", token=robot)[0] == 200     # the robot: its own bucket
+        assert client.call("/drive/v3/files/hello", token=robot)[0] == 403
+
+
+def raw_request(port, path, token=TOKEN):
+    """A connected socket that has sent GET ``path``."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+                 .encode())
+    return sock
+
+
+def timed_read(port, path):
+    """Send GET ``path`` on a fresh socket and read the whole response, noting when bytes arrive.
+    Returns (time of the first byte, time the headers were complete, [(time, body bytes so far)],
+    body), times in seconds from the request."""
+    started = time.monotonic()
+    sock = raw_request(port, path)
+    data, first, headers_at, marks, length = b"", None, None, [], None
+    try:
+        while length is None or len(data) - data.index(b"\r\n\r\n") - 4 < length:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed early"
+            now = time.monotonic() - started
+            first = now if first is None else first
+            data += chunk
+            if headers_at is None and b"\r\n\r\n" in data:
+                headers_at = now
+                head = data[:data.index(b"\r\n\r\n")].decode()
+                length = int([ln.split(":")[1] for ln in head.split("\r\n")
+                              if ln.lower().startswith("content-length:")][0])
+            if headers_at is not None:
+                marks.append((now, len(data) - data.index(b"\r\n\r\n") - 4))
+    finally:
+        sock.close()
+    return first, headers_at, marks, data[data.index(b"\r\n\r\n") + 4:]
+
+
+def test_stall_before_the_status_line_sends_nothing():
+    with serve(ttfb_ms=200, faults=["kind=media,stall_ms=600"]) as client:
+        first, headers_at, _, body = timed_read(client.emu.port, "/drive/v3/files/hello?alt=media")
+        assert body == b"hello world\n"
+        assert first >= 0.8                               # not one byte during the stall and the ttfb
+
+
+def test_stall_after_zero_bytes_sends_the_headers_first():
+    with serve(ttfb_ms=200, faults=["kind=media,stall_ms=1000,stall_after=0"]) as client:
+        first, headers_at, marks, body = timed_read(client.emu.port, "/drive/v3/files/gen?alt=media")
+        assert body == GEN
+        first_body = next(t for t, n in marks if n > 0)
+        assert first >= 0.2                               # the ttfb, then the status line and headers
+        assert first_body - headers_at >= 0.5             # ... long before the first body byte
+
+
+def test_stall_after_some_body_bytes():
+    with serve(faults=["kind=media,stall_ms=1000,stall_after=1000"]) as client:
+        _, headers_at, marks, body = timed_read(client.emu.port, "/drive/v3/files/gen?alt=media")
+        assert body == GEN
+        assert max(n for _, n in marks if n <= 1000) == 1000
+        at_1000 = next(t for t, n in marks if n == 1000)
+        after = next(t for t, n in marks if n > 1000)
+        assert after - at_1000 >= 0.5 and at_1000 - headers_at < after - at_1000
+
+
+@pytest.mark.parametrize("options, path, wait_for", [
+    ({"faults": ["kind=media,stall_ms=30000"]}, "hello", b""),
+    ({"faults": ["kind=media,stall_ms=30000,stall_after=0"]}, "gen", b"\r\n\r\n"),
+    ({"faults": ["kind=media,stall_ms=30000,stall_after=1000"]}, "gen", b"\r\n\r\n" + GEN[:1000]),
+    ({"ttfb_ms": 30000}, "hello", b""),
+], ids=["before-status-line", "after-headers", "after-1000-bytes", "ttfb"])
+def test_client_close_ends_a_stall(options, path, wait_for):
+    with serve(**options) as client:
+        def stats():
+            return client.json("/_emu/stats")[1]
+
+        sock = raw_request(client.emu.port, f"/drive/v3/files/{path}?alt=media")
+        try:
+            wait_until(lambda: stats()["concurrent_media"] == 1, 10, "the request to arrive")
+            data = b""
+            while not data.endswith(wait_for):              # the server is now in the stall
+                chunk = sock.recv(65536)
+                assert chunk, "closed early"
+                data += chunk
+        finally:
+            sock.close()
+        started = time.monotonic()
+        wait_until(lambda: stats()["concurrent"] == 0, 10, "the stalled request to end")
+        assert time.monotonic() - started < 10            # far from the 30 s stall
+        assert stats()["cancelled"] == 1
+        record = client.json("/_emu/log")[1][-1]
+        assert record["cancelled"] is True and record["kind"] == "media"
+        assert record["status"] == (0 if wait_for == b"" else 200)
+        assert record["bytes"] == (1000 if wait_for.endswith(GEN[:1000]) else 0)
+
+
+def test_concurrency_and_rate_counters():
+    with serve(faults=["kind=media,stall_ms=30000"]) as client:
+        def stats():
+            return client.json("/_emu/stats")[1]
+
+        socks = [raw_request(client.emu.port, "/drive/v3/files/hello?alt=media") for _ in range(3)]
+        try:
+            wait_until(lambda: stats()["concurrent_media"] == 3, 10, "three stalled downloads")
+            assert client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200
+            now = stats()
+            assert (now["concurrent"], now["concurrent_media"]) == (3, 3)
+            assert (now["max_concurrent"], now["max_concurrent_media"]) == (4, 3)
+            assert 1 <= now["max_requests_per_s"] <= 4
+            client.call("/_emu/reset", method="POST", data=b"")
+            now = stats()                                    # the peaks restart from what is in flight
+            assert (now["max_concurrent"], now["max_concurrent_media"], now["max_requests_per_s"]) == \
+                (3, 3, 0)
+        finally:
+            for sock in socks:
+                sock.close()
+        wait_until(lambda: stats()["concurrent"] == 0, 10, "the stalls to end")
+        assert stats()["cancelled"] == 3
+        for _ in range(5):
+            client.call("/drive/v3/files/hello", {"fields": "id"})
+        assert stats()["requests_last_s"] <= 5 and 1 <= stats()["max_requests_per_s"] <= 5
 
 
 # ---------------------------------------------------------------------------------------------------
