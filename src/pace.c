@@ -7,7 +7,8 @@
 
 #define START_SHARE 0.95   /* of the ceiling */
 #define CUT_FACTOR 0.7
-#define HOLD_US 1000000    /* one decrease per second; growth starts a second after one */
+#define HOLD_US 250000     /* one decrease per 250 ms (about a round trip); growth a second after */
+#define GROW_AFTER_US 1000000
 #define GROWTH_SHARE 0.05  /* of the ceiling, per second */
 #define FLOOR_SHARE 0.02
 #define POLL_MAX_US 50000  /* a background wait re-checks cancellation this often */
@@ -44,7 +45,7 @@ static void advance(struct cfs_pace *p, int64_t now_us)
 	if (p->tokens > p->burst)
 		p->tokens = p->burst;
 	int64_t grow_from = p->cut_us == INT64_MIN ? p->last_us
-			    : p->cut_us + HOLD_US > p->last_us ? p->cut_us + HOLD_US
+			    : p->cut_us + GROW_AFTER_US > p->last_us ? p->cut_us + GROW_AFTER_US
 							       : p->last_us;
 	if (now_us > grow_from) {
 		p->rate += p->ceiling * GROWTH_SHARE * (double)(now_us - grow_from) / 1e6;

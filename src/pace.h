@@ -6,10 +6,11 @@
  * follows Drive's answers (AIMD, as TCP does with loss): it starts at 90% of
  * the ceiling (--api-rate; Drive allows about 12,000 calls a minute per user,
  * 200/s); a reply saying the quota was exceeded (403 userRateLimitExceeded or
- * rateLimitExceeded, 429) multiplies it by 0.7, at most once per second (the
- * other refusals of the same burst are the same event), never below 2% of
- * the ceiling; after a second without such a reply it grows again by 5% of
- * the ceiling per second, never above the ceiling.
+ * rateLimitExceeded, 429) multiplies it by 0.7, at most once per 250 ms
+ * (about one round trip to Drive: the other refusals of requests already
+ * sent are the same event), never below 2% of the ceiling; a second after
+ * the last decrease it grows again by 5% of the ceiling per second, never
+ * above the ceiling.
  *
  * Two classes.  An urgent call (a reader waiting for its miss, a listing)
  * takes its token at once and waits only when urgent calls alone outrun the

@@ -133,7 +133,7 @@ static void aimd(void)
 	CHECK(refused < ok / 20);                     /* few refusals (< 5%) */
 	CHECK(refused_late < 30 * 200 / 50);          /* settled: < 2% later on */
 	CHECK(p.rate >= p.floor && p.rate <= p.ceiling);
-	/* one decrease per second however many refusals arrive together */
+	/* one decrease per 250 ms however many refusals arrive together */
 	uint64_t cuts = p.cuts;
 	for (int i = 0; i < 50; i++)
 		cfs_pace_limited(&p, 61 * S + i * 1000);
