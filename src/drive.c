@@ -69,7 +69,7 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	d->retry = o->retry;
 	if (d->retry.max_attempts <= 0)
 		d->retry = (struct cfs_retry_policy){ .base_ms = 500, .cap_ms = 32000,
-						      .max_attempts = 12 };
+						      .max_attempts = 12, .first_ms = 50 };
 	pthread_mutex_init(&d->wake_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -263,7 +263,7 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 			continue;
 		}
 		int64_t ra = r->retry_after[0] ? cfs_wire_retry_after(r->retry_after, time(NULL)) : -1;
-		long wait = cfs_retry_delay_ms(&d->retry, attempt, ra, &rng);
+		long wait = cfs_retry_wait_ms(&d->retry, rc, attempt, ra, &rng);
 		if (attempt + 1 >= d->retry.max_attempts || now_ms() + wait > deadline) {
 			CFS_ERROR("%s: giving up after %d attempts: %s%s%s%s%s", what, attempt + 1,
 				  cfs_strerror(rc), r->errmsg[0] ? ": " : "", r->errmsg,
