@@ -9,6 +9,7 @@
 #include "drive.h"
 #include "err.h"
 #include "export.h"
+#include "hedge.h"
 #include "log.h"
 #include "size.h"
 
@@ -59,6 +60,9 @@ static const struct opt opts[] = {
 	  "Drive API calls per second, sustained (default 150; 0: no pacing)", 0, 100000 },
 	{ "api-burst", 0, T_LONG, O(api_burst), "N",
 	  "Drive API calls allowed in a burst (default twice --api-rate)", 1, 1000000 },
+	{ "hedge-budget", 0, T_LONG, O(hedge_budget), "PERCENT",
+	  "second requests for late downloads, at most PERCENT per 100 (default 5; 0: never)", 0,
+	  50 },
 	{ "log-file", 0, T_STR, O(log_file), "FILE", "log file (default: CACHE-DIR/colabfs.log "
 						     "when in the background, stderr with -f)" },
 	{ "log-level", 0, T_STR, O(log_level), "LEVEL", "debug, info (default), warn or error" },
@@ -314,6 +318,7 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->max_threads = 64;
 	c->max_connections = 16;
 	c->api_rate = 150;
+	c->hedge_budget = CFS_HEDGE_PERCENT;
 	c->poll_interval_s = 60;
 	c->crash_loop_limit = 3;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
