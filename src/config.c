@@ -9,6 +9,7 @@
 #include "drive.h"
 #include "err.h"
 #include "export.h"
+#include "hedge.h"
 #include "log.h"
 #include "size.h"
 
@@ -56,13 +57,16 @@ static const struct opt opts[] = {
 	{ "prefetch-memory", 0, T_SIZE, O(prefetch_memory), "SIZE",
 	  "bytes of read-ahead queued or running at once (default: enough for every connection)" },
 	{ "api-rate", 0, T_LONG, O(api_rate), "N",
-	  "most Drive API calls per second; the pacer starts at 90% of it and adapts to "
+	  "most Drive API calls per second; the pacer starts at 95% of it and adapts to "
 	  "Drive's rate-limit replies (default 200; 0: no pacing)", 0, 100000 },
 	{ "api-burst", 0, T_LONG, O(api_burst), "N",
 	  "Drive API calls allowed in a burst (default a tenth of --api-rate, at least 4)", 1,
 	  1000000 },
 	{ "no-dataset-readahead", 0, T_FLAG, O(no_dataset_readahead), NULL,
 	  "no read-ahead of a folder's next files or of a dataset tree being scanned" },
+	{ "hedge-budget", 0, T_LONG, O(hedge_budget), "PERCENT",
+	  "second requests for late downloads, at most PERCENT per 100 (default 5; 0: never)", 0,
+	  50 },
 	{ "log-file", 0, T_STR, O(log_file), "FILE", "log file (default: CACHE-DIR/colabfs.log "
 						     "when in the background, stderr with -f)" },
 	{ "log-level", 0, T_STR, O(log_level), "LEVEL", "debug, info (default), warn or error" },
@@ -318,6 +322,7 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->max_threads = 64;
 	c->max_connections = 16;
 	c->api_rate = 200;
+	c->hedge_budget = CFS_HEDGE_PERCENT;
 	c->poll_interval_s = 60;
 	c->crash_loop_limit = 3;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");

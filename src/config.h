@@ -38,6 +38,7 @@ struct cfs_config {
 	long api_rate;
 	long api_burst;
 	long no_dataset_readahead;
+	long hedge_budget;    /* --hedge-budget: hedges per 100 downloads, 0: never */
 	long poll_interval_s;
 	char *metadata_url;
 	char *recovery;       /* auto, resend, forward, none or off */

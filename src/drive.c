@@ -12,6 +12,7 @@
 
 #include "auth.h"
 #include "err.h"
+#include "hedge.h"
 #include "http.h"
 #include "log.h"
 #include "pace.h"
@@ -26,6 +27,8 @@ struct cfs_drive {
 	long io_timeout_ms;
 	struct cfs_retry_policy retry;
 	struct cfs_pace pace;
+	pthread_mutex_t hedge_lock;
+	struct cfs_hedge hedge;
 	int no_revisions; /* Drive refused a revision download: use plain media */
 	pthread_mutex_t wake_lock; /* retries sleeping in backoff_wait */
 	pthread_cond_t wake;
@@ -69,7 +72,7 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	d->retry = o->retry;
 	if (d->retry.max_attempts <= 0)
 		d->retry = (struct cfs_retry_policy){ .base_ms = 500, .cap_ms = 32000,
-						      .max_attempts = 12 };
+						      .max_attempts = 12, .first_ms = 50 };
 	pthread_mutex_init(&d->wake_lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -78,6 +81,10 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_destroy(&ca);
 	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst, now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
+	pthread_mutex_init(&d->hedge_lock, NULL);
+	cfs_hedge_init(&d->hedge, o->hedge_percent == 0  ? CFS_HEDGE_PERCENT
+				  : o->hedge_percent < 0 ? 0
+							 : o->hedge_percent);
 	d->shared_with_me = o->shared_with_me;
 	if (o->drive_id && *o->drive_id) {
 		snprintf(d->corpus, sizeof(d->corpus), "%s", o->drive_id);
@@ -104,6 +111,7 @@ void cfs_drive_free(struct cfs_drive *d)
 	pthread_mutex_destroy(&d->wake_lock);
 	pthread_cond_destroy(&d->wake);
 	pthread_mutex_destroy(&d->corpus_lock);
+	pthread_mutex_destroy(&d->hedge_lock);
 	free(d->root_id);
 	free(d->api);
 	free(d);
@@ -125,6 +133,13 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->err_notfound = __atomic_load_n(&d->st.err_notfound, __ATOMIC_RELAXED);
 	out->err_access = __atomic_load_n(&d->st.err_access, __ATOMIC_RELAXED);
 	out->resumed = __atomic_load_n(&d->st.resumed, __ATOMIC_RELAXED);
+	out->stalls = __atomic_load_n(&d->st.stalls, __ATOMIC_RELAXED);
+	out->hedges = __atomic_load_n(&d->st.hedges, __ATOMIC_RELAXED);
+	out->hedge_wins = __atomic_load_n(&d->st.hedge_wins, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&d->hedge_lock);
+	out->ttfb_p95_us = cfs_hedge_ttfb_p95(&d->hedge);
+	out->pause_p95_us = cfs_hedge_pause_p95(&d->hedge);
+	pthread_mutex_unlock(&d->hedge_lock);
 	pthread_mutex_lock(&d->pace.lock);
 	out->paced = d->pace.waits;
 	out->rate_limited = d->pace.limited;
@@ -203,6 +218,8 @@ typedef int (*validate_fn)(struct cfs_http_req *r, void *ctx);
  * Returns 1 if the attempt made progress (the next try starts afresh). */
 typedef int (*resume_fn)(struct cfs_http_req *r, void *ctx);
 
+static int perform(struct cfs_drive *d, struct cfs_http_req *r);
+
 /* Runs r through auth, retries and validation.  what names the call in logs. */
 static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
 		     resume_fn resume, void *ctx, int prio)
@@ -231,7 +248,7 @@ static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *wh
 				break;
 			}
 			COUNT(d, requests, 1);
-			rc = cfs_http_perform(d->http, r);
+			rc = perform(d, r);
 			r->bearer = NULL;
 			if (!rc && (r->status < 200 || r->status > 299)) {
 				cfs_json_parse_error(r->err_body.data ? r->err_body.data : "",
@@ -270,7 +287,7 @@ static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *wh
 			continue;
 		}
 		int64_t ra = r->retry_after[0] ? cfs_wire_retry_after(r->retry_after, time(NULL)) : -1;
-		long wait = cfs_retry_delay_ms(&d->retry, attempt, ra, &rng);
+		long wait = cfs_retry_wait_ms(&d->retry, rc, attempt, ra, &rng);
 		if (attempt + 1 >= d->retry.max_attempts || now_ms() + wait > deadline) {
 			CFS_ERROR("%s: giving up after %d attempts: %s%s%s%s%s", what, attempt + 1,
 				  cfs_strerror(rc), r->errmsg[0] ? ": " : "", r->errmsg,
@@ -513,22 +530,32 @@ struct read_ctx {
 	const char *id;
 	cfs_drive_sink_fn sink;
 	void *arg;
+	int racing;        /* a hedge is out: the first request to deliver wins */
+	struct cfs_http_req *won;
 };
 
 /* Bytes go to the caller only from a reply whose status and Content-Range
- * say they are the ones asked for (the headers are in by the first byte). */
+ * say they are the ones r asked for (the headers are in by the first byte),
+ * and while two requests race (fetch_media) only from the first of them to
+ * deliver. */
 static int on_bytes(void *arg, struct cfs_http_req *r, const char *p, size_t n)
 {
 	struct read_ctx *c = arg;
-	int64_t a, b, t, at = c->off + (int64_t)c->done;
+	int64_t a, b, t, at = r->range_start;
 	if (r->dst_len == 0) {
 		int ok = r->status == 206
 				 ? cfs_wire_content_range(r->content_range, &a, &b, &t) == 0 &&
 					   a == at && (t < 0 || t == c->size)
-			 : r->status == 200 ? at == 0 && (size_t)c->size == c->len - c->done
+			 : r->status == 200 ? at == 0 && r->range_len == c->size
 					    : 0;
 		if (!ok)
 			return -1;
+	}
+	if (c->racing) {
+		if (!c->won)
+			c->won = r;
+		else if (c->won != r)
+			return -1; /* the other one answered first: this one is being closed */
 	}
 	return c->sink(c->arg, at + (int64_t)r->dst_len, p, n);
 }
@@ -591,6 +618,206 @@ static int resume_range(struct cfs_http_req *r, void *ctx)
 	r->range_len = (int64_t)(c->len - c->done);
 	r->dst_cap = c->len - c->done;
 	return 1;
+}
+
+/* ---- hedged media requests (see drive.h and hedge.h) ---------------------- */
+
+#define RACE_TICK_MS 200 /* longest wait between looks at the transfers */
+
+/* One transfer of a try: its request, and what the estimators know of it. */
+struct leg {
+	struct cfs_http_req *r;
+	int told_first; /* its time to first byte was given to the estimator */
+	int late;       /* it was found late */
+};
+
+static int64_t late_at(struct cfs_drive *d, const struct cfs_http_req *r)
+{
+	pthread_mutex_lock(&d->hedge_lock);
+	int64_t t = cfs_hedge_late_at(&d->hedge, r->t_sent_us, r->t_first_us, r->t_last_us);
+	pthread_mutex_unlock(&d->hedge_lock);
+	return t;
+}
+
+static int hedge_take(struct cfs_drive *d)
+{
+	pthread_mutex_lock(&d->hedge_lock);
+	int ok = cfs_hedge_take(&d->hedge);
+	pthread_mutex_unlock(&d->hedge_lock);
+	return ok;
+}
+
+/* Tells the estimators what l showed: its time to first byte once it has
+ * one (or, ended while late without one, how long it waited); when it has
+ * ended, the longest pause in its 2xx body, the wait it was closed in
+ * included. */
+static void learn(struct cfs_drive *d, struct leg *l, int ended, int64_t now)
+{
+	struct cfs_http_req *r = l->r;
+	int first = !l->told_first && (r->t_first_us || (ended && l->late));
+	int body = ended && r->t_first_us && r->status >= 200 && r->status <= 299;
+	if (!first && !body)
+		return;
+	pthread_mutex_lock(&d->hedge_lock);
+	if (first)
+		cfs_hedge_first_byte(&d->hedge, (r->t_first_us ? r->t_first_us : now) - r->t_sent_us);
+	if (body) {
+		int64_t pause = r->max_pause_us;
+		int64_t since = now - (r->t_last_us ? r->t_last_us : r->t_first_us);
+		cfs_hedge_body_pause(&d->hedge, l->late && since > pause ? since : pause);
+	}
+	pthread_mutex_unlock(&d->hedge_lock);
+	l->told_first |= first;
+}
+
+/* The bytes a request delivered stay delivered when another one goes on. */
+static void absorb(struct read_ctx *c, const struct cfs_http_req *r)
+{
+	COUNT(c->d, bytes_media, r->dst_len);
+	c->done += r->dst_len;
+}
+
+/* Sets h up to ask for what l has not delivered yet. */
+static void hedge_req(struct cfs_http_req *h, const struct cfs_http_req *l)
+{
+	cfs_http_req_cleanup(h);
+	cfs_http_req_init(h);
+	h->url = l->url;
+	h->bearer = l->bearer;
+	h->cancel = l->cancel;
+	h->timeout_ms = l->timeout_ms;
+	h->sink = l->sink;
+	h->sink_arg = l->sink_arg;
+	h->range_start = l->range_start + (int64_t)l->dst_len;
+	h->range_len = l->range_len - (int64_t)l->dst_len;
+	h->dst_cap = (size_t)h->range_len;
+}
+
+/* One try of a media request: r runs, and while it is late (and the budget
+ * allows) a hedge races it.  Returns what cfs_http_perform would for the
+ * request that ends the try, whose request and response are then in r. */
+static int fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
+{
+	struct read_ctx *c = r->sink_arg;
+	struct cfs_http_multi *m;
+	struct cfs_http_req alt;
+	int rc = cfs_http_multi_new(d->http, &m);
+	if (rc)
+		return rc;
+	cfs_http_req_init(&alt);
+	struct leg lead = { r }, rival = { NULL };
+	int64_t counted = 0; /* the lateness already counted as a stall */
+	rc = cfs_http_multi_add(m, r);
+	int running = !rc;
+	while (running) {
+		int64_t now = cfs_http_now_us(), due = rival.r ? INT64_MAX : late_at(d, lead.r);
+		if (!rival.r && now >= due) {
+			if (due != counted) {
+				counted = due;
+				lead.late = 1;
+				COUNT(d, stalls, 1);
+			}
+			struct cfs_http_req *h = lead.r == r ? &alt : r;
+			if (lead.r->dst_len < (size_t)lead.r->range_len && hedge_take(d)) {
+				hedge_req(h, lead.r);
+				/* urgent: a late request usually has a reader waiting,
+				 * and the hedge budget keeps these few */
+				cfs_pace_take(&d->pace, CFS_PACE_URGENT, NULL);
+				if (cfs_http_multi_add(m, h) == 0) {
+					COUNT(d, requests, 1);
+					COUNT(d, hedges, 1);
+					CFS_INFO("media %s: %s for %lld ms; hedging [%" PRId64 "+%" PRId64 "]",
+						 c->id, lead.r->t_first_us ? "no body bytes" : "no reply",
+						 (long long)(now - (lead.r->t_first_us
+									    ? (lead.r->t_last_us ? lead.r->t_last_us
+												 : lead.r->t_first_us)
+									    : lead.r->t_sent_us)) / 1000,
+						 h->range_start, h->range_len);
+					rival = (struct leg){ h };
+					c->racing = 1;
+					c->won = NULL;
+				}
+			}
+			due = INT64_MAX; /* until the next look */
+		}
+		long wait = RACE_TICK_MS;
+		if (due != INT64_MAX && (due - now) / 1000 + 1 < wait)
+			wait = due > now ? (long)((due - now) / 1000 + 1) : 0;
+		int frc = 0;
+		struct cfs_http_req *done = cfs_http_multi_run(m, wait, &frc);
+		now = cfs_http_now_us();
+		learn(d, &lead, 0, now);
+		if (rival.r)
+			learn(d, &rival, 0, now);
+		if (rival.r && c->won) {
+			/* the race is decided: the first to deliver goes on alone */
+			struct leg *win = c->won == lead.r ? &lead : &rival;
+			struct leg *lose = win == &lead ? &rival : &lead;
+			if (win == &rival) {
+				absorb(c, lead.r);
+				COUNT(d, hedge_wins, 1);
+			}
+			if (lose->r == done)
+				done = NULL; /* it ended refusing bytes: that means nothing now */
+			else
+				cfs_http_multi_drop(m, lose->r);
+			learn(d, lose, 1, now);
+			lead = *win;
+			rival.r = NULL;
+			c->racing = 0;
+			c->won = NULL;
+			counted = 0;
+		}
+		if (!done) {
+			if (__atomic_load_n(&d->cancelled, __ATOMIC_RELAXED)) {
+				rc = CFS_E_NET; /* the transfers stop with it too (xferinfo) */
+				running = 0;
+			}
+			continue;
+		}
+		learn(d, done == lead.r ? &lead : &rival, 1, now);
+		if (rival.r && done == lead.r) {
+			/* the late one ended before either answered: the hedge goes on */
+			absorb(c, lead.r);
+			lead = rival;
+			rival.r = NULL;
+			c->racing = 0;
+			counted = 0;
+			continue;
+		}
+		if (rival.r) {
+			/* the hedge failed before either answered: so does this try */
+			absorb(c, lead.r);
+			cfs_http_multi_drop(m, lead.r);
+			learn(d, &lead, 1, now);
+			lead = rival;
+			rival.r = NULL;
+			c->racing = 0;
+		}
+		rc = frc;
+		running = 0;
+	}
+	cfs_http_multi_free(m); /* drops what still runs (cancelled) */
+	CFS_DEBUG("media %s [%" PRId64 "+%" PRId64 "]: HTTP %ld, first byte after %lld us, "
+		  "longest body pause %lld us", c->id, lead.r->range_start, lead.r->range_len,
+		  lead.r->status,
+		  lead.r->t_first_us ? (long long)(lead.r->t_first_us - lead.r->t_sent_us) : -1LL,
+		  (long long)lead.r->max_pause_us);
+	c->racing = 0;
+	c->won = NULL;
+	if (lead.r != r) {
+		struct cfs_http_req t = *r;
+		*r = alt;
+		alt = t;
+	}
+	cfs_http_req_cleanup(&alt);
+	return rc;
+}
+
+/* One exchange of a try: media requests race a hedge when late. */
+static int perform(struct cfs_drive *d, struct cfs_http_req *r)
+{
+	return r->sink == on_bytes ? fetch_media(d, r) : cfs_http_perform(d->http, r);
 }
 
 int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,

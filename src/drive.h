@@ -10,6 +10,16 @@
  * next byte with a new Range.  Every request first takes a pacing token;
  * a rate-limit refusal slows the pacer down (AIMD, pace.h).
  *
+ * Tails (hedge.h): a media request whose reply is late, by the latencies
+ * this mount has seen, is hedged when the budget allows: a second request
+ * for the bytes not yet delivered (pacing token, bearer, the same checks of
+ * status, Content-Range and length) races the first; the first of the two
+ * to deliver a byte wins, the other is closed at once, so the sink never
+ * sees bytes from both.  Bytes the late request delivered before it stalled
+ * are kept.  A hedge that fails before either answered ends the try with
+ * its failure (the retry policy takes over, from the next byte); a late
+ * request that fails leaves the hedge to carry on alone.
+ *
  * Shared drives (drive-api-v3.md §1.9): every files.get/list, media, export,
  * revision and changes call carries supportsAllDrives=true, lists and changes
  * includeItemsFromAllDrives=true.  When the mount is a shared drive
@@ -52,6 +62,7 @@ struct cfs_drive_opts {
 	const char *drive_id;      /* a shared drive mounted whole (--drive-id), or NULL */
 	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive */
 	int shared_with_me;        /* the mount's root is CFS_DRIVE_SHARED_WITH_ME */
+	int hedge_percent;         /* hedges per 100 media requests (hedge.h); 0: default, < 0: off */
 };
 
 /* The id of the virtual "Shared with me" folder: never a Drive id (those are
@@ -66,6 +77,9 @@ struct cfs_drive_stats {
 	uint64_t rate_limited;     /* replies refusing a call for the rate (403 rate reasons, 429) */
 	uint64_t rate_cuts;        /* pacer rate decreases they caused */
 	double api_rate;           /* the pacer's rate now (calls per second) */
+	uint64_t stalls;           /* media replies found late (hedge.h) */
+	uint64_t hedges, hedge_wins; /* second requests sent for them; those that answered first */
+	int64_t ttfb_p95_us, pause_p95_us; /* learnt latencies; -1 while warming up */
 	/* calls that failed for good, by class */
 	uint64_t err_net, err_server, err_rate, err_proto, err_auth, err_quota, err_notfound,
 		err_access;

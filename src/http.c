@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "err.h"
 
@@ -25,6 +26,8 @@ struct cfs_http {
 	pthread_mutex_t pool_lock;
 	CURL *pool[POOL_MAX];
 	int npool;
+	CURLM *mpool[POOL_MAX]; /* multi handles of finished sets */
+	int nmpool;
 	char *ca_file;
 	long connect_timeout_ms;
 	long stall_s;
@@ -91,6 +94,8 @@ void cfs_http_free(struct cfs_http *h)
 		return;
 	for (int i = 0; i < h->npool; i++)
 		curl_easy_cleanup(h->pool[i]);
+	for (int i = 0; i < h->nmpool; i++)
+		curl_multi_cleanup(h->mpool[i]);
 	if (h->share)
 		curl_share_cleanup(h->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -142,17 +147,25 @@ void cfs_http_req_cleanup(struct cfs_http_req *r)
 struct xfer {
 	struct cfs_http_req *r;
 	CURL *c;
+	struct curl_slist *hdrs;
+	int64_t mark_us; /* a wait for body bytes counts from here */
 	int overflow;  /* dst would overflow: the server sent more than asked */
 	int toobig;    /* out reached its limit */
 	int oom;
 	int stopped;   /* the sink has all it wants */
+	char errbuf[CURL_ERROR_SIZE];
 };
 
-static size_t on_body(char *p, size_t sz, size_t n, void *u)
+int64_t cfs_http_now_us(void)
 {
-	struct xfer *x = u;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static size_t take_body(struct xfer *x, char *p, size_t len)
+{
 	struct cfs_http_req *r = x->r;
-	size_t len = sz * n;
 	long code = 0;
 	curl_easy_getinfo(x->c, CURLINFO_RESPONSE_CODE, &code);
 	if (code < 200 || code > 299) {
@@ -200,6 +213,18 @@ static size_t on_body(char *p, size_t sz, size_t n, void *u)
 	return len;
 }
 
+static size_t on_body(char *p, size_t sz, size_t n, void *u)
+{
+	struct xfer *x = u;
+	struct cfs_http_req *r = x->r;
+	int64_t t = cfs_http_now_us();
+	if (t - x->mark_us > r->max_pause_us)
+		r->max_pause_us = t - x->mark_us;
+	size_t taken = take_body(x, p, sz * n);
+	x->mark_us = r->t_last_us = cfs_http_now_us();
+	return taken;
+}
+
 /* Copies a header value (trimmed) if line is "name: value". */
 static int header_value(const char *line, size_t len, const char *name, char *dst, size_t cap)
 {
@@ -226,8 +251,10 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
 	struct cfs_http_req *r = x->r;
 	size_t len = sz * n;
 	char num[32];
+	x->mark_us = cfs_http_now_us();
 	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
 		/* a new response (after a redirect or 100-continue): forget the old one */
+		r->t_first_us = x->mark_us;
 		r->content_range[0] = r->retry_after[0] = '\0';
 		r->content_length = -1;
 	} else if (header_value(p, len, "Content-Length", num, sizeof(num))) {
@@ -269,19 +296,22 @@ static int classify_curl(CURLcode cc)
 	}
 }
 
-int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
+/* Takes a handle and sets it up for r.  Returns 0, or CFS_E_AUTH / -ENOMEM
+ * (nothing to undo). */
+static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r)
 {
-	CURL *c = take_handle(h);
-	if (!c)
-		return -ENOMEM;
-	struct xfer x = { .r = r, .c = c };
-	struct curl_slist *hdrs = NULL;
 	char line[4096];
-	int rc = 0;
-
+	memset(x, 0, sizeof(*x));
+	x->r = r;
+	x->c = take_handle(h);
+	if (!x->c)
+		return -ENOMEM;
+	CURL *c = x->c;
 	r->status = 0;
 	r->dst_len = 0;
 	r->errmsg[0] = '\0';
+	r->content_range[0] = r->retry_after[0] = '\0';
+	r->content_length = -1;
 	cfs_buf_reset(&r->err_body);
 	if (r->bearer) {
 		if ((size_t)snprintf(line, sizeof(line), "Authorization: Bearer %s", r->bearer) >=
@@ -289,25 +319,23 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 			give_handle(h, c);
 			return CFS_E_AUTH;
 		}
-		hdrs = curl_slist_append(hdrs, line);
+		x->hdrs = curl_slist_append(x->hdrs, line);
 		explicit_bzero(line, sizeof(line));
 	}
 	if (r->extra_header)
-		hdrs = curl_slist_append(hdrs, r->extra_header);
+		x->hdrs = curl_slist_append(x->hdrs, r->extra_header);
 	if (r->content_type) {
 		snprintf(line, sizeof(line), "Content-Type: %s", r->content_type);
-		hdrs = curl_slist_append(hdrs, line);
+		x->hdrs = curl_slist_append(x->hdrs, line);
 	}
-	char range[64];
 	if (r->range_len > 0) {
+		char range[64];
 		snprintf(range, sizeof(range), "%" PRId64 "-%" PRId64, r->range_start,
 			 r->range_start + r->range_len - 1);
-		curl_easy_setopt(c, CURLOPT_RANGE, range);
+		curl_easy_setopt(c, CURLOPT_RANGE, range); /* curl copies it */
 	} else if (!r->dst && !r->sink) {
 		curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, ""); /* JSON compresses well */
 	}
-	char errbuf[CURL_ERROR_SIZE];
-	errbuf[0] = '\0';
 	curl_easy_setopt(c, CURLOPT_URL, r->url);
 	curl_easy_setopt(c, CURLOPT_SHARE, h->share);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -326,48 +354,204 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)POOL_MAX);
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, h->user_agent);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->errbuf);
 	if (h->ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
 	if (r->cancel) {
 		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
 		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_xferinfo);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)r->cancel);
 	}
-	curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
 	if (r->method && strcmp(r->method, "POST") == 0) {
 		curl_easy_setopt(c, CURLOPT_POST, 1L);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body ? r->body : "");
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)r->body_len);
 	}
+	r->t_sent_us = cfs_http_now_us();
+	r->t_first_us = r->t_last_us = r->max_pause_us = 0;
+	x->mark_us = r->t_sent_us;
+	return 0;
+}
 
-	CURLcode cc = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-	if (x.oom) {
+/* The transfer ended with cc: its status, and the handle goes back. */
+static int xfer_end(struct cfs_http *h, struct xfer *x, CURLcode cc)
+{
+	struct cfs_http_req *r = x->r;
+	int rc = 0;
+	curl_easy_getinfo(x->c, CURLINFO_RESPONSE_CODE, &r->status);
+	if (x->oom) {
 		rc = -ENOMEM;
-	} else if (x.toobig) {
+	} else if (x->toobig) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "reply body over the size limit");
 		rc = -EFBIG;
-	} else if (x.stopped) {
+	} else if (x->stopped) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "ended early by the reader");
 		rc = CFS_E_STOPPED;
-	} else if (x.overflow) {
+	} else if (x->overflow) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "reply body larger than requested");
 		rc = CFS_E_PROTO;
 	} else if (cc != CURLE_OK) {
-		snprintf(r->errmsg, sizeof(r->errmsg), "%s", errbuf[0] ? errbuf : curl_easy_strerror(cc));
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s",
+			 x->errbuf[0] ? x->errbuf : curl_easy_strerror(cc));
 		rc = classify_curl(cc);
 	}
 	/* The option list held the token: wipe it before freeing. */
-	for (struct curl_slist *s = hdrs; s; s = s->next)
+	for (struct curl_slist *s = x->hdrs; s; s = s->next)
 		explicit_bzero(s->data, strlen(s->data));
-	curl_slist_free_all(hdrs);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, NULL);
-	give_handle(h, c);
+	curl_slist_free_all(x->hdrs);
+	x->hdrs = NULL;
+	curl_easy_setopt(x->c, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(x->c, CURLOPT_ERRORBUFFER, NULL);
+	give_handle(h, x->c);
+	x->c = NULL;
 	return rc;
+}
+
+int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
+{
+	struct xfer x;
+	int rc = xfer_start(h, &x, r);
+	return rc ? rc : xfer_end(h, &x, curl_easy_perform(x.c));
+}
+
+/* ---- several at once ------------------------------------------------------ */
+
+struct cfs_http_multi {
+	struct cfs_http *h;
+	CURLM *m;
+	struct xfer x[CFS_HTTP_MULTI_MAX];
+	int used[CFS_HTTP_MULTI_MAX];
+};
+
+int cfs_http_multi_new(struct cfs_http *h, struct cfs_http_multi **out)
+{
+	struct cfs_http_multi *m = calloc(1, sizeof(*m));
+	*out = NULL;
+	if (!m)
+		return -ENOMEM;
+	m->h = h;
+	pthread_mutex_lock(&h->pool_lock);
+	if (h->nmpool > 0)
+		m->m = h->mpool[--h->nmpool];
+	pthread_mutex_unlock(&h->pool_lock);
+	if (!m->m)
+		m->m = curl_multi_init();
+	if (!m->m) {
+		free(m);
+		return -ENOMEM;
+	}
+	*out = m;
+	return 0;
+}
+
+void cfs_http_multi_free(struct cfs_http_multi *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < CFS_HTTP_MULTI_MAX; i++)
+		if (m->used[i])
+			cfs_http_multi_drop(m, m->x[i].r);
+	struct cfs_http *h = m->h;
+	pthread_mutex_lock(&h->pool_lock);
+	if (h->nmpool < POOL_MAX) {
+		h->mpool[h->nmpool++] = m->m;
+		m->m = NULL;
+	}
+	pthread_mutex_unlock(&h->pool_lock);
+	if (m->m)
+		curl_multi_cleanup(m->m);
+	free(m);
+}
+
+int cfs_http_multi_add(struct cfs_http_multi *m, struct cfs_http_req *r)
+{
+	int i = 0;
+	while (i < CFS_HTTP_MULTI_MAX && m->used[i])
+		i++;
+	if (i == CFS_HTTP_MULTI_MAX)
+		return -ENOSPC;
+	int rc = xfer_start(m->h, &m->x[i], r);
+	if (rc)
+		return rc;
+	if (curl_multi_add_handle(m->m, m->x[i].c) != CURLM_OK) {
+		xfer_end(m->h, &m->x[i], CURLE_OUT_OF_MEMORY);
+		return -ENOMEM;
+	}
+	m->used[i] = 1;
+	return 0;
+}
+
+/* Takes slot i out of the set; returns its status. */
+static int multi_end(struct cfs_http_multi *m, int i, CURLcode cc)
+{
+	curl_multi_remove_handle(m->m, m->x[i].c);
+	m->used[i] = 0;
+	return xfer_end(m->h, &m->x[i], cc);
+}
+
+static struct cfs_http_req *multi_done(struct cfs_http_multi *m, int *rc)
+{
+	int left;
+	CURLMsg *msg;
+	while ((msg = curl_multi_info_read(m->m, &left))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		for (int i = 0; i < CFS_HTTP_MULTI_MAX; i++) {
+			if (m->used[i] && m->x[i].c == msg->easy_handle) {
+				*rc = multi_end(m, i, msg->data.result);
+				return m->x[i].r;
+			}
+		}
+	}
+	return NULL;
+}
+
+struct cfs_http_req *cfs_http_multi_run(struct cfs_http_multi *m, long wait_ms, int *rc)
+{
+	struct cfs_http_req *r;
+	int running;
+	*rc = 0;
+	if ((r = multi_done(m, rc)))
+		return r;
+	CURLMcode mc = curl_multi_perform(m->m, &running);
+	if ((r = multi_done(m, rc)))
+		return r;
+	if (mc == CURLM_OK && wait_ms > 0 && running) {
+		mc = curl_multi_poll(m->m, NULL, 0, wait_ms > INT32_MAX ? INT32_MAX : (int)wait_ms,
+				     NULL);
+		if (mc == CURLM_OK)
+			mc = curl_multi_perform(m->m, &running);
+		if ((r = multi_done(m, rc)))
+			return r;
+	}
+	if (mc != CURLM_OK) {
+		/* the set itself failed: end a transfer with it rather than spin */
+		for (int i = 0; i < CFS_HTTP_MULTI_MAX; i++) {
+			if (m->used[i]) {
+				*rc = multi_end(m, i, CURLE_OUT_OF_MEMORY);
+				snprintf(m->x[i].r->errmsg, sizeof(m->x[i].r->errmsg), "%s",
+					 curl_multi_strerror(mc));
+				if (*rc != -ENOMEM)
+					*rc = CFS_E_NET;
+				return m->x[i].r;
+			}
+		}
+	}
+	return NULL;
+}
+
+void cfs_http_multi_drop(struct cfs_http_multi *m, struct cfs_http_req *r)
+{
+	for (int i = 0; i < CFS_HTTP_MULTI_MAX; i++) {
+		if (m->used[i] && m->x[i].r == r) {
+			multi_end(m, i, CURLE_ABORTED_BY_CALLBACK);
+			snprintf(r->errmsg, sizeof(r->errmsg), "closed by the caller");
+			return;
+		}
+	}
 }

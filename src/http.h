@@ -11,7 +11,14 @@
  * (r->errmsg says which), CFS_E_TLS when the peer's certificate does not
  * verify or the CA file is unusable (retrying cannot help), CFS_E_CONFIG for
  * a malformed URL, CFS_E_PROTO when a 2xx body overflowed the caller's
- * buffer, -EFBIG when a body outgrew the limit of out, or -ENOMEM.  The bearer token is sent as a header and never logged. */
+ * buffer, -EFBIG when a body outgrew the limit of out, or -ENOMEM.  The bearer token is sent as a header and never logged.
+ *
+ * A multi set (cfs_http_multi_*) runs a few requests at once from the
+ * calling thread (curl's multi interface), so a caller can start a second
+ * request while the first one is still running and close whichever it no
+ * longer wants.  Every request, alone or in a set, records when its reply
+ * began and when its body bytes arrived (t_* below), so a caller can see a
+ * reply that is late. */
 #ifndef CFS_HTTP_H
 #define CFS_HTTP_H
 
@@ -62,6 +69,12 @@ struct cfs_http_req {
 	char retry_after[64];
 	struct cfs_buf err_body; /* non-2xx body, capped; cfs_http_req_cleanup frees */
 	char errmsg[256];
+	/* timing (CLOCK_MONOTONIC, microseconds): when the request went out,
+	 * when the first byte of the reply arrived (0: none yet), when the sink
+	 * (or buffer) last finished taking body bytes (0: none yet), and the
+	 * longest wait for body bytes (from the headers or the end of the last
+	 * hand-over to the next bytes; time in the sink is not waiting) */
+	int64_t t_sent_us, t_first_us, t_last_us, max_pause_us;
 };
 
 int cfs_http_new(const struct cfs_http_opts *o, struct cfs_http **out);
@@ -72,5 +85,28 @@ void cfs_http_req_init(struct cfs_http_req *r);
 void cfs_http_req_cleanup(struct cfs_http_req *r);
 
 int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r);
+
+/* A set of at most CFS_HTTP_MULTI_MAX requests running at once, driven by
+ * the thread that calls cfs_http_multi_run.  A set belongs to one thread. */
+#define CFS_HTTP_MULTI_MAX 4
+struct cfs_http_multi;
+
+/* Returns 0 or -ENOMEM. */
+int cfs_http_multi_new(struct cfs_http *h, struct cfs_http_multi **out);
+/* Ends every request still in the set (as cfs_http_multi_drop) and frees it. */
+void cfs_http_multi_free(struct cfs_http_multi *m);
+/* Starts r (which must stay valid until it finishes or is dropped).  Returns
+ * 0, -ENOSPC when the set is full, CFS_E_AUTH for an unusable token, or
+ * -ENOMEM. */
+int cfs_http_multi_add(struct cfs_http_multi *m, struct cfs_http_req *r);
+/* Moves the transfers along, waiting up to wait_ms for something to happen.
+ * Returns a request that has finished, with what cfs_http_perform would have
+ * returned for it in *rc (it has left the set), or NULL when none has yet. */
+struct cfs_http_req *cfs_http_multi_run(struct cfs_http_multi *m, long wait_ms, int *rc);
+/* Ends r now if it is still in the set (its connection is closed when the
+ * reply was not over); its response fields keep what had arrived. */
+void cfs_http_multi_drop(struct cfs_http_multi *m, struct cfs_http_req *r);
+/* The time cfs_http uses for t_* (CLOCK_MONOTONIC, microseconds). */
+int64_t cfs_http_now_us(void);
 
 #endif

@@ -203,7 +203,8 @@ static int build_core(struct mount *m)
 				       .api_rate = c->api_rate ? (double)c->api_rate : -1,
 				       .api_burst = (double)c->api_burst, .drive_id = c->drive_id,
 				       .root_id = c->root_id,
-				       .shared_with_me = (int)c->shared_with_me };
+				       .shared_with_me = (int)c->shared_with_me,
+				       .hedge_percent = c->hedge_budget ? (int)c->hedge_budget : -1 };
 	int rc = cfs_http_new(&ho, &m->http);
 	if (rc)
 		snprintf(m->why, sizeof(m->why), "cannot start the HTTP client: %s", cfs_strerror(rc));

@@ -3,7 +3,7 @@
  *
  * Policy.  Every request to Drive (metadata or media) takes one token from a
  * bucket that refills at `rate` tokens per second up to `burst`.  The rate
- * follows Drive's answers (AIMD, as TCP does with loss): it starts at 90% of
+ * follows Drive's answers (AIMD, as TCP does with loss): it starts at 95% of
  * the ceiling (--api-rate; Drive allows about 12,000 calls a minute per user,
  * 200/s); a reply saying the quota was exceeded (403 userRateLimitExceeded or
  * rateLimitExceeded, 429) multiplies it by 0.7, at most once per 250 ms

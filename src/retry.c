@@ -84,3 +84,14 @@ long cfs_retry_delay_ms(const struct cfs_retry_policy *p, int attempt, int64_t r
 		wait = retry_after_ms > p->cap_ms * 4 ? p->cap_ms * 4 : (long)retry_after_ms;
 	return wait;
 }
+
+long cfs_retry_wait_ms(const struct cfs_retry_policy *p, int status, int attempt,
+		       int64_t retry_after_ms, uint64_t *rng)
+{
+	if (attempt == 0 && status != CFS_E_RATE && p->first_ms > 0) {
+		struct cfs_retry_policy q = *p;
+		q.base_ms = p->first_ms;
+		return cfs_retry_delay_ms(&q, 0, retry_after_ms, rng);
+	}
+	return cfs_retry_delay_ms(p, attempt, retry_after_ms, rng);
+}

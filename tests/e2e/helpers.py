@@ -911,6 +911,18 @@ def first_diff(a, b):
     return hi
 
 
+def run_threads(fns, timeout, what):
+    """Runs each callable of ``fns`` in a thread of its own and waits for them
+    all (Timeout after ``timeout`` seconds); returns the seconds they took.
+    The callables report their own failures."""
+    threads = [threading.Thread(target=fn, daemon=True) for fn in fns]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    wait_until(lambda: not any(th.is_alive() for th in threads), timeout, what=what)
+    return time.monotonic() - t0
+
+
 def timed_read(path, n, timeout):
     """open + pread(n, 0) of path in a thread; returns (seconds, data or OSError).
     Fails when it has not finished after ``timeout`` seconds (the thread stays

@@ -402,12 +402,7 @@ def test_throttling_backs_off_and_honours_retry_after(mount_factory, emulator_fa
             C.assert_same(C.read_whole(m.path(rel)), aux.data[rel], rel)
         except BaseException as e:  # noqa: B902 - reported below
             errors.append("%s: %r" % (rel, e))
-    threads = [threading.Thread(target=read, args=(rel,), daemon=True) for rel in plan]
-    t0 = time.monotonic()
-    for th in threads:
-        th.start()
-    H.wait_until(lambda: not any(th.is_alive() for th in threads), 90, what="the throttled reads")
-    elapsed = time.monotonic() - t0
+    elapsed = H.run_threads([lambda rel=rel: read(rel) for rel in plan], 90, "the throttled reads")
     st1 = X.cstats(m)
     records = [r for r in emu.log() if r["kind"] == "media"]
     fired = X.get_faults(emu)

@@ -50,5 +50,28 @@ int main(void)
 	/* Retry-After is a floor, within reason */
 	CHECK_EQ(cfs_retry_delay_ms(&p, 0, 3000, &rng), 3000);
 	CHECK_EQ(cfs_retry_delay_ms(&p, 0, 999999, &rng), 4000);
+
+	/* the quick first retry: not for rate limits, not for the second failure */
+	struct cfs_retry_policy q = { .base_ms = 500, .cap_ms = 32000, .max_attempts = 12,
+				      .first_ms = 50 };
+	long most_fast = 0, most_rate = 0, most_second = 0;
+	for (int i = 0; i < 500; i++) {
+		long w = cfs_retry_wait_ms(&q, CFS_E_SERVER, 0, -1, &rng);
+		most_fast = w > most_fast ? w : most_fast;
+		w = cfs_retry_wait_ms(&q, CFS_E_NET, 0, -1, &rng);
+		most_fast = w > most_fast ? w : most_fast;
+		w = cfs_retry_wait_ms(&q, CFS_E_RATE, 0, -1, &rng);
+		most_rate = w > most_rate ? w : most_rate;
+		w = cfs_retry_wait_ms(&q, CFS_E_PROTO, 1, -1, &rng);
+		most_second = w > most_second ? w : most_second;
+	}
+	CHECK(most_fast <= 50 && most_fast > 25);
+	CHECK(most_rate <= 500 && most_rate > 250);
+	CHECK(most_second <= 1000 && most_second > 500);
+	CHECK_EQ(cfs_retry_wait_ms(&q, CFS_E_SERVER, 0, 2000, &rng), 2000); /* Retry-After rules */
+	q.first_ms = 0; /* off: the plain schedule */
+	for (int i = 0; i < 200; i++)
+		most_fast = cfs_retry_wait_ms(&q, CFS_E_SERVER, 0, -1, &rng) > 50 ? 1 : most_fast;
+	CHECK_EQ(most_fast, 1);
 	return check_done("test_retry");
 }
