@@ -4,6 +4,7 @@ reference measured (or computed) in the same run.
 
     /usr/bin/python3 bench/run.py [--quick] [--ttfb-ms 100] [--bandwidth 25000000]
                                   [--total-bandwidth 0] [--max-connections 16] [--only 1,3,7]
+                                  [--user-rate 200] [--recovery both|auto|resend|forward]
                                   [--mount-opt=--max-request=64M ...] [--json FILE] [--keep]
 
 It writes the data deterministically under a fresh folder in /dev/shm (tmpfs), starts
@@ -22,6 +23,11 @@ Workloads (see bench/README.md):
   5  find + stat over 20,000 entries in 200 folders, cold and after remount  ref: tmpfs tree
   6  4 KiB random reads on a cached file, page cache and O_DIRECT  ref: tmpfs file
   7  PyTorch DataLoader epoch (4 workers, shuffle, batch 32), cold and warm  ref: local tmpfs copy
+  8  dataset epoch (issue 11): an ImageFolder tree read by a DataLoader from an emulator at 200 ms
+     ttfb enforcing --user-rate 200: cold epochs (1, 2, 8 workers shuffled, 2 sorted)
+     ref: the quota bound (and the latency bound workers / ttfb); warm epochs (cache on tmpfs and
+     on disk) ref: local tmpfs copy; read-ahead waste; a single reader walking the chaos tree with
+     ~10% faults at 20 ms ttfb  ref: the same walk fault-free. Each recovery mode of --recovery.
 """
 
 import argparse
@@ -52,13 +58,40 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 MB = 1e6
 SEED = 20240604
 
+FOLDER = "application/vnd.google-apps.folder"
+
 FULL = dict(big=GiB, small_files=2000, small_size=100 * KiB, readers=8, tree_dirs=200,
-            tree_per_dir=100, dl_files=2000, dl_size=100 * KiB, rand_seconds=6.0, repeat=5)
+            tree_per_dir=100, dl_files=2000, dl_size=100 * KiB, rand_seconds=6.0, repeat=5,
+            ds_files=2000, ds_classes=20)
 QUICK = dict(big=256 * MiB, small_files=500, small_size=100 * KiB, readers=8, tree_dirs=20,
-             tree_per_dir=100, dl_files=500, dl_size=100 * KiB, rand_seconds=3.0, repeat=3)
+             tree_per_dir=100, dl_files=500, dl_size=100 * KiB, rand_seconds=3.0, repeat=3,
+             ds_files=500, ds_classes=10)
 
 TARGETS = {"1": ">= 80%", "2a": ">= 80%", "2b": ">= 40%", "3o": ">= 70%", "3s": ">= 70%",
            "7w": ">= 77% (<= 1.3x time)"}
+
+# Workload 8 (issue 11): an ImageFolder tree read by a DataLoader against a Drive that enforces its
+# per-user request quota, and a single reader walking the chaos tree with faults.
+DS_MIN_SIZE, DS_MAX_SIZE = 20_000, 250_000     # file sizes ("20-250 KB"), drawn from a seeded generator
+DS_TTFB_MS = 200                               # the real Drive's time to first byte (--ttfb-ms overrides)
+DS_USER_RATE = 200                             # Drive's requests/s per user (--user-rate overrides)
+DS_FOLDER_ID = "1BenchDatasetFolder00000000000000"
+DS_OPTIONS = ["--tree", "--small-samples"]     # dl_epoch.py: class folders, samples of 8 bytes
+DS_CASES = (("8c1", 1, False, False),          # key, DataLoader workers, sorted (shuffle=False),
+            ("8c2", 2, False, False),          # cache folder on disk (else tmpfs)
+            ("8c8", 8, False, False),
+            ("8s2", 2, True, False),
+            ("8d2", 2, False, True))
+DISK_CACHE_PARENT = "/var/tmp"                 # a disk folder for the cache-on-disk rows
+DS_COUNTERS = ("dataset_prefetched_bytes_total", "dataset_used_bytes_total", "dataset_wasted_bytes_total",
+               "dataset_scans_total", "rate_limited_total", "hedges_total", "hedge_wins_total")
+FAULT_TTFB_MS = 20
+FAULT_SHAPE = dict(large_size=4 * MiB, nlarge=4, small_dirs=8, small_per_dir=41, small_min=KiB,
+                   small_max=64 * KiB, seed=4242)   # chaos_helpers.chaos_tree: 332 files, ~26 MiB
+FAULT_TREE_BYTES = 4 * 4 * MiB + 8 * 41 * 33 * KiB
+RECOVERY_NAMES = ("off", "resend", "forward", "none")   # colabfs stats recovery_mode values
+RECOVERY_MODES = {"both": ("auto", "forward"), "auto": ("auto",), "resend": ("resend",),
+                  "forward": ("forward",)}
 
 
 def log(msg):
@@ -118,6 +151,29 @@ def proc_status(pid):
     except OSError:
         pass
     return out
+
+
+GROUPS = set()             # pids of the processes we started in a session of their own
+
+
+def group_alive(pgid):
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def signal_proc(p, sig):
+    """Signal a process we started; one started in a session of its own (its pid in GROUPS) with
+    its whole group, so that its children (DataLoader workers) go too."""
+    try:
+        if p.pid in GROUPS:
+            os.killpg(p.pid, sig)
+        else:
+            p.send_signal(sig)
+    except ProcessLookupError:
+        pass
 
 
 def drop_page_cache(path):
@@ -182,19 +238,19 @@ class Data:
         items = [{"id": BIG_ID, "name": "big.bin", "path": self.big}]
         write_random(self.big, c["big"], SEED)
         items.append({"id": "1BenchSmallFolder000000000000000", "name": "small",
-                      "mimeType": "application/vnd.google-apps.folder"})
+                      "mimeType": FOLDER})
         for i, name in enumerate(self.small_names()):
             p = os.path.join(self.small_dir, name)
             write_random(p, c["small_size"], SEED + 1 + i)
             items.append({"name": name, "parent": items[1]["id"], "path": p})
         dl_id = "1BenchTrainFolder000000000000000"
-        items.append({"id": dl_id, "name": "train", "mimeType": "application/vnd.google-apps.folder"})
+        items.append({"id": dl_id, "name": "train", "mimeType": FOLDER})
         for i, name in enumerate(self.dl_names()):
             p = os.path.join(self.dl_dir, name)
             write_random(p, c["dl_size"], SEED + 100000 + i, prefix=i.to_bytes(8, "little"))
             items.append({"name": name, "parent": dl_id, "path": p})
         tree_id = "1BenchTreeFolder0000000000000000"
-        items.append({"id": tree_id, "name": "tree", "mimeType": "application/vnd.google-apps.folder"})
+        items.append({"id": tree_id, "name": "tree", "mimeType": FOLDER})
         made = set()
         for k, (d, e, size) in enumerate(self.tree_entries()):
             did = "1BenchTreeDir%03d%s" % (int(d[1:]), "0" * 17)
@@ -202,7 +258,7 @@ class Data:
                 made.add(d)
                 os.mkdir(os.path.join(self.tree_dir, d))
                 items.append({"id": did, "name": d, "parent": tree_id,
-                              "mimeType": "application/vnd.google-apps.folder"})
+                              "mimeType": FOLDER})
             # generated content: never read, only listed and stat'ed
             items.append({"name": e, "parent": did, "size": size, "seed": k})
             with open(os.path.join(self.tree_dir, d, e), "wb") as f:
@@ -210,7 +266,40 @@ class Data:
         with open(self.spec_path, "w") as f:
             json.dump({"root": {"id": ROOT_ID, "name": "My Drive"}, "items": items}, f)
         self.folder_ids = [it["id"] for it in items
-                           if it.get("mimeType") == "application/vnd.google-apps.folder"]
+                           if it.get("mimeType") == FOLDER]
+
+
+class DatasetTree:
+    """Workload 8's ImageFolder tree on tmpfs (also the local reference copy) and its spec:
+    ``files`` files of DS_MIN_SIZE..DS_MAX_SIZE bytes in ``classes`` class folders under dataset/.
+    Every file starts with its index in the sorted walk (class, then name), which dl_epoch.py checks."""
+
+    def __init__(self, base, files, classes):
+        self.files, self.classes = files, classes
+        self.root = os.path.join(base, "dataset")
+        self.spec_path = os.path.join(base, "dataset-spec.json")
+        self.bytes = 0
+        self.folder_ids = [DS_FOLDER_ID]
+
+    def make(self):
+        sizes = random.Random(SEED + 8)
+        items = [{"id": DS_FOLDER_ID, "name": "dataset", "mimeType": FOLDER}]
+        per_class = -(-self.files // self.classes)
+        for i in range(self.files):
+            k = i // per_class
+            cls = "class%02d" % k
+            if i % per_class == 0:
+                os.makedirs(os.path.join(self.root, cls))
+                self.folder_ids.append("1BenchDatasetClass%02d%s" % (k, "0" * 13))
+                items.append({"id": self.folder_ids[-1], "name": cls, "parent": DS_FOLDER_ID,
+                              "mimeType": FOLDER})
+            path = os.path.join(self.root, cls, "%05d.jpg" % i)
+            size = sizes.randint(DS_MIN_SIZE, DS_MAX_SIZE)
+            write_random(path, size, SEED + 800_000 + i, prefix=i.to_bytes(8, "little"))
+            items.append({"name": os.path.basename(path), "parent": self.folder_ids[-1], "path": path})
+            self.bytes += size
+        with open(self.spec_path, "w") as f:
+            json.dump({"root": {"id": ROOT_ID, "name": "My Drive"}, "items": items}, f)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -218,13 +307,15 @@ class Data:
 
 
 class Emulator:
-    def __init__(self, bench, args):
+    """drive_emulator.py serving ``spec_path`` with the bench's token; ``extra``: more options."""
+
+    def __init__(self, bench, spec_path, name, ttfb_ms, bandwidth, total_bandwidth, extra=()):
         self.bench = bench
-        self.port_file = os.path.join(bench.work, "emu.port")
-        self.err_path = os.path.join(bench.work, "logs", "emulator.stderr")
-        argv = [PY, EMU, "--spec", bench.data.spec_path, "--port", "0", "--port-file", self.port_file,
-                "--access-token", TOKEN, "--ttfb-ms", str(args.ttfb_ms),
-                "--bandwidth", str(args.bandwidth), "--total-bandwidth", str(args.total_bandwidth)]
+        self.port_file = os.path.join(bench.work, name + ".port")
+        self.err_path = os.path.join(bench.work, "logs", name + ".stderr")
+        argv = [PY, EMU, "--spec", spec_path, "--port", "0", "--port-file", self.port_file,
+                "--access-token", TOKEN, "--ttfb-ms", str(ttfb_ms),
+                "--bandwidth", str(bandwidth), "--total-bandwidth", str(total_bandwidth), *extra]
         self.err = open(self.err_path, "wb")
         # own session: Ctrl-C must not stop it before the mounts that depend on it are gone
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.err,
@@ -245,8 +336,9 @@ class Emulator:
     def pid(self):
         return self.proc.pid
 
-    def call(self, path, method="GET", headers=None, timeout=600):
-        req = urllib.request.Request(self.url + path, method=method, headers=headers or {})
+    def call(self, path, method="GET", headers=None, timeout=600, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, method=method, headers=headers or {}, data=data)
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return json.loads(r.read() or b"null")
 
@@ -258,6 +350,13 @@ class Emulator:
 
     def media_log(self):
         return [r for r in self.call("/_emu/log") if r["kind"] == "media"]
+
+    def set_faults(self, specs):
+        self.call("/_emu/faults", "POST", body={"faults": list(specs)})
+
+    def fired(self):
+        """How many times the installed fault rules fired, in all."""
+        return sum(r["fired"] for r in self.call("/_emu/faults")["faults"])
 
     def prepare(self, folder_ids):
         """List every folder once with the checksum fields colabfs asks for: the emulator computes
@@ -278,7 +377,7 @@ class Emulator:
 
 
 class Mount:
-    def __init__(self, bench, name, cache_dir=None):
+    def __init__(self, bench, name, cache_dir=None, emu=None, opts=()):
         self.bench = bench
         self.name = name
         self.mnt = os.path.join(bench.work, "mnt-" + name)
@@ -287,9 +386,9 @@ class Mount:
         os.makedirs(self.mnt, exist_ok=True)
         self.pid = None
         self.env = dict(os.environ, COLABFS_ACCESS_TOKEN=TOKEN)
-        argv = [BIN, "mount", "--api-url=" + bench.emu.url, "--cache-dir=" + self.cache_dir,
+        argv = [BIN, "mount", "--api-url=" + (emu or bench.emu).url, "--cache-dir=" + self.cache_dir,
                 "--log-file=" + self.log_file, "--max-connections=%d" % bench.args.max_connections]
-        argv += bench.args.mount_opt + [self.mnt]
+        argv += bench.args.mount_opt + list(opts) + [self.mnt]
         bench.mounts.append(self)
         r = subprocess.run(argv, env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=300)
@@ -464,6 +563,36 @@ def parallel_read(paths, readers):
     return secs, state["bytes"]
 
 
+def walk_read(root, want):
+    """One reader walks the tree under ``root`` (os.walk, names sorted) and reads every file whole
+    (1 MiB reads), comparing it with ``want[relative path]``. Returns (seconds, files read, bytes,
+    [problem]): failed reads and listings and wrong bytes are problems, not exceptions."""
+    problems = []
+    files = nbytes = 0
+    t = time.monotonic()
+    for folder, dirs, names in os.walk(root, onerror=lambda e: problems.append("listing: %s" % e)):
+        dirs.sort()
+        for name in sorted(names):
+            if STOP.is_set():
+                raise Interrupted()
+            path = os.path.join(folder, name)
+            rel = os.path.relpath(path, root)
+            try:
+                with open(path, "rb", buffering=0) as f:
+                    data = b"".join(iter(lambda: f.read(MiB), b""))
+            except OSError as e:
+                problems.append("%s: %s" % (rel, e))
+                continue
+            if data != want.get(rel):
+                problems.append("%s: wrong bytes (%d read)" % (rel, len(data)))
+            files += 1
+            nbytes += len(data)
+    secs = time.monotonic() - t
+    if files != len(want):
+        problems.append("read %d files of %d" % (files, len(want)))
+    return secs, files, nbytes, problems
+
+
 def line_rate(port, file_id, size, conns, chunk=None):
     """Parallel range GETs straight to the emulator with curl, ``conns`` at a time. With no
     ``chunk``: one contiguous range of size/conns per connection (the line rate itself); with a
@@ -509,34 +638,35 @@ def line_rate(port, file_id, size, conns, chunk=None):
 
 
 class Probe:
-    """CPU seconds of the daemon and the emulator, colabfs and emulator counters, across a phase."""
+    """CPU seconds of the daemon and the emulator, colabfs and emulator counters, across a phase.
+    ``emu``: the emulator the mount uses (default the suite's)."""
 
-    def __init__(self, bench, mount):
-        self.bench, self.mount = bench, mount
+    def __init__(self, bench, mount, emu=None):
+        self.bench, self.mount, self.emulator = bench, mount, emu or bench.emu
 
     def __enter__(self):
-        self.bench.emu.reset()
+        self.emulator.reset()
         self.cs = self.mount.stats() if self.mount else {}
         self.spid = self.mount.server_pid() if self.mount else None
         self.cpu_d = proc_cpu(self.spid) if self.mount else None
-        self.cpu_e = proc_cpu(self.bench.emu.pid)
+        self.cpu_e = proc_cpu(self.emulator.pid)
         self.cpu_self = time.process_time()
         self.t = time.monotonic()
         return self
 
     def __exit__(self, *exc):
         self.wall = time.monotonic() - self.t
-        self.emu = self.bench.emu.stats()
-        after = self.mount.stats() if self.mount else {}
+        self.emu = self.emulator.stats()
+        self.after = after = self.mount.stats() if self.mount else {}
         self.delta = {k: v - self.cs.get(k, 0) for k, v in after.items()
                       if isinstance(v, (int, float))}
         self.d_cpu = (proc_cpu(self.spid) or 0) - (self.cpu_d or 0) if self.mount else 0
-        self.e_cpu = (proc_cpu(self.bench.emu.pid) or 0) - (self.cpu_e or 0)
+        self.e_cpu = (proc_cpu(self.emulator.pid) or 0) - (self.cpu_e or 0)
         self.self_cpu = time.process_time() - self.cpu_self
         self.flight = None
         if 0 < self.emu["by_kind"].get("media", 0) <= 10000:
             # requests in flight at the emulator: mean over the phase, and the most at once
-            recs = [r for r in self.bench.emu.call("/_emu/log") if r["kind"] == "media"]
+            recs = self.emulator.media_log()
             busy = sum(r.get("ms", 0) for r in recs) / 1000
             ev = sorted([(r["t"], 1) for r in recs] + [(r["t"] + r.get("ms", 0) / 1000, -1)
                                                         for r in recs])
@@ -577,6 +707,7 @@ class Bench:
             self.cfg["rand_seconds"] = args.rand_seconds
         self.work = None
         self.mounts = []
+        self.clients = []      # processes reading the mounts (DataLoaders): stopped before unmounting
         self.procs = []
         self.rows = []
         self.notes = []
@@ -587,15 +718,16 @@ class Bench:
     # -- bookkeeping ------------------------------------------------------------------------------
 
     def row(self, key, workload, measured, m_unit, reference, r_unit, ref_name, higher_better=True,
-            note=None):
-        """A table row. ``ratio`` = measured speed / reference speed."""
+            note=None, target=None):
+        """A table row. ``ratio`` = measured speed / reference speed. ``target`` defaults to
+        TARGETS[key]."""
         if measured and reference:
             ratio = measured / reference if higher_better else reference / measured
         else:
             ratio = None
         r = {"key": key, "workload": workload, "measured": measured, "unit": m_unit,
              "reference": reference, "ref_unit": r_unit, "ref_name": ref_name, "ratio": ratio,
-             "target": TARGETS.get(key, "")}
+             "target": TARGETS.get(key, "") if target is None else target}
         self.rows.append(r)
         log("%-4s %-44s %s  ref %s  %s" % (key, workload, fmt_val(measured, m_unit),
                                             fmt_val(reference, r_unit),
@@ -603,31 +735,43 @@ class Bench:
         if note:
             self.notes.append("%s: %s" % (key, note))
 
-    def new_mount(self, name=None, cache_dir=None):
+    def new_mount(self, name=None, cache_dir=None, emu=None, opts=()):
         self.nmount += 1
-        return Mount(self, name or str(self.nmount), cache_dir)
+        return Mount(self, name or str(self.nmount), cache_dir, emu, opts)
+
+    @staticmethod
+    def stop_procs(procs):
+        """End processes we started; a session leader's group (its children) ends with it: the
+        children of a DataLoader may outlive its main process by a moment."""
+        for p in procs:
+            try:
+                if p.poll() is None:
+                    signal_proc(p, signal.SIGTERM)
+                    try:
+                        p.wait(15)
+                    except subprocess.TimeoutExpired:
+                        signal_proc(p, signal.SIGKILL)
+                        p.wait(15)
+                if p.pid in GROUPS:
+                    try:
+                        wait_until(lambda: not group_alive(p.pid), 10, "process group %d" % p.pid)
+                    except RuntimeError:
+                        os.killpg(p.pid, signal.SIGKILL)
+            except Exception as e:  # keep cleaning
+                log("cleanup: pid %d: %r" % (p.pid, e))
 
     def cleanup(self):
         STOP.set()
         deadline = time.monotonic() + 10
         for th in WORKERS:
             th.join(max(0, deadline - time.monotonic()))
+        self.stop_procs(self.clients)
         for m in list(reversed(self.mounts)):
             try:
                 m.umount()
             except Exception as e:  # keep cleaning
                 log("cleanup: %s: %r" % (m.mnt, e))
-        for p in self.procs:
-            try:
-                if p.poll() is None:
-                    p.terminate()
-                    try:
-                        p.wait(15)
-                    except subprocess.TimeoutExpired:
-                        p.kill()
-                        p.wait(15)
-            except Exception as e:
-                log("cleanup: pid %d: %r" % (p.pid, e))
+        self.stop_procs(self.procs)
         if self.work and not self.args.keep:
             if any(is_mounted(m.mnt) for m in self.mounts):
                 log("cleanup: mounts left under %s; not deleting it" % self.work)
@@ -638,15 +782,21 @@ class Bench:
 
     # -- setup ------------------------------------------------------------------------------------
 
-    def setup(self):
+    def setup(self, suite, dataset):
+        """The work folder; with ``suite`` (any of workloads 1-7) their data and the emulator that
+        serves it (workload 8, ``dataset``, makes its own)."""
         a = self.args
         for tool in ("curl", "find"):
             if not shutil.which(tool):
                 raise SystemExit("bench: %s is needed" % tool)
         if not os.access(BIN, os.X_OK):
             raise SystemExit("bench: no colabfs binary at %s (make colabfs, or set COLABFS_BIN)" % BIN)
-        need = (self.cfg["big"] * 3 + (self.cfg["small_files"] * self.cfg["small_size"]
-                                       + self.cfg["dl_files"] * self.cfg["dl_size"]) * 3)
+        need = 0
+        if suite:
+            need += (self.cfg["big"] * 3 + (self.cfg["small_files"] * self.cfg["small_size"]
+                                            + self.cfg["dl_files"] * self.cfg["dl_size"]) * 3)
+        if dataset:   # the tree, two caches of it at a time, the fault tree and its caches
+            need += self.cfg["ds_files"] * DS_MAX_SIZE * 3 // 2 + 3 * FAULT_TREE_BYTES
         st = os.statvfs(a.workdir)
         if st.f_bavail * st.f_frsize < need * 1.2:
             raise SystemExit("bench: %s has %s free; this run needs about %s"
@@ -655,11 +805,14 @@ class Bench:
         self.work = tempfile.mkdtemp(prefix="colabfs-bench-", dir=a.workdir)
         os.makedirs(os.path.join(self.work, "logs"))
         log("data under %s" % self.work)
+        if not suite:
+            return
         self.data = Data(self.work, self.cfg)
         t = time.monotonic()
         self.data.make()
         log("data written in %.1f s" % (time.monotonic() - t))
-        self.emu = Emulator(self, a)
+        self.emu = Emulator(self, self.data.spec_path, "emulator", a.ttfb_ms, a.bandwidth,
+                            a.total_bandwidth)
         t = time.monotonic()
         self.emu.prepare(self.data.folder_ids)
         log("emulator on port %d ready (checksums computed in %.1f s)" % (self.emu.port,
@@ -876,27 +1029,40 @@ class Bench:
                  "same find on a tmpfs tree", higher_better=False, note=pr.note())
         m.umount()
 
+    def dl_epochs(self, root, n, workers=4, drop=(), options=()):
+        """``n`` epochs of bench/dl_epoch.py over ``root`` (batch 32, seeded shuffle; ``options``:
+        more of its options); its JSON. It runs in a session of its own, so cleanup ends its
+        DataLoader workers with it."""
+        argv = [PY, DL_EPOCH, root, "--epochs", str(n), "--workers", str(workers), "--batch", "32",
+                "--seed", str(SEED), *options]
+        for k in drop:
+            argv += ["--drop-before", str(k)]
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+        GROUPS.add(p.pid)
+        self.clients.append(p)
+        out, err = p.communicate(timeout=3600)
+        if p.returncode != 0:
+            raise RuntimeError("dl_epoch.py failed: %s" % err.decode()[-2000:])
+        return json.loads(out)
+
+    def have_torch(self, workload):
+        try:
+            subprocess.run([PY, "-c", "import torch"], check=True, timeout=300,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            return True
+        except (subprocess.CalledProcessError, OSError):
+            log("%s: torch is not installed (python3-torch); skipped" % workload)
+            self.notes.append("%s: skipped: %s cannot import torch (apt-get install python3-torch)"
+                              % (workload, PY))
+            return False
+
     def w7(self):
         c = self.cfg
 
         def epochs(root, n, drop=()):
-            argv = [PY, DL_EPOCH, root, "--epochs", str(n), "--workers", "4", "--batch", "32",
-                    "--seed", str(SEED)]
-            for k in drop:
-                argv += ["--drop-before", str(k)]
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE)
-            self.procs.append(p)
-            out, err = p.communicate(timeout=3600)
-            if p.returncode != 0:
-                raise RuntimeError("dl_epoch.py failed: %s" % err.decode()[-2000:])
-            return json.loads(out)
-        try:
-            subprocess.run([PY, "-c", "import torch"], check=True, timeout=300,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        except (subprocess.CalledProcessError, OSError):
-            log("7: torch is not installed (python3-torch); skipped")
-            self.notes.append("7: skipped: %s cannot import torch (apt-get install python3-torch)" % PY)
+            return self.dl_epochs(root, n, drop=drop)
+        if not self.have_torch("7"):
             return
         # Local epochs before and after the mount's (the machine is shared); a warm epoch takes well
         # under a second, so each side gets several and the best counts.
@@ -921,6 +1087,143 @@ class Bench:
                  "best epoch on the local tmpfs copy", higher_better=False)
         m.umount()
 
+    def w8(self):
+        """Workload 8 (issue 11): see bench/README.md. Its own emulators: the ImageFolder tree at
+        the workload's ttfb and --user-rate, and the chaos tree at FAULT_TTFB_MS for the fault case."""
+        a, c = self.args, self.cfg
+        if not self.have_torch("8"):
+            return
+        sys.path.insert(0, os.path.join(TOP, "tests", "e2e"))
+        import chaos_helpers  # noqa: E402 - the chaos test's tree and fault mix, plain stdlib
+        base = os.path.join(self.work, "w8")
+        tree = DatasetTree(base, c["ds_files"], c["ds_classes"])
+        t = time.monotonic()
+        tree.make()
+        chaos, _, chaos_dirs = chaos_helpers.chaos_tree(os.path.join(base, "chaos"), **FAULT_SHAPE)
+        log("8: %d files (%s) in %d classes and a %d-file chaos tree written in %.1f s"
+            % (tree.files, fmt_bytes(tree.bytes), tree.classes, len(chaos.data), time.monotonic() - t))
+        quota = ["--user-rate", "%g" % a.user_rate]
+        emu = Emulator(self, tree.spec_path, "emu-dataset", a.ds_ttfb_ms, a.bandwidth,
+                       a.total_bandwidth, quota)
+        emu.prepare(tree.folder_ids)
+        femu = Emulator(self, str(chaos.spec_path), "emu-chaos", FAULT_TTFB_MS, a.bandwidth,
+                        a.total_bandwidth, quota + ["--page-size-cap", str(chaos_helpers.LIST_PAGE_CAP),
+                                                    "--seed", str(FAULT_SHAPE["seed"])])
+        femu.prepare([chaos.ids[d] for d in ["large"] + chaos_dirs])
+        faults = [spec for _, spec in chaos_helpers.chaos_fault_specs()]
+        self.extra["w8"] = {"ttfb_ms": a.ds_ttfb_ms, "user_rate": a.user_rate,
+                            "modes": RECOVERY_MODES[a.recovery], "files": tree.files,
+                            "bytes": tree.bytes, "chaos_files": len(chaos.data)}
+        for mode in RECOVERY_MODES[a.recovery]:
+            self.w8_mode(mode, tree, emu, chaos, femu, faults)
+
+    def w8_mode(self, mode, tree, emu, chaos, femu, faults):
+        """Every row of workload 8 with ``colabfs mount --recovery=MODE``."""
+        a = self.args
+        sfx = "" if mode == "auto" else "/" + mode[:3]
+        opts = ["--recovery=" + mode]
+        n = tree.files
+        local = [e["seconds"] for e in self.dl_epochs(tree.root, 3, 2, options=DS_OPTIONS)["epochs"]]
+        warm = {}
+        for key, workers, in_order, on_disk in DS_CASES:
+            cache = tempfile.mkdtemp(prefix="colabfs-bench-cache-", dir=DISK_CACHE_PARENT) if on_disk \
+                else None
+            m = self.new_mount("%s-%s" % (key, mode), cache, emu, opts)
+            running = m.stats().get("recovery_mode")
+            label = "%s, recovery %s" % ("cache on disk" if on_disk else "cache on tmpfs",
+                                         RECOVERY_NAMES[running] if running in range(4) else mode)
+            with Probe(self, m, emu) as pr:
+                cold = self.dl_epochs(m.path("dataset"), 1, workers,
+                                      options=DS_OPTIONS + (["--sorted"] if in_order else []))
+            secs = cold["epochs"][0]["seconds"]
+            latency_bound = workers * 1000 / a.ds_ttfb_ms
+            self.row(key + sfx, "cold epoch, %d worker%s, %s (%s)"
+                     % (workers, "s" if workers > 1 else "", "sorted" if in_order else "shuffled", label),
+                     n / secs, "files/s", a.user_rate or None, "files/s",
+                     "quota bound; latency bound %d/%g ms = %.0f files/s: %.0f%%"
+                     % (workers, a.ds_ttfb_ms, latency_bound, 100 * n / secs / latency_bound),
+                     target=">= 80%", note=self.w8_note(pr, n, cold))
+            if key == "8c2":
+                self.w8_readahead(sfx, pr, tree)
+            if key in ("8c2", "8d2"):
+                got = [e["seconds"] for e in self.dl_epochs(m.path("dataset"), 3, 2,
+                                                            options=DS_OPTIONS)["epochs"]]
+                warm["8wt" if key == "8c2" else "8wd"] = (got, label)
+                if key == "8c2" and not a.no_verify:
+                    for folder, _, names in os.walk(tree.root):
+                        for name in names:
+                            local_path = os.path.join(folder, name)
+                            compare_files(local_path, m.path("dataset", os.path.relpath(local_path,
+                                                                                        tree.root)))
+                    log("8: the dataset on the mount equals the source")
+            m.umount()
+        local += [e["seconds"] for e in self.dl_epochs(tree.root, 3, 2, options=DS_OPTIONS)["epochs"]]
+        for key in ("8wt", "8wd"):
+            got, label = warm[key]
+            self.row(key + sfx, "warm epoch, 2 workers, shuffled (%s)" % label, min(got), "s", min(local),
+                     "s", "best epoch on the local tmpfs copy", higher_better=False,
+                     target=">= 67% (<= 1.5x time)",
+                     note="best of 3 warm epochs after the cold one, on its mount: %s; local: %s"
+                          % (", ".join("%.2f" % x for x in got), ", ".join("%.2f" % x for x in local)))
+        self.w8_faults(sfx, mode, chaos, femu, faults)
+
+    def w8_note(self, pr, files, run):
+        e = pr.emu
+        return ("listing %.2f s (before the epoch); %s; Drive: %d requests in all for %d files "
+                "(%.2f media requests per file, %d files.get), quota_rejected %d, max_concurrent %d "
+                "(media %d), at most %d requests in 1 s; colabfs: %s"
+                % (run["list_s"], pr.note(), e["requests"], files,
+                   e["by_kind"].get("media", 0) / files, e["by_kind"].get("files.get", 0),
+                   e["quota_rejected"], e["max_concurrent"], e["max_concurrent_media"],
+                   e["max_requests_per_s"],
+                   ", ".join("%s %s" % (k, counter_text(pr, k)) for k in DS_COUNTERS)
+                   + ", api_rate %s" % counter_text(pr, "api_rate", gauge=True)))
+
+    def w8_readahead(self, sfx, pr, tree):
+        """The read-ahead's bytes over the cold shuffled 2-worker epoch: wasted bytes as a share of
+        the tree's bytes (no figure when this colabfs has no dataset read-ahead counters)."""
+        wasted = pr.delta.get("dataset_wasted_bytes_total")
+        self.row("8ra" + sfx, "read-ahead during the cold 2-worker epoch: bytes wasted",
+                 None if wasted is None else 100 * wasted / tree.bytes, "%", None, "",
+                 "fetched %s, used %s, wasted %s of a %s tree"
+                 % (counter_text(pr, "dataset_prefetched_bytes_total"),
+                    counter_text(pr, "dataset_used_bytes_total"),
+                    counter_text(pr, "dataset_wasted_bytes_total"), fmt_bytes(tree.bytes)),
+                 target="<= 10% of bytes")
+
+    def w8_faults(self, sfx, mode, chaos, femu, faults):
+        """One reader walks the chaos tree fault-free, then on a fresh mount with the chaos test's
+        fault mix (~10% of requests)."""
+        opts = ["--recovery=" + mode]
+        m = self.new_mount("walk-clean-" + mode, emu=femu, opts=opts)
+        with Probe(self, m, femu) as pr:
+            clean, files, nbytes, problems = walk_read(m.mnt, chaos.data)
+        m.umount()
+        if problems:
+            raise RuntimeError("8: the fault-free walk failed: %s" % problems[:5])
+        m = self.new_mount("walk-faults-" + mode, emu=femu, opts=opts)
+        femu.set_faults(faults)
+        try:
+            with Probe(self, m, femu) as pr:
+                secs, _, _, problems = walk_read(m.mnt, chaos.data)
+        finally:
+            fired = femu.fired()
+            femu.set_faults([])
+        d = pr.delta
+        self.row("8f" + sfx, "one reader walks %d files (%s), ~10%% faults, ttfb %d ms%s"
+                 % (files, fmt_bytes(nbytes), FAULT_TTFB_MS, ", %d ERRORS" % len(problems) if problems
+                    else ""),
+                 secs, "s", clean, "s", "the same walk fault-free", higher_better=False,
+                 target=">= 50% (<= 2x time), 0 errors",
+                 note="%d faults in %d requests (%.1f%%); %d errors%s; colabfs: %d retries, %d resumed, "
+                      "hedges %s (won %s), rate_limited %s; emulator cancelled %d; %s"
+                      % (fired, pr.emu["requests"], 100 * fired / max(1, pr.emu["requests"]),
+                         len(problems), " (%s)" % "; ".join(problems[:3]) if problems else "",
+                         d.get("drive_retries_total", 0), d.get("drive_resumed_downloads_total", 0),
+                         counter_text(pr, "hedges_total"), counter_text(pr, "hedge_wins_total"),
+                         counter_text(pr, "rate_limited_total"), pr.emu["cancelled"], pr.note()))
+        m.umount()
+
     # -- report -----------------------------------------------------------------------------------
 
     def report(self, argv):
@@ -931,6 +1234,11 @@ class Bench:
                      % (a.ttfb_ms, a.bandwidth / MB,
                         ", %.0f MB/s total" % (a.total_bandwidth / MB) if a.total_bandwidth else "",
                         a.max_connections, " ".join(a.mount_opt)))
+        if "w8" in self.extra:
+            w8 = self.extra["w8"]
+            lines.append("workload 8: %d files (%s) at ttfb %g ms, --user-rate %g; fault case at ttfb %d ms;"
+                         " recovery modes: %s" % (w8["files"], fmt_bytes(w8["bytes"]), w8["ttfb_ms"],
+                                                  w8["user_rate"], FAULT_TTFB_MS, ", ".join(w8["modes"])))
         lines.append("host: %d CPUs, %s RAM, Linux %s" % (os.cpu_count(), fmt_bytes(
             os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), os.uname().release))
         lines.append("load average at start %s, at end %s (the bench shares the machine)"
@@ -970,6 +1278,15 @@ def med(xs):
     return statistics.median(xs)
 
 
+def counter_text(pr, name, gauge=False):
+    """A colabfs counter's change across a Probe (a gauge's value after it), or "n/a" when this
+    colabfs has no such counter."""
+    value = (pr.after if gauge else pr.delta).get(name)
+    if value is None:
+        return "n/a"
+    return fmt_bytes(value) if name.endswith("_bytes_total") else "%g" % value
+
+
 def fmt_val(v, unit):
     if v is None:
         return "-"
@@ -979,6 +1296,10 @@ def fmt_val(v, unit):
         return "%.0f IOPS" % v
     if unit == "s":
         return "%.2f s" % v
+    if unit == "files/s":
+        return "%.1f files/s" % v
+    if unit == "%":
+        return "%.1f%%" % v
     return "%g %s" % (v, unit)
 
 
@@ -993,7 +1314,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="colabfs benchmark suite (issue 4); see bench/README.md")
     ap.add_argument("--quick", action="store_true",
                     help="smaller data (256 MiB, 500 files, 2,000 entries): a smoke run")
-    ap.add_argument("--ttfb-ms", type=float, default=100, help="emulator time to first byte (100)")
+    ap.add_argument("--ttfb-ms", type=float,
+                    help="emulator time to first byte (100; workload 8: %d)" % DS_TTFB_MS)
     ap.add_argument("--bandwidth", type=int, default=25_000_000,
                     help="emulator bytes/s per connection (25000000)")
     ap.add_argument("--total-bandwidth", type=int, default=0,
@@ -1004,12 +1326,20 @@ def main(argv=None):
                     help="extra colabfs mount option, e.g. --mount-opt=--max-request=64M (repeatable)")
     ap.add_argument("--big-mib", type=int, help="size of the big file in MiB (1024; quick 256)")
     ap.add_argument("--rand-seconds", type=float, help="seconds of each random-read test (6; quick 3)")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7", help="workloads to run, e.g. 1,2,6")
+    ap.add_argument("--user-rate", type=float, default=DS_USER_RATE,
+                    help="workload 8: Drive API requests/s per user the emulator allows (%d; 0: no "
+                         "quota)" % DS_USER_RATE)
+    ap.add_argument("--recovery", choices=sorted(RECOVERY_MODES), default="both",
+                    help="workload 8: colabfs --recovery mode(s) (both: auto and forward)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8", help="workloads to run, e.g. 1,2,6")
     ap.add_argument("--workdir", default="/dev/shm", help="where the data and caches go (/dev/shm)")
     ap.add_argument("--no-verify", action="store_true", help="skip the (untimed) byte comparisons")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs) at exit")
     args = ap.parse_args(argv)
+    args.ds_ttfb_ms = DS_TTFB_MS if args.ttfb_ms is None else args.ttfb_ms
+    if args.ttfb_ms is None:
+        args.ttfb_ms = 100
     only = set(args.only.split(","))
     bench = Bench(args)
 
@@ -1019,7 +1349,7 @@ def main(argv=None):
     signal.signal(signal.SIGHUP, on_signal)
     rc = 0
     try:
-        bench.setup()
+        bench.setup(bool(only & set("1234567")), "8" in only)
         if only & {"1", "2", "6"}:
             bench.w1_w2_w6("1" in only, "2" in only, "6" in only)
         if "3" in only:
@@ -1030,6 +1360,8 @@ def main(argv=None):
             bench.w5()
         if "7" in only:
             bench.w7()
+        if "8" in only:
+            bench.w8()
     except KeyboardInterrupt:
         log("interrupted; cleaning up")
         rc = 130
