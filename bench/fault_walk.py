@@ -89,8 +89,8 @@ def main():
     base = Path(tempfile.mkdtemp(prefix="colabfs-faultwalk-", dir="/dev/shm"))
     t, _, _ = X.chaos_tree(base / "tree", 4 * H.MiB, 4, 8, 41, T.SMALL_MIN, T.SMALL_MAX, T.SEED)
     emu = H.Emulator(t.spec_path, base / "emu", access_token=TOKEN, seed=T.SEED,
-                     page_size_cap=T.LIST_PAGE_CAP, ttfb_ms=a.ttfb_ms).start()
-    specs = [s for _, s in T.chaos_fault_specs()]
+                     page_size_cap=X.LIST_PAGE_CAP, ttfb_ms=a.ttfb_ms).start()
+    specs = [s for _, s in X.chaos_fault_specs()]
     specs += ["kind=media,%s,prob=%g" % (s, p) for _, s, p in STALLS]
     keys = ["drive_requests_total", "drive_retries_total", "drive_errors_total", "hedges_total",
             "hedge_wins_total", "stalls_total", "ttfb_p95_ms"]
