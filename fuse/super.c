@@ -462,7 +462,7 @@ static void loop(struct sup *s)
 static int make_shm(struct sup *s)
 {
 	s->shm_fd = memfd_create("colabfs-super", MFD_CLOEXEC);
-	if (s->shm_fd < 0 || ftruncate(s->shm_fd, sizeof(struct cfs_super_shm)) != 0)
+	if (s->shm_fd < 0 || ftruncate(s->shm_fd, (off_t)CFS_SHM_SIZE) != 0)
 		return -errno;
 	s->shm = mmap(NULL, sizeof(struct cfs_super_shm), PROT_READ | PROT_WRITE, MAP_SHARED,
 		      s->shm_fd, 0);

@@ -14,15 +14,19 @@
  * by the supervisor, so one poison request cannot keep the mount down.
  * The supervisor links no curl and no LMDB; it is single-threaded.
  *
- * The supervisor and its children share one page (struct cfs_super_shm):
- * the recorded INIT request and reply, the counters `colabfs stats` shows
- * and the requests the child is working on. */
+ * The supervisor and its children share one memfd.  Its first part is the
+ * supervisor's page (struct cfs_super_shm): the recorded INIT request and
+ * reply, the counters `colabfs stats` shows and the requests the child is
+ * working on.  Its second part, from CFS_SHM_HANDLES_OFF, is the servers'
+ * table of open file handle rows (src/fhtab.h), which the supervisor sizes
+ * and never reads: it outlives every server and dies with the mount. */
 #ifndef CFS_SUPER_H
 #define CFS_SUPER_H
 
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fhtab.h"
 #include "stats.h"
 
 #define CFS_SHM_MAGIC 0x43465331u /* "CFS1" */
@@ -51,6 +55,10 @@ struct cfs_super_shm {
 	struct cfs_stats_recovery rec;
 	struct cfs_shm_slot slot[CFS_SHM_SLOTS]; /* requests the server works on */
 };
+
+/* Where the handle table starts in the memfd, and the memfd's size. */
+#define CFS_SHM_HANDLES_OFF ((sizeof(struct cfs_super_shm) + 63) & ~(size_t)63)
+#define CFS_SHM_SIZE (CFS_SHM_HANDLES_OFF + cfs_fhtab_size(CFS_FHTAB_SLOTS))
 
 struct cfs_super_opts {
 	const char *mountpoint;

@@ -29,6 +29,7 @@
 #include "reader.h"
 
 struct cfs_drive;
+struct cfs_fhtab;
 struct cfs_reader;
 struct cfs_store;
 struct cfs_vfs;
@@ -38,6 +39,12 @@ struct cfs_vfs_opts {
 	long dir_ttl_s;        /* listing lifetime */
 	struct cfs_export_map exports;
 	struct cfs_reader_opts reader;
+	/* Where open file handle rows are kept (nsdb.h, cfs_nsdb_fh_keep):
+	 * fhtab when set (a supervised server: memory the supervisor keeps),
+	 * nowhere with no_fh_rows (a server whose death ends the mount), else
+	 * the cache index. */
+	struct cfs_fhtab *fhtab;
+	int no_fh_rows;
 };
 
 struct cfs_vfs_attr {
@@ -75,7 +82,7 @@ void cfs_vfs_releasedir(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
 /* Opens read-only (-EROFS for write access, -EISDIR for folders).  *fh: the
  * handle number (never 0); what it reads (content id, revision, size) is
- * stored in the cache index before this returns.
+ * stored where cfs_vfs_opts says before this returns.
  * *keep_cache: the kernel may keep cached pages (content unchanged since the
  * last open); *direct_io: bypass the page cache (exports of unknown size). */
 int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *keep_cache,

@@ -1,7 +1,7 @@
 /* vfs_file: file handles and reads (see vfs_int.h).
  *
- * An open pins the file's content key and revision (stored in the index so
- * a restarted server can rebuild the handle), fetches an export whole into
+ * An open pins the file's content key and revision (in a handle row, see
+ * nsdb.h, so a restarted server can rebuild the handle), fetches an export whole into
  * memory, holds a small file's blocks against eviction, and starts the
  * sibling prefetch when a folder's files are opened in listing order.  A
  * read that finds the revision gone marks the node stale.  At release, a
