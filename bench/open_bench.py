@@ -12,8 +12,8 @@ close each file; a new order each epoch, the same for the mount and the local co
 and with two (each reads every other file of the order, like a 2-worker DataLoader), alternating
 mount and local runs. Prints one table: the median epoch time of each side, their ratio, and the
 median cost of one open(), one read() pass and one close() on the mount and locally (microseconds,
-from the one-process epochs). In forward mode it also prints the FUSE requests per file the
-supervisor forwarded during the warm epochs. Needs root and /dev/fuse; everything it starts is
+from the one-process epochs), and the FUSE requests per file the servers read during the warm
+epochs (fuse_requests_total of colabfs stats). Needs root and /dev/fuse; everything it starts is
 unmounted and stopped at exit, even on error or Ctrl-C.
 """
 
@@ -212,10 +212,10 @@ class Bench:
         shutil.rmtree(cache, ignore_errors=True)
         self.mounts = [m for m in self.mounts if m[0] != mnt]
 
-    def forwarded(self, mnt):
+    def requests(self, mnt):
         r = subprocess.run([BIN, "stats", mnt, "--json"], capture_output=True, timeout=60)
         try:
-            return json.loads(r.stdout).get("requests_forwarded_total")
+            return json.loads(r.stdout).get("fuse_requests_total")
         except ValueError:
             return None
 
@@ -233,7 +233,7 @@ class Bench:
             if size != want:
                 raise RuntimeError("cold epoch read %d bytes, want %d" % (size, want))
             res = {p: {"mnt": [], "loc": [], "calls_m": [], "calls_l": []} for p in (1, 2)}
-            fwd0 = self.forwarded(mnt)
+            fwd0 = self.requests(mnt)
             for rep in range(a.reps):
                 order = list(range(len(rel)))
                 random.Random(1000 + rep).shuffle(order)
@@ -245,11 +245,11 @@ class Bench:
                         res[procs][side].append(secs)
                         if procs == 1:
                             res[procs]["calls_" + side[0]].append(calls)
-            fwd1 = self.forwarded(mnt)
+            fwd1 = self.requests(mnt)
         finally:
             self.umount(mnt, os.path.join(cache_root, "cache-" + name))
         per_file = None
-        if mode == "forward" and fwd0 is not None and fwd1 is not None:
+        if fwd0 is not None and fwd1 is not None:
             per_file = (fwd1 - fwd0) / (a.reps * 2 * len(rel))
         for procs in (1, 2):
             r = res[procs]

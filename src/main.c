@@ -370,7 +370,7 @@ static int cmd_mount(int argc, char **argv)
 /* ---- colabfs serve: the server a supervisor runs (not for users) ---------- */
 
 struct serve_args {
-	int fuse_fd, shm_fd, forward_fd, ready_fd;
+	int fuse_fd, shm_fd, ready_fd;
 };
 
 static void report_ready(int fd, const char *msg)
@@ -432,7 +432,7 @@ static void test_slow_start(void)
 
 static int parse_serve_args(int *argc, char ***argv, struct serve_args *a)
 {
-	*a = (struct serve_args){ -1, -1, -1, -1 };
+	*a = (struct serve_args){ -1, -1, -1 };
 	int i = 0;
 	for (; i + 1 < *argc && strcmp((*argv)[i], "--") != 0; i += 2) {
 		const char *k = (*argv)[i];
@@ -441,8 +441,6 @@ static int parse_serve_args(int *argc, char ***argv, struct serve_args *a)
 			a->fuse_fd = v;
 		else if (strcmp(k, "--shm-fd") == 0)
 			a->shm_fd = v;
-		else if (strcmp(k, "--forward-fd") == 0)
-			a->forward_fd = v;
 		else if (strcmp(k, "--ready-fd") == 0)
 			a->ready_fd = v;
 		else
@@ -508,8 +506,11 @@ static int cmd_serve(int argc, char **argv)
 	so.foreground = 1;
 	so.after_fork = NULL;
 	so.stats.recovery = &shm->rec;
-	so.serve = (struct cfs_serve_io_opts){ .fuse_fd = a.fuse_fd, .forward_fd = a.forward_fd,
-					       .shm = shm };
+	so.serve = (struct cfs_serve_io_opts){
+		.fuse_fd = a.fuse_fd,
+		.record = __atomic_load_n(&shm->rec.mode, __ATOMIC_RELAXED) == CFS_RECOVERY_FORWARD,
+		.shm = shm,
+	};
 	so.on_serving = on_serving;
 	so.on_serving_arg = &sv;
 	rc = cfs_session_run(m.vfs, &so);
