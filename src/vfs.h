@@ -53,6 +53,8 @@ struct cfs_vfs_attr {
 	int64_t size;          /* 0 when not known yet */
 	int size_known;        /* 0 for an export never fetched */
 	int64_t mtime_ns, ctime_ns;
+	int64_t valid_ms;      /* what is left of the lifetime of the listing that
+				* says these (--dir-ttl minus its age), at least 1 s */
 };
 
 /* Resolves and checks the root folder (one files.get, or the stored answer

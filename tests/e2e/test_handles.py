@@ -7,7 +7,9 @@ Handle rows live in memory the supervisor keeps (src/fhtab.h), not in the cache 
   go to the new server, which rebuilds each handle from its row (the log says so);
 * a warm open + close makes the server write or sync nothing: strace counts no fsync, fdatasync,
   msync, sync_file_range or pwrite64 (how LMDB commits) during 300 warm opens with the cache folder on
-  disk.
+  disk;
+* a warm open + read + close is exactly two requests (OPEN, and the asynchronous RELEASE) while the
+  folder's listing is trusted: names and attributes stay in the kernel for the listing's lifetime.
 """
 
 import json
@@ -168,3 +170,56 @@ def test_warm_opens_write_and_sync_nothing(mount_factory, emulator_factory, hand
     synced = {k: v for k, v in counts.items() if k in SYNC_CALLS}
     assert not synced, "a warm open or release wrote or synced: %s" % synced
 
+
+def fuse_requests(m):
+    return json.loads(os.getxattr(m.mnt, "user.colabfs.stats"))["fuse_requests_total"]
+
+
+def test_warm_open_is_one_round_trip_while_the_listing_lives(mount_factory, emulator_factory,
+                                                             handles_tree):
+    """Names and attributes stay in the kernel as long as their listing is trusted (--dir-ttl,
+    here 8 s; no --attr-timeout): a warm open + read + close costs exactly OPEN and RELEASE, no
+    LOOKUP, GETATTR, FLUSH or READ; once the listing has expired the kernel asks again."""
+    t = handles_tree
+    emu = emulator_factory(t.spec_path, "handles-ttl")
+    m = mount_factory.new(emu, extra=["--dir-ttl=8"], name="handles-ttl")
+    names = ["d/f%02d.bin" % i for i in range(N_SMALL)]
+    t0 = time.monotonic()
+    for n in names:  # list, fetch, check the whole-file sums once
+        with open(m.path(n), "rb") as f:
+            assert f.read() == t.data[n]
+    if time.monotonic() - t0 > 4:
+        pytest.skip("the warm-up outlived half of the 8 s listing (loaded machine)")
+    # reading the counter is itself a request or two (GETXATTR: a size probe, the value):
+    # every read of it is counted and taken off
+    reads = [0]
+
+    def count():
+        reads[0] += 1
+        return fuse_requests(m)
+    probe = -count() + count()
+
+    def ours(since, reads_since):
+        return count() - since - probe * (reads[0] - reads_since)
+
+    def quiet():  # the warm-up's last (asynchronous) releases have arrived
+        a, r = count(), reads[0]
+        time.sleep(0.2)
+        return ours(a, r) == 0
+    H.wait_until(quiet, 5, what="no requests but ours")
+    before, r0 = count(), reads[0]
+    for n in names:
+        fd = os.open(m.path(n), os.O_RDONLY)
+        assert os.read(fd, 1 << 20) == t.data[n]
+        os.close(fd)
+    H.wait_until(lambda: ours(before, r0) >= 2 * len(names), 5, what="the asynchronous releases")
+    time.sleep(0.2)
+    used = ours(before, r0)
+    assert used == 2 * len(names), "%d requests for %d warm opens" % (used, len(names))
+    if time.monotonic() - t0 > 7.5:
+        pytest.skip("too slow to see the listing expire after the warm opens (loaded machine)")
+    time.sleep(max(0.0, 8.5 - (time.monotonic() - t0)))  # the listing has expired now
+    before, r0 = count(), reads[0]
+    os.stat(m.path(names[0]))
+    asked = ours(before, r0)
+    assert asked >= 1, "the kernel did not ask again after the listing expired"
