@@ -10,7 +10,9 @@ cache folder (tmpfs: under /dev/shm; disk: under /var/tmp) and every --recovery 
 reads every file once (cold, untimed), and times --reps warm shuffled epochs (open, read to EOF,
 close each file; a new order each epoch, the same for the mount and the local copy) with one process
 and with two (each reads every other file of the order, like a 2-worker DataLoader), alternating
-mount and local runs. Prints one table: the median epoch time of each side, their ratio, and the
+mount and local runs; then the issue's own workload, a torch DataLoader(shuffle=True, num_workers=2,
+batch_size=32, persistent workers) whose Dataset returns each file's bytes (rows "DL2"; skipped without
+torch or with --no-dataloader). Prints one table: the median epoch time of each side, their ratio, and the
 median cost of one open(), one read() pass and one close() on the mount and locally (microseconds,
 from the one-process epochs), and the FUSE requests per file the servers read during the warm
 epochs (fuse_requests_total of colabfs stats). Needs root and /dev/fuse; everything it starts is
@@ -90,6 +92,36 @@ def read_files(paths, timed):
             t_read.append(t2 - t1)
             t_close.append(t3 - t2)
     return total, t_open, t_read, t_close
+
+
+class Loaders:
+    """torch DataLoader(shuffle=True, num_workers=2, persistent_workers=True) over a file list,
+    each sample one file read whole (the issue's workload), handed back as bytes: a tensor per
+    sample would cost a shared-memory file per sample, ~2 ms, and hide what the reads cost."""
+
+    def __init__(self, paths, seed):
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Files(Dataset):
+            def __len__(self):
+                return len(paths)
+
+            def __getitem__(self, i):
+                with open(paths[i], "rb", buffering=0) as f:
+                    return f.read()
+        self.loader = DataLoader(Files(), batch_size=32, shuffle=True, num_workers=2,
+                                 persistent_workers=True, collate_fn=list,
+                                 generator=torch.Generator().manual_seed(seed))
+
+    def epoch(self):
+        """Seconds and bytes of one epoch."""
+        t0 = time.perf_counter()
+        got = sum(len(x) for batch in self.loader for x in batch)
+        return time.perf_counter() - t0, got
+
+    def close(self):
+        self.loader = None  # the workers end with the loader's iterator
 
 
 def epoch(paths, procs, timed=True):
@@ -246,6 +278,20 @@ class Bench:
                         if procs == 1:
                             res[procs]["calls_" + side[0]].append(calls)
             fwd1 = self.requests(mnt)
+            dl = {"mnt": [], "loc": []}
+            if a.dataloader:
+                loaders = {side: Loaders(paths, 7) for side, paths in (("mnt", mpaths),
+                                                                        ("loc", lpaths))}
+                for side in loaders:  # starts the workers, untimed
+                    loaders[side].epoch()
+                for rep in range(a.reps):
+                    for side in ("mnt", "loc"):
+                        secs, got = loaders[side].epoch()
+                        if got != want:
+                            raise RuntimeError("DataLoader read %d bytes, want %d" % (got, want))
+                        dl[side].append(secs)
+                for side in loaders:
+                    loaders[side].close()
         finally:
             self.umount(mnt, os.path.join(cache_root, "cache-" + name))
         per_file = None
@@ -263,6 +309,12 @@ class Bench:
                         xs = [x for c in r["calls_" + side] for x in c[k]]
                         row["%s_%s_us" % (what, side)] = statistics.median(xs) / 1000
                         row["%s_%s_mean_us" % (what, side)] = statistics.mean(xs) / 1000
+            self.rows.append(row)
+        if dl["mnt"]:
+            row = {"cache": cache_name, "mode": mode, "procs": "DL2",
+                   "mount_s": statistics.median(dl["mnt"]), "local_s": statistics.median(dl["loc"]),
+                   "requests_per_file": None}
+            row["ratio"] = row["mount_s"] / row["local_s"]
             self.rows.append(row)
 
     def run(self):
@@ -302,7 +354,7 @@ def print_table(rows, files):
             if ("%s_m_us" % k) not in r:
                 return ""
             return "%.1f/%.1f" % (r["%s_m%s_us" % (k, mean)], r["%s_l%s_us" % (k, mean)])
-        print("%-6s %-8s %5d %8.3f %8.3f %6.2f %12s %14s %12s %12s %8s" % (
+        print("%-6s %-8s %5s %8.3f %8.3f %6.2f %12s %14s %12s %12s %8s" % (
             r["cache"], r["mode"], r["procs"], r["mount_s"], r["local_s"], r["ratio"], pair("open"),
             pair("open", "_mean"), pair("read"), pair("close"),
             "%.2f" % r["requests_per_file"] if r["requests_per_file"] is not None else "-"))
@@ -316,8 +368,16 @@ def main():
     ap.add_argument("--modes", default="resend,forward")
     ap.add_argument("--caches", default="tmpfs,disk")
     ap.add_argument("--mount-opt", action="append", default=[])
+    ap.add_argument("--no-dataloader", dest="dataloader", action="store_false",
+                    help="skip the torch DataLoader rows")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.dataloader:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("no torch: the DataLoader rows are skipped", file=sys.stderr)
+            args.dataloader = False
     b = Bench(args)
 
     def on_term(signum, frame):
