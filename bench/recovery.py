@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """What crash recovery costs in steady state (issue 8): the same reads through a mount run with
 --recovery=off (one process, the old daemon), resend (supervisor asleep; the kernel resends after a
-death) and forward (the supervisor reads every request and forwards it), next to the same reads of
+death) and forward (the server records every request in memory shared with the supervisor and a new
+server serves the unanswered ones again), next to the same reads of
 a tmpfs file.
 
     /usr/bin/python3 bench/recovery.py [--size-mib 256] [--seconds 3] [--modes off,resend,forward]

@@ -43,11 +43,20 @@ static void to_stat(const struct cfs_vfs_attr *a, struct stat *st)
 	st->st_atim = st->st_mtim;
 }
 
+/* How long the kernel may keep a name and its attributes: --attr-timeout
+ * when given, else as long as the listing they come from is trusted, so a
+ * dataset's files are looked up once per listing, not once a minute (a
+ * change seen sooner, by the Changes poller, invalidates them). */
+static double entry_ttl(struct cfs_fs *fs, const struct cfs_vfs_attr *a)
+{
+	return fs->attr_timeout >= 0 ? fs->attr_timeout : (double)a->valid_ms / 1000.0;
+}
+
 /* Exports of unknown size get no attribute caching: their size changes
  * once they are first fetched. */
 static double attr_ttl(struct cfs_fs *fs, const struct cfs_vfs_attr *a)
 {
-	return a->size_known ? fs->attr_timeout : 0.0;
+	return a->size_known ? entry_ttl(fs, a) : 0.0;
 }
 
 static void notify_inode(void *arg, uint64_t ino)
@@ -89,7 +98,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	e.ino = a.ino;
 	e.generation = 1;
 	e.attr_timeout = attr_ttl(fs, &a);
-	e.entry_timeout = fs->attr_timeout;
+	e.entry_timeout = entry_ttl(fs, &a);
 	to_stat(&a, &e.attr);
 	fuse_reply_entry(req, &e);
 }
@@ -168,7 +177,7 @@ static int add_dirent(const char *name, uint64_t ino, int is_dir, off_t next, vo
 			e.ino = ino;
 			e.generation = 1;
 			e.attr_timeout = attr_ttl(fs, &a);
-			e.entry_timeout = fs->attr_timeout;
+			e.entry_timeout = entry_ttl(fs, &a);
 			to_stat(&a, &e.attr);
 		} else {
 			e.attr.st_ino = ino;

@@ -20,7 +20,7 @@ struct cfs_vfs;
 
 struct cfs_fs {
 	struct cfs_vfs *vfs;
-	double attr_timeout;  /* seconds, for attributes and names */
+	double attr_timeout;  /* seconds, for attributes and names; < 0: the listing's lifetime */
 	struct cfs_stats_src stats;
 	struct fuse_session *se; /* for cache invalidation after evict */
 	long poll_interval;      /* Changes API polling, seconds (0: off) */

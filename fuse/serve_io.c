@@ -6,7 +6,6 @@
 #include <linux/fuse.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -18,12 +17,21 @@
 
 /* One session a process: the hooks find their state here. */
 static struct {
-	int fuse_fd, fwd_fd;
+	int fuse_fd;
 	struct cfs_super_shm *shm;
+	struct cfs_reqlog *log; /* forward mode: requests recorded in the shared log */
+	int *replay;            /* slots a dead server left, in the kernel's order */
+	size_t nreplay, replay_next; /* replay_next: atomic */
+	int unrecorded_said;
 	int init_phase;  /* 1: first server, send and record; 2: replay, compare */
 	int init_rc;
 	unsigned delay_us; /* COLABFS_TEST_REQUEST_DELAY_US: keeps requests in flight */
-} g = { .fuse_fd = -1, .fwd_fd = -1 };
+} g = { .fuse_fd = -1 };
+
+/* forward mode: the log slot of the request this thread serves, and where it
+ * looks for a free slot first */
+static __thread int cur_slot = -1;
+static __thread unsigned slot_hint;
 
 static int has_reply(uint32_t op)
 {
@@ -88,10 +96,68 @@ static int answered_from_journal(const struct fuse_in_header *h)
 	if (writev(g.fuse_fd, &iov, 1) < 0)
 		CFS_WARN("journalled reply to request %llu: %s", (unsigned long long)h->unique,
 			 strerror(errno));
-	untrack(h->unique);
-	if (g.fwd_fd >= 0)
-		send(g.fwd_fd, &h->unique, sizeof(h->unique), MSG_NOSIGNAL);
+	if (g.log)
+		cfs_reqlog_done(g.log, h->unique, cur_slot);
+	else
+		untrack(h->unique);
 	return 1;
+}
+
+/* A replayed request too long to have been recorded whole: answered EIO
+ * (never on a read-only mount, see reqlog.h). */
+static void answer_partial(int slot, const struct fuse_in_header *h)
+{
+	struct fuse_out_header oh = { .len = sizeof(oh), .error = -EIO, .unique = h->unique };
+	CFS_ERROR("request %llu (opcode %u) of the dead server was too long to record: "
+		  "answering EIO", (unsigned long long)h->unique, h->opcode);
+	if (write(g.fuse_fd, &oh, sizeof(oh)) < 0)
+		CFS_WARN("EIO reply to request %llu: %s", (unsigned long long)h->unique,
+			 strerror(errno));
+	cfs_reqlog_done(g.log, h->unique, slot);
+}
+
+/* forward mode: the next request, recorded in the log before anything else
+ * happens to it.  A dead server's requests come first. */
+static ssize_t read_recorded(char *buf, size_t len)
+{
+	for (;;) {
+		size_t k = __atomic_fetch_add(&g.replay_next, 1, __ATOMIC_RELAXED);
+		if (k >= g.nreplay)
+			break;
+		int i = g.replay[k];
+		long n = cfs_reqlog_take(g.log, i, buf, len);
+		if (n == -E2BIG)
+			answer_partial(i, (const struct fuse_in_header *)buf);
+		if (n > 0) {
+			cur_slot = i;
+			return n;
+		}
+	}
+	int i = cfs_reqlog_claim(g.log, slot_hint);
+	if (i < 0) {
+		/* more requests in service than slots (cannot happen with at
+		 * most 1024 workers): this one is served unrecorded */
+		if (!__atomic_exchange_n(&g.unrecorded_said, 1, __ATOMIC_RELAXED))
+			CFS_WARN("request log full: a request is served without a record "
+				 "(a server death now would leave its reader waiting)");
+		cur_slot = -1;
+		return read(g.fuse_fd, buf, len);
+	}
+	slot_hint = (unsigned)i;
+	struct cfs_reqlog_slot *sl = &g.log->slot[i];
+	struct iovec iov[2] = { { sl->data, CFS_REQLOG_DATA },
+				{ buf + CFS_REQLOG_DATA, len - CFS_REQLOG_DATA } };
+	ssize_t n = readv(g.fuse_fd, iov, 2);
+	int e = errno;
+	if (n > 0)
+		memcpy(buf, sl->data, (size_t)n < CFS_REQLOG_DATA ? (size_t)n : CFS_REQLOG_DATA);
+	cfs_reqlog_filled(g.log, i, n);
+	cur_slot = n >= (ssize_t)sizeof(struct fuse_in_header) &&
+			   has_reply(((const struct fuse_in_header *)buf)->opcode)
+		   ? i
+		   : -1;
+	errno = e;
+	return n;
 }
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
@@ -100,19 +166,16 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 	ssize_t n;
 again:
-	if (g.fwd_fd >= 0) {
-		n = recv(g.fwd_fd, buf, len, 0);
-		if (n == 0) { /* the supervisor saw the unmount */
-			errno = ENODEV;
-			return -1;
-		}
-	} else {
+	if (g.log && len > CFS_REQLOG_DATA)
+		n = read_recorded(buf, len);
+	else
 		n = read(g.fuse_fd, buf, len);
-	}
 	if (n >= (ssize_t)sizeof(struct fuse_in_header)) {
 		const struct fuse_in_header *h = buf;
+		__atomic_fetch_add(&g.shm->rec.requests, 1, __ATOMIC_RELAXED);
 		if (has_reply(h->opcode)) {
-			track(h->unique, h->opcode);
+			if (!g.log) /* the log is the guard's record in forward mode */
+				track(h->unique, h->opcode);
 			if (answered_from_journal(h))
 				goto again;
 			if (g.delay_us)
@@ -172,15 +235,12 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 		unique = ((const struct fuse_out_header *)iov[0].iov_base)->unique;
 	ssize_t n = writev(g.fuse_fd, iov, count);
 	int e = errno;
-	if (unique) {
+	/* forget the record even of a reply the kernel refused (ENOENT: a
+	 * replayed request it had answered already) */
+	if (unique && g.log)
+		cfs_reqlog_done(g.log, unique, cur_slot);
+	else if (unique)
 		untrack(unique);
-		/* ack even a reply the kernel refused (ENOENT: a replayed
-		 * request already answered), so the supervisor forgets it */
-		if (g.fwd_fd >= 0)
-			while (send(g.fwd_fd, &unique, sizeof(unique), MSG_NOSIGNAL) < 0 &&
-			       errno == EINTR)
-				;
-	}
 	errno = e;
 	return n;
 }
@@ -191,8 +251,18 @@ int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts 
 	    o->shm->init_len > CFS_INIT_MAX)
 		return -EINVAL;
 	g.fuse_fd = o->fuse_fd;
-	g.fwd_fd = o->forward_fd;
 	g.shm = o->shm;
+	if (o->record) {
+		/* what a dead server left is served first, before new requests */
+		g.log = &o->shm->log;
+		cfs_reqlog_prefault(g.log);
+		if (cfs_reqlog_recover(g.log, &g.replay, &g.nreplay))
+			return -ENOMEM;
+		if (g.nreplay) {
+			__atomic_fetch_add(&o->shm->rec.replayed, g.nreplay, __ATOMIC_RELAXED);
+			CFS_INFO("serving again %zu requests the last server had read", g.nreplay);
+		}
+	}
 	const char *d = getenv("COLABFS_TEST_REQUEST_DELAY_US");
 	g.delay_us = d ? (unsigned)strtoul(d, NULL, 10) : 0;
 	static const struct fuse_custom_io io = { .writev = io_writev, .read = io_read };

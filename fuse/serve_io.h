@@ -1,10 +1,11 @@
 /* serve_io: the server's side of a supervised mount (see super.h).
  *
  * Owns the server's /dev/fuse I/O through libfuse's custom io: requests come
- * from the inherited /dev/fuse descriptor (resend mode) or from the
- * supervisor's socket (forward mode, where each reply is acked); the
- * requests being worked on are published in the shared page for the
- * crash-loop guard.  It completes FUSE_INIT from the recorded request: the
+ * from the inherited /dev/fuse descriptor.  In forward mode each is read
+ * straight into the shared request log (reqlog.h) and its record freed once
+ * the reply is written; a new server serves what the last one left there
+ * first.  Otherwise the requests being worked on are published in the
+ * shared page for the crash-loop guard.  It completes FUSE_INIT from the recorded request: the
  * first server sends the reply and records it, a later one checks that its
  * own reply is byte-identical and sends nothing.  The INIT reply also gets
  * FUSE_PARALLEL_DIROPS, which libfuse 3.14 computes but never sends, so one
@@ -17,7 +18,7 @@
 
 struct cfs_serve_io_opts {
 	int fuse_fd;
-	int forward_fd;              /* -1 in resend mode */
+	int record;                  /* forward mode: record requests in shm->log */
 	struct cfs_super_shm *shm;
 };
 

@@ -1,4 +1,4 @@
-/* session: mount + loop (see session.h). */
+/* session: mount + loop (see session.h; the worker pool is loop.c). */
 #include "session.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "log.h"
+#include "loop.h"
 #include "ops.h"
 #include "serve_io.h"
 
@@ -140,24 +141,17 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		if (o->after_fork && (rc = o->after_fork(o->after_fork_arg, &fs.vfs, &fs.stats)) != 0)
 			goto out_unmount;
 	}
-	struct fuse_loop_config *lc = fuse_loop_cfg_create();
-	if (!lc) {
-		rc = -ENOMEM;
-		goto out_unmount;
-	}
-	fuse_loop_cfg_set_max_threads(lc, (unsigned)o->max_threads);
 	pthread_t tuner;
 	char *mnt = strdup(o->mountpoint);
 	if (mnt && pthread_create(&tuner, NULL, tune_readahead, mnt) == 0)
 		pthread_detach(tuner);
 	else
 		free(mnt);
-	fuse_loop_cfg_set_idle_threads(lc, 8);
 	struct watch w = { .se = se, .o = o, .lock = PTHREAD_MUTEX_INITIALIZER,
 			   .cond = PTHREAD_COND_INITIALIZER };
 	pthread_t watcher;
 	int watching = o->on_exit && pthread_create(&watcher, NULL, watch_exit, &w) == 0;
-	rc = fuse_session_loop_mt(se, lc);
+	rc = cfs_loop_run(se, (unsigned)o->max_threads);
 	if (watching) {
 		pthread_mutex_lock(&w.lock);
 		w.done = 1;
@@ -165,9 +159,6 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		pthread_mutex_unlock(&w.lock);
 		pthread_join(watcher, NULL);
 	}
-	fuse_loop_cfg_destroy(lc);
-	if (rc > 0) /* a signal ended the loop: a clean exit */
-		rc = 0;
 	if (!o->serve.shm)
 		CFS_INFO("unmounting %s", o->mountpoint);
 out_unmount:

@@ -1,5 +1,6 @@
 /* super: the supervisor (see super.h).  Mount, INIT, the child's life cycle
- * and the crash-loop guard live here; the forwarding table in fwd.c. */
+ * and the crash-loop guard live here; the request log of forward mode in
+ * reqlog.c. */
 #define _GNU_SOURCE
 #include "super.h"
 
@@ -14,14 +15,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "err.h"
-#include "fwd.h"
 #include "log.h"
 #include "session.h"
 
@@ -30,7 +29,7 @@
 #define GUARD_MAX 1024
 
 struct guard_ent {
-	struct cfs_fwd_info r; /* unique as the kernel knows it now */
+	struct cfs_reqlog_info r; /* unique as the kernel knows it now */
 	uint64_t key;          /* unique without the resend bit */
 	int deaths;            /* consecutive deaths it was in flight at */
 };
@@ -46,12 +45,10 @@ struct sup {
 	pid_t child;
 	int64_t child_started_ms;
 	int ready_fd;                /* write end for the first child, else -1 */
-	int sock;                    /* forward: our end of the child's socket */
 	int ever_ready;
-	int stopping, unmounted, failed;
+	int stopping, failed;
 	int quick_deaths;            /* children in a row that died young */
 	int64_t respawn_at_ms;       /* 0: none pending */
-	struct cfs_fwd *fwd;
 	struct guard_ent guard[GUARD_MAX];
 	size_t nguard;
 	char mode_line[128];         /* logged once the log is open */
@@ -166,24 +163,11 @@ static int clear_cloexec(int fd)
 
 static void spawn(struct sup *s)
 {
-	int sv[2] = { -1, -1 };
-	if (s->mode == CFS_RECOVERY_FORWARD &&
-	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-		CFS_ERROR("supervisor: socketpair: %s; retrying", strerror(errno));
-		s->respawn_at_ms = mono_ms() + 1000;
-		return;
-	}
-	for (int i = 0; i < 2 && sv[0] >= 0; i++) {
-		int sz = 4 << 20;
-		setsockopt(sv[i], SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
-		setsockopt(sv[i], SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz));
-	}
 	memset(s->shm->slot, 0, sizeof(s->shm->slot));
 	__atomic_store_n(&s->shm->ready, 0, __ATOMIC_RELEASE);
-	char nfd[16], nshm[16], nsock[16], nready[16];
+	char nfd[16], nshm[16], nready[16];
 	snprintf(nfd, sizeof(nfd), "%d", s->fd);
 	snprintf(nshm, sizeof(nshm), "%d", s->shm_fd);
-	snprintf(nsock, sizeof(nsock), "%d", sv[1]);
 	snprintf(nready, sizeof(nready), "%d", s->ready_fd);
 	int n = 0;
 	char **argv = calloc((size_t)s->o->argc + 16, sizeof(*argv));
@@ -197,10 +181,6 @@ static void spawn(struct sup *s)
 	argv[n++] = nfd;
 	argv[n++] = "--shm-fd";
 	argv[n++] = nshm;
-	if (sv[1] >= 0) {
-		argv[n++] = "--forward-fd";
-		argv[n++] = nsock;
-	}
 	if (s->ready_fd >= 0) {
 		argv[n++] = "--ready-fd";
 		argv[n++] = nready;
@@ -213,19 +193,14 @@ static void spawn(struct sup *s)
 		sigset_t all;
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
-		if (clear_cloexec(s->fd) || clear_cloexec(s->shm_fd) || clear_cloexec(sv[1]) ||
-		    clear_cloexec(s->ready_fd))
+		if (clear_cloexec(s->fd) || clear_cloexec(s->shm_fd) || clear_cloexec(s->ready_fd))
 			_exit(127);
 		execv("/proc/self/exe", argv);
 		_exit(127);
 	}
 	free(argv);
-	if (sv[1] >= 0)
-		close(sv[1]);
 	if (pid < 0) {
 		CFS_ERROR("supervisor: cannot start the server: %s; retrying", strerror(errno));
-		if (sv[0] >= 0)
-			close(sv[0]);
 		s->respawn_at_ms = mono_ms() + 1000;
 		return;
 	}
@@ -236,14 +211,6 @@ static void spawn(struct sup *s)
 		close(s->ready_fd);
 		s->ready_fd = -1;
 	}
-	if (sv[0] >= 0) {
-		s->sock = sv[0];
-		size_t replayed = cfs_fwd_replay(s->fwd, s->sock);
-		__atomic_fetch_add(&s->shm->rec.replayed, replayed, __ATOMIC_RELAXED);
-		if (replayed)
-			CFS_INFO("supervisor: replayed %zu unanswered requests to server %d", replayed,
-				 (int)pid);
-	}
 	CFS_DEBUG("supervisor: server %d started", (int)pid);
 }
 
@@ -252,16 +219,17 @@ static size_t in_flight(struct sup *s, struct guard_ent *out, size_t cap)
 {
 	size_t n = 0;
 	if (s->mode == CFS_RECOVERY_FORWARD) {
-		struct cfs_fwd_info r;
-		for (size_t i = 0; n < cap && cfs_fwd_pending(s->fwd, i, &r); i++)
-			out[n++] = (struct guard_ent){ .r = r };
+		static struct cfs_reqlog_info r[GUARD_MAX];
+		n = cfs_reqlog_pending(&s->shm->log, r, cap < GUARD_MAX ? cap : GUARD_MAX);
+		for (size_t i = 0; i < n; i++)
+			out[i] = (struct guard_ent){ .r = r[i] };
 		return n;
 	}
 	for (size_t i = 0; i < CFS_SHM_SLOTS && n < cap; i++) {
 		uint64_t u = __atomic_load_n(&s->shm->slot[i].unique, __ATOMIC_ACQUIRE);
 		if (!u)
 			continue;
-		out[n].r = (struct cfs_fwd_info){ .unique = u, .opcode = s->shm->slot[i].opcode };
+		out[n].r = (struct cfs_reqlog_info){ .unique = u, .opcode = s->shm->slot[i].opcode };
 		n++;
 	}
 	return n;
@@ -289,8 +257,8 @@ static size_t guard(struct sup *s)
 			  opname(now[i].r.opcode), (unsigned long long)now[i].key, now[i].deaths,
 			  rc ? " (the kernel no longer waits for it)" : "");
 		__atomic_fetch_add(&s->shm->rec.poisoned, 1, __ATOMIC_RELAXED);
-		if (s->fwd)
-			cfs_fwd_answered(s->fwd, now[i].r.unique);
+		if (s->mode == CFS_RECOVERY_FORWARD)
+			cfs_reqlog_drop(&s->shm->log, now[i].r.unique);
 		now[i].key = 0;
 	}
 	s->nguard = 0;
@@ -328,10 +296,6 @@ static void child_died(struct sup *s, int status)
 	s->child = 0;
 	int was_ready = __atomic_load_n(&s->shm->ready, __ATOMIC_ACQUIRE);
 	s->ever_ready |= was_ready;
-	if (s->sock >= 0) {
-		close(s->sock);
-		s->sock = -1;
-	}
 	if (WIFEXITED(status) && WEXITSTATUS(status) == CFS_SERVE_EXIT_OK) {
 		CFS_INFO("supervisor: server %d ended (unmounted or stopped)", (int)pid);
 		s->stopping = 1;
@@ -376,7 +340,7 @@ static void child_died(struct sup *s, int status)
 		 "(restart %llu%s)",
 		 (int)pid, how, lived / 1000.0, lost,
 		 s->mode == CFS_RECOVERY_RESEND	   ? "the kernel resends them"
-		 : s->mode == CFS_RECOVERY_FORWARD ? "they are replayed"
+		 : s->mode == CFS_RECOVERY_FORWARD ? "the next server serves them again"
 						   : "they are lost (recovery none)",
 		 (unsigned long long)s->shm->rec.restarts, delay ? ", after a back-off" : "");
 	s->respawn_at_ms = mono_ms() + delay;
@@ -403,55 +367,20 @@ static void on_signal(struct sup *s)
 	}
 }
 
-/* forward mode: a request from the kernel */
-static void on_request(struct sup *s)
-{
-	int rc = cfs_fwd_read(s->fwd, s->fd, s->sock);
-	if (rc == -ENODEV) {
-		s->unmounted = 1;
-		s->stopping = 1;
-		if (s->sock >= 0) { /* the child reads EOF and ends */
-			shutdown(s->sock, SHUT_WR);
-		}
-	} else if (rc > 0) {
-		__atomic_fetch_add(&s->shm->rec.forwarded, 1, __ATOMIC_RELAXED);
-	} else if (rc < 0 && rc != -EAGAIN && rc != -EINTR && rc != -ENOENT) {
-		CFS_ERROR("supervisor: reading /dev/fuse: %s", strerror(-rc));
-	}
-}
-
 static void loop(struct sup *s)
 {
 	while (!(s->stopping && !s->child)) {
-		struct pollfd p[3];
-		int np = 0;
-		p[np++] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
-		int ifd = -1, isock = -1;
-		if (s->mode == CFS_RECOVERY_FORWARD && !s->unmounted) {
-			ifd = np;
-			p[np++] = (struct pollfd){ .fd = s->fd, .events = POLLIN };
-		}
-		if (s->sock >= 0) {
-			isock = np;
-			p[np++] = (struct pollfd){ .fd = s->sock, .events = POLLIN };
-		}
+		struct pollfd p = { .fd = s->sigfd, .events = POLLIN };
 		int timeout = -1;
 		if (s->respawn_at_ms) {
 			int64_t left = s->respawn_at_ms - mono_ms();
 			timeout = left > 0 ? (int)left : 0;
 		}
-		int r = poll(p, (nfds_t)np, timeout);
+		int r = poll(&p, 1, timeout);
 		if (r < 0 && errno != EINTR)
 			break;
-		if (r > 0 && p[0].revents)
+		if (r > 0 && p.revents)
 			on_signal(s);
-		if (r > 0 && isock >= 0 && s->sock >= 0 && p[isock].revents &&
-		    cfs_fwd_acks(s->fwd, s->sock) == -EPIPE) {
-			close(s->sock); /* the child is gone; SIGCHLD follows */
-			s->sock = -1;
-		}
-		if (r > 0 && ifd >= 0 && p[ifd].revents)
-			on_request(s);
 		if (s->respawn_at_ms && !s->child && !s->stopping && mono_ms() >= s->respawn_at_ms)
 			spawn(s);
 	}
@@ -462,7 +391,7 @@ static void loop(struct sup *s)
 static int make_shm(struct sup *s)
 {
 	s->shm_fd = memfd_create("colabfs-super", MFD_CLOEXEC);
-	if (s->shm_fd < 0 || ftruncate(s->shm_fd, sizeof(struct cfs_super_shm)) != 0)
+	if (s->shm_fd < 0 || ftruncate(s->shm_fd, (off_t)CFS_SHM_SIZE) != 0)
 		return -errno;
 	s->shm = mmap(NULL, sizeof(struct cfs_super_shm), PROT_READ | PROT_WRITE, MAP_SHARED,
 		      s->shm_fd, 0);
@@ -569,8 +498,6 @@ static int set_up(struct sup *s)
 	s->fd = fuse_session_fd(s->se);
 	if ((rc = read_init(s, why, sizeof(why))) == 0)
 		rc = resolve_mode(s, why, sizeof(why));
-	if (!rc && s->mode == CFS_RECOVERY_FORWARD && !(s->fwd = cfs_fwd_new()))
-		rc = -ENOMEM;
 	if (rc) {
 		fuse_session_unmount(s->se);
 		fuse_session_destroy(s->se);
@@ -581,8 +508,7 @@ static int set_up(struct sup *s)
 
 int cfs_super_run(const struct cfs_super_opts *o)
 {
-	struct sup s = { .o = o, .fd = -1, .shm_fd = -1, .sigfd = -1, .ready_fd = -1,
-			 .sock = -1 };
+	struct sup s = { .o = o, .fd = -1, .shm_fd = -1, .sigfd = -1, .ready_fd = -1 };
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) != 0) {
 		perror("colabfs: pipe");
@@ -628,6 +554,5 @@ int cfs_super_run(const struct cfs_super_opts *o)
 	CFS_INFO("supervisor: unmounting %s", o->mountpoint);
 	fuse_session_unmount(s.se);
 	fuse_session_destroy(s.se);
-	cfs_fwd_free(s.fwd);
 	return s.failed ? 1 : 0;
 }

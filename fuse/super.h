@@ -7,22 +7,28 @@
  * a new child:
  *   resend   the kernel (6.9+, FUSE_HAS_RESEND) moves them back to its queue
  *            on FUSE_NOTIFY_RESEND; the supervisor sleeps in between;
- *   forward  the supervisor reads every request, keeps the unanswered ones
- *            and forwards them over a socket; the child replies to the kernel
- *            itself and acks; a new child gets the table replayed.
+ *   forward  any kernel: the child reads every request straight into a log
+ *            in the memory it shares with the supervisor (reqlog.h) and
+ *            frees each record once it has replied; a new child serves what
+ *            the log still holds first.  The supervisor sleeps here too.
  * A request in flight at `crash_loop_limit` deaths in a row is answered EIO
  * by the supervisor, so one poison request cannot keep the mount down.
  * The supervisor links no curl and no LMDB; it is single-threaded.
  *
- * The supervisor and its children share one page (struct cfs_super_shm):
- * the recorded INIT request and reply, the counters `colabfs stats` shows
- * and the requests the child is working on. */
+ * The supervisor and its children share one memfd.  Its first part is the
+ * supervisor's page (struct cfs_super_shm): the recorded INIT request and
+ * reply, the counters `colabfs stats` shows, the requests the child is
+ * working on (resend mode) and the request log (forward mode).  Its second part, from CFS_SHM_HANDLES_OFF, is the servers'
+ * table of open file handle rows (src/fhtab.h), which the supervisor sizes
+ * and never reads: it outlives every server and dies with the mount. */
 #ifndef CFS_SUPER_H
 #define CFS_SUPER_H
 
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fhtab.h"
+#include "reqlog.h"
 #include "stats.h"
 
 #define CFS_SHM_MAGIC 0x43465331u /* "CFS1" */
@@ -50,7 +56,12 @@ struct cfs_super_shm {
 	uint32_t ready;                      /* the current server serves */
 	struct cfs_stats_recovery rec;
 	struct cfs_shm_slot slot[CFS_SHM_SLOTS]; /* requests the server works on */
+	struct cfs_reqlog log __attribute__((aligned(4096))); /* forward mode */
 };
+
+/* Where the handle table starts in the memfd, and the memfd's size. */
+#define CFS_SHM_HANDLES_OFF ((sizeof(struct cfs_super_shm) + 63) & ~(size_t)63)
+#define CFS_SHM_SIZE (CFS_SHM_HANDLES_OFF + cfs_fhtab_size(CFS_FHTAB_SLOTS))
 
 struct cfs_super_opts {
 	const char *mountpoint;

@@ -79,7 +79,8 @@ static const struct opt opts[] = {
 	{ "poll-interval", 0, T_LONG, O(poll_interval_s), "SECONDS",
 	  "how often to ask Drive what changed (default 60; 0: never)", 0, 86400 },
 	{ "attr-timeout", 0, T_LONG, O(attr_timeout_s), "SECONDS",
-	  "kernel attribute and name cache lifetime (default 60)", 0, 86400 },
+	  "kernel attribute and name cache lifetime (default: as long as the folder's listing "
+	  "is trusted, see --dir-ttl)", 0, 86400 },
 	{ "max-threads", 0, T_LONG, O(max_threads), "N",
 	  "most FUSE worker threads (default 64)", 1, 1024 },
 	{ "recovery", 0, T_STR, O(recovery), "MODE",
@@ -318,7 +319,7 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	memset(c, 0, sizeof(*c));
 	c->io_timeout_s = 300;
 	c->dir_ttl_s = 300;
-	c->attr_timeout_s = 60;
+	c->attr_timeout_s = -1; /* the listing's lifetime */
 	c->max_threads = 64;
 	c->max_connections = 16;
 	c->api_rate = 200;

@@ -24,6 +24,7 @@
 #include "ctl.h"
 #include "drive.h"
 #include "err.h"
+#include "fhtab.h"
 #include "http.h"
 #include "log.h"
 #include "names.h"
@@ -121,6 +122,8 @@ struct mount {
 	struct cfs_store *store;
 	struct cfs_vfs *vfs;
 	int fresh;          /* a new mount, not a server restarted under a live one */
+	struct cfs_fhtab *fhtab; /* supervised: handle rows in the supervisor's memfd */
+	int no_fh_rows;     /* --recovery=off: this process is the mount, no rows */
 	char why[512];
 };
 
@@ -139,6 +142,8 @@ static int open_core(struct mount *m)
 			    .prefetch_budget = c->prefetch_memory },
 		.no_dataset_readahead = (int)c->no_dataset_readahead,
 		.whole_drive = c->drive_id || c->shared_with_me,
+		.fhtab = m->fhtab,
+		.no_fh_rows = m->no_fh_rows,
 	};
 	cfs_export_parse(c->export_formats, &vo.exports, m->why, sizeof(m->why));
 	int rc = cfs_store_open(&sto, &m->store);
@@ -336,6 +341,7 @@ static int cmd_mount(int argc, char **argv)
 		}
 	}
 	if (rc == 0 && strcmp(c.recovery, "off") == 0) {
+		m.no_fh_rows = 1;
 		rc = mount_single(&m, log_path);
 	} else if (rc == 0) {
 		if (c.foreground)
@@ -367,7 +373,7 @@ static int cmd_mount(int argc, char **argv)
 /* ---- colabfs serve: the server a supervisor runs (not for users) ---------- */
 
 struct serve_args {
-	int fuse_fd, shm_fd, forward_fd, ready_fd;
+	int fuse_fd, shm_fd, ready_fd;
 };
 
 static void report_ready(int fd, const char *msg)
@@ -429,7 +435,7 @@ static void test_slow_start(void)
 
 static int parse_serve_args(int *argc, char ***argv, struct serve_args *a)
 {
-	*a = (struct serve_args){ -1, -1, -1, -1 };
+	*a = (struct serve_args){ -1, -1, -1 };
 	int i = 0;
 	for (; i + 1 < *argc && strcmp((*argv)[i], "--") != 0; i += 2) {
 		const char *k = (*argv)[i];
@@ -438,8 +444,6 @@ static int parse_serve_args(int *argc, char ***argv, struct serve_args *a)
 			a->fuse_fd = v;
 		else if (strcmp(k, "--shm-fd") == 0)
 			a->shm_fd = v;
-		else if (strcmp(k, "--forward-fd") == 0)
-			a->forward_fd = v;
 		else if (strcmp(k, "--ready-fd") == 0)
 			a->ready_fd = v;
 		else
@@ -457,8 +461,10 @@ static int cmd_serve(int argc, char **argv)
 	struct serve_args a;
 	if (parse_serve_args(&argc, &argv, &a))
 		return usage_error("serve is run by colabfs mount, not by hand");
-	struct cfs_super_shm *shm = mmap(NULL, sizeof(*shm), PROT_READ | PROT_WRITE, MAP_SHARED,
-					 a.shm_fd, 0);
+	struct stat st;
+	struct cfs_super_shm *shm = MAP_FAILED;
+	if (fstat(a.shm_fd, &st) == 0 && (uint64_t)st.st_size >= CFS_SHM_SIZE)
+		shm = mmap(NULL, CFS_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, a.shm_fd, 0);
 	if (shm == MAP_FAILED || shm->magic != CFS_SHM_MAGIC)
 		return usage_error("serve: no supervisor state");
 	close(a.shm_fd);
@@ -472,6 +478,19 @@ static int cmd_serve(int argc, char **argv)
 		return CFS_SERVE_EXIT_START;
 	}
 	cfs_log_open(!c.foreground || c.log_file ? log_path : NULL, cfs_log_get_level());
+	/* the handle rows of the servers before this one (none at a fresh mount) */
+	uint32_t torn = 0;
+	rc = cfs_fhtab_attach((char *)shm + CFS_SHM_HANDLES_OFF, CFS_SHM_SIZE - CFS_SHM_HANDLES_OFF,
+			      &m.fhtab, &torn);
+	if (rc) {
+		report_ready(a.ready_fd, "ERR the supervisor's handle table is unusable\n");
+		CFS_ERROR("handle table: %s", cfs_strerror(rc));
+		cfs_config_cleanup(&c);
+		return CFS_SERVE_EXIT_START;
+	}
+	if (!m.fresh)
+		CFS_INFO("%u open file handle rows kept from the last server%s",
+			 cfs_fhtab_count(m.fhtab), torn ? " (and half-written ones dropped)" : "");
 	test_slow_start();
 	rc = build_core(&m);
 	if (rc) {
@@ -480,6 +499,7 @@ static int cmd_serve(int argc, char **argv)
 		report_ready(a.ready_fd, msg);
 		CFS_ERROR("%s", m.why);
 		free_core(&m);
+		cfs_fhtab_detach(m.fhtab);
 		cfs_config_cleanup(&c);
 		return CFS_SERVE_EXIT_START;
 	}
@@ -489,8 +509,11 @@ static int cmd_serve(int argc, char **argv)
 	so.foreground = 1;
 	so.after_fork = NULL;
 	so.stats.recovery = &shm->rec;
-	so.serve = (struct cfs_serve_io_opts){ .fuse_fd = a.fuse_fd, .forward_fd = a.forward_fd,
-					       .shm = shm };
+	so.serve = (struct cfs_serve_io_opts){
+		.fuse_fd = a.fuse_fd,
+		.record = __atomic_load_n(&shm->rec.mode, __ATOMIC_RELAXED) == CFS_RECOVERY_FORWARD,
+		.shm = shm,
+	};
 	so.on_serving = on_serving;
 	so.on_serving_arg = &sv;
 	rc = cfs_session_run(m.vfs, &so);
@@ -498,6 +521,7 @@ static int cmd_serve(int argc, char **argv)
 	if (sv.ready_fd >= 0)
 		report_ready(sv.ready_fd, "ERR the server could not complete FUSE_INIT\n");
 	free_core(&m);
+	cfs_fhtab_detach(m.fhtab);
 	cfs_config_cleanup(&c);
 	cfs_log_close();
 	if (rc == -EPROTO)

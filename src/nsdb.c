@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "fhtab.h"
 #include "le.h"
 #include "log.h"
 #include "store.h"
@@ -17,6 +18,9 @@ struct cfs_nsdb {
 	pthread_mutex_t lock; /* serialises inode number allocation */
 	pthread_mutex_t fh_lock;
 	uint64_t fh_next, fh_end; /* the reserved range not handed out yet */
+	enum cfs_nsdb_fh_where fh_where;
+	struct cfs_fhtab *fhtab;
+	uint64_t fh_overflowed; /* atomic */
 };
 
 int cfs_nsdb_new(struct cfs_store *s, struct cfs_nsdb **out)
@@ -304,25 +308,59 @@ static int put_str(struct cfs_buf *b, const char *s, size_t cap)
 	return rc ? rc : cfs_buf_append(b, s, l);
 }
 
-int cfs_nsdb_fh_put(struct cfs_nsdb *n, uint64_t fh, const struct cfs_nsdb_fh *r)
+int cfs_nsdb_fh_keep(struct cfs_nsdb *n, enum cfs_nsdb_fh_where where, struct cfs_fhtab *t)
 {
-	unsigned char k[FH_KEY], head[20];
-	struct cfs_buf b = { 0 };
-	fh_key(k, fh);
+	if (where == CFS_NSDB_FH_SHARED && !t)
+		return -EINVAL;
+	n->fh_where = where;
+	n->fhtab = where == CFS_NSDB_FH_SHARED ? t : NULL;
+	return 0;
+}
+
+uint64_t cfs_nsdb_fh_overflowed(struct cfs_nsdb *n)
+{
+	return __atomic_load_n(&n->fh_overflowed, __ATOMIC_RELAXED);
+}
+
+static int fh_encode(const struct cfs_nsdb_fh *r, struct cfs_buf *b)
+{
+	unsigned char head[20];
 	cfs_le_put(head, FH_MAGIC, 4);
 	cfs_le_put(head + 4, r->ino, 8);
 	cfs_le_put(head + 12, (uint64_t)r->size, 8);
-	int rc = cfs_buf_append(&b, head, sizeof(head));
+	int rc = cfs_buf_append(b, head, sizeof(head));
 	if (!rc)
-		rc = put_str(&b, r->key, sizeof(r->key));
+		rc = put_str(b, r->key, sizeof(r->key));
 	if (!rc)
-		rc = put_str(&b, r->id, sizeof(r->id));
+		rc = put_str(b, r->id, sizeof(r->id));
 	if (!rc)
-		rc = put_str(&b, r->rev, sizeof(r->rev));
+		rc = put_str(b, r->rev, sizeof(r->rev));
 	if (!rc)
-		rc = put_str(&b, r->export_mime, sizeof(r->export_mime));
-	if (!rc)
-		rc = cfs_store_meta_put(n->store, "meta", k, sizeof(k), b.data, b.len);
+		rc = put_str(b, r->export_mime, sizeof(r->export_mime));
+	return rc;
+}
+
+int cfs_nsdb_fh_put(struct cfs_nsdb *n, uint64_t fh, const struct cfs_nsdb_fh *r)
+{
+	unsigned char k[FH_KEY];
+	struct cfs_buf b = { 0 };
+	int rc = fh_encode(r, &b);
+	if (rc || n->fh_where == CFS_NSDB_FH_NONE)
+		goto out;
+	if (n->fh_where == CFS_NSDB_FH_SHARED) {
+		rc = cfs_fhtab_put(n->fhtab, fh, b.data, b.len);
+		if (rc != -ENOSPC && rc != -E2BIG)
+			goto out;
+		/* no room in the shared table: the index keeps this one, synced */
+		if (__atomic_fetch_add(&n->fh_overflowed, 1, __ATOMIC_RELAXED) == 0)
+			CFS_INFO("file handle %llu: %s; its row goes to the cache index",
+				 (unsigned long long)fh,
+				 rc == -E2BIG ? "row too long for the shared table"
+					      : "no room in the shared table");
+	}
+	fh_key(k, fh);
+	rc = cfs_store_meta_put(n->store, "meta", k, sizeof(k), b.data, b.len);
+out:
 	cfs_buf_cleanup(&b);
 	return rc;
 }
@@ -342,33 +380,52 @@ static int get_str(const unsigned char **p, const unsigned char *end, char *out,
 	return 0;
 }
 
+/* Decodes a row; CFS_E_PROTO for a damaged one. */
+static int fh_decode(const void *v, size_t vl, struct cfs_nsdb_fh *r)
+{
+	const unsigned char *p = v, *end = p + vl;
+	if (vl < 20 || (uint32_t)cfs_le_get(p, 4) != FH_MAGIC)
+		return CFS_E_PROTO;
+	r->ino = cfs_le_get(p + 4, 8);
+	r->size = (int64_t)cfs_le_get(p + 12, 8);
+	p += 20;
+	int rc = get_str(&p, end, r->key, sizeof(r->key));
+	if (!rc)
+		rc = get_str(&p, end, r->id, sizeof(r->id));
+	if (!rc)
+		rc = get_str(&p, end, r->rev, sizeof(r->rev));
+	if (!rc)
+		rc = get_str(&p, end, r->export_mime, sizeof(r->export_mime));
+	if (!rc && p != end)
+		rc = CFS_E_PROTO;
+	return rc;
+}
+
 int cfs_nsdb_fh_get(struct cfs_nsdb *n, uint64_t fh, struct cfs_nsdb_fh *r)
 {
 	unsigned char k[FH_KEY];
+	memset(r, 0, sizeof(*r));
+	if (n->fh_where == CFS_NSDB_FH_NONE)
+		return -ENOENT;
+	if (n->fh_where == CFS_NSDB_FH_SHARED) {
+		unsigned char row[CFS_FHTAB_ROW_MAX];
+		size_t len = 0;
+		int rc = cfs_fhtab_get(n->fhtab, fh, row, sizeof(row), &len);
+		if (!rc && (rc = fh_decode(row, len, r)) == CFS_E_PROTO) {
+			CFS_WARN("shared file handle row %llu is damaged; dropping it",
+				 (unsigned long long)fh);
+			cfs_fhtab_del(n->fhtab, fh);
+			memset(r, 0, sizeof(*r));
+		}
+		if (rc != -ENOENT)
+			return rc;
+	}
 	void *v = NULL;
 	size_t vl = 0;
 	fh_key(k, fh);
-	memset(r, 0, sizeof(*r));
 	int rc = cfs_store_meta_get(n->store, "meta", k, sizeof(k), &v, &vl);
-	if (!rc) {
-		const unsigned char *p = v, *end = p + vl;
-		if (vl < 20 || (uint32_t)cfs_le_get(p, 4) != FH_MAGIC)
-			rc = CFS_E_PROTO;
-		if (!rc) {
-			r->ino = cfs_le_get(p + 4, 8);
-			r->size = (int64_t)cfs_le_get(p + 12, 8);
-			p += 20;
-			rc = get_str(&p, end, r->key, sizeof(r->key));
-		}
-		if (!rc)
-			rc = get_str(&p, end, r->id, sizeof(r->id));
-		if (!rc)
-			rc = get_str(&p, end, r->rev, sizeof(r->rev));
-		if (!rc)
-			rc = get_str(&p, end, r->export_mime, sizeof(r->export_mime));
-		if (!rc && p != end)
-			rc = CFS_E_PROTO;
-	}
+	if (!rc)
+		rc = fh_decode(v, vl, r);
 	free(v);
 	if (rc == CFS_E_PROTO) {
 		CFS_WARN("stored file handle %llu is damaged; dropping it", (unsigned long long)fh);
@@ -381,6 +438,11 @@ int cfs_nsdb_fh_get(struct cfs_nsdb *n, uint64_t fh, struct cfs_nsdb_fh *r)
 int cfs_nsdb_fh_del(struct cfs_nsdb *n, uint64_t fh)
 {
 	unsigned char k[FH_KEY];
+	if (n->fh_where == CFS_NSDB_FH_NONE)
+		return -ENOENT;
+	/* a row the shared table does not hold may be an overflow row */
+	if (n->fh_where == CFS_NSDB_FH_SHARED && cfs_fhtab_del(n->fhtab, fh) == 0)
+		return 0;
 	fh_key(k, fh);
 	return cfs_store_meta_del(n->store, "meta", k, sizeof(k));
 }

@@ -9,7 +9,10 @@
  *          whose listing holds it (so a restarted server can rebuild any
  *          node the kernel still knows, parents first);
  *          "fh_block" -> u64 LE counter of file handle ranges handed out;
- *          "fh:" + u64 LE handle -> an open file's pinned identity (below)
+ *          "fh:" + u64 LE handle -> an open file's pinned identity (below),
+ *          when the handle rows are kept in the index (see
+ *          cfs_nsdb_fh_keep: by default, and for rows the shared table
+ *          has no room for)
  * Inode numbers are handed out from the stored counter and never reused, so
  * they are stable across remounts.  File handle numbers likewise: a process
  * reserves CFS_NSDB_FH_RANGE numbers per (synced) counter write, so numbers
@@ -67,13 +70,26 @@ struct cfs_nsdb_fh {
 	char rev[CFS_ID_MAX];         /* headRevisionId downloads are pinned to, or "" */
 	char export_mime[128];        /* non-empty: a native file, exported */
 };
+/* Where the rows go.  CFS_NSDB_FH_INDEX (the default): the cache index, a
+ * synced write transaction per put and per delete.  CFS_NSDB_FH_SHARED: the
+ * table t (fhtab.h: memory the supervisor keeps, which outlives a server
+ * process and no more), and the index only for a row the table has no room
+ * for.  CFS_NSDB_FH_NONE: nowhere (a server whose death ends the mount needs
+ * no rows); a put succeeds and a get finds nothing.  Set before any row is
+ * used; returns -EINVAL for SHARED without a table. */
+enum cfs_nsdb_fh_where { CFS_NSDB_FH_INDEX = 0, CFS_NSDB_FH_SHARED, CFS_NSDB_FH_NONE };
+struct cfs_fhtab;
+int cfs_nsdb_fh_keep(struct cfs_nsdb *n, enum cfs_nsdb_fh_where where, struct cfs_fhtab *t);
+/* Rows put in the index because the shared table had no room (counter). */
+uint64_t cfs_nsdb_fh_overflowed(struct cfs_nsdb *n);
+
 /* -EINVAL for strings too long for the struct. */
 int cfs_nsdb_fh_put(struct cfs_nsdb *n, uint64_t fh, const struct cfs_nsdb_fh *r);
 /* -ENOENT when absent; CFS_E_PROTO for a damaged row (dropped). */
 int cfs_nsdb_fh_get(struct cfs_nsdb *n, uint64_t fh, struct cfs_nsdb_fh *r);
 /* -ENOENT when absent. */
 int cfs_nsdb_fh_del(struct cfs_nsdb *n, uint64_t fh);
-/* Deletes every file handle row: at a fresh mount the kernel holds none of
+/* Deletes every file handle row of the index: at a fresh mount the kernel holds none of
  * them (rows of a mount that ended uncleanly, or of an open whose server died
  * before replying, would otherwise stay forever).  Never on a server restart
  * under a live mount.  *deleted (may be NULL): how many. */

@@ -50,7 +50,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		rec.resent = __atomic_load_n(&sr->resent, __ATOMIC_RELAXED);
 		rec.replayed = __atomic_load_n(&sr->replayed, __ATOMIC_RELAXED);
 		rec.poisoned = __atomic_load_n(&sr->poisoned, __ATOMIC_RELAXED);
-		rec.forwarded = __atomic_load_n(&sr->forwarded, __ATOMIC_RELAXED);
+		rec.requests = __atomic_load_n(&sr->requests, __ATOMIC_RELAXED);
 		rec.mounted_ms = __atomic_load_n(&sr->mounted_ms, __ATOMIC_RELAXED);
 	}
 	int64_t since = sr && rec.mounted_ms ? rec.mounted_ms : s->started_ms;
@@ -61,7 +61,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "recovery_resends_total", rec.resends },
 		{ "requests_resent_total", rec.resent },
 		{ "requests_replayed_total", rec.replayed },
-		{ "requests_forwarded_total", rec.forwarded },
+		{ "fuse_requests_total", rec.requests },
 		{ "requests_failed_crash_loop_total", rec.poisoned },
 		{ "cache_hits_total", r.hits },
 		{ "cache_misses_total", r.misses },

@@ -23,7 +23,7 @@ struct cfs_vfs;
 enum cfs_recovery_mode {
 	CFS_RECOVERY_OFF = 0,     /* one process: its death ends the mount */
 	CFS_RECOVERY_RESEND = 1,  /* the kernel resends what a dead server had read */
-	CFS_RECOVERY_FORWARD = 2, /* the supervisor reads every request and replays */
+	CFS_RECOVERY_FORWARD = 2, /* requests recorded in shared memory, served again */
 	CFS_RECOVERY_NONE = 3,    /* restarted without replay (a test control) */
 };
 
@@ -34,9 +34,9 @@ struct cfs_stats_recovery {
 	uint64_t restarts;        /* servers started after a death */
 	uint64_t resends;         /* FUSE_NOTIFY_RESEND written */
 	uint64_t resent;          /* requests in flight at a death, resent by the kernel */
-	uint64_t replayed;        /* requests the supervisor replayed (forward mode) */
+	uint64_t replayed;        /* requests a new server served again (forward mode) */
 	uint64_t poisoned;        /* requests answered EIO by the crash-loop guard */
-	uint64_t forwarded;       /* requests the supervisor read and forwarded */
+	uint64_t requests;        /* requests the servers read from the kernel */
 };
 
 /* The name of a recovery mode ("off", "resend", ...). */

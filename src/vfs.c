@@ -71,6 +71,12 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	if (!rc)
 		rc = cfs_nsdb_new(store, &v->ns);
 	if (!rc)
+		rc = cfs_nsdb_fh_keep(v->ns,
+				      o->fhtab	       ? CFS_NSDB_FH_SHARED
+				      : o->no_fh_rows ? CFS_NSDB_FH_NONE
+						      : CFS_NSDB_FH_INDEX,
+				      o->fhtab);
+	if (!rc)
 		rc = cfs_reader_new(d, store, &o->reader, &v->reader);
 	if (!rc)
 		cfs_vfs_scan_init(v, o->no_dataset_readahead,

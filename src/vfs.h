@@ -29,6 +29,7 @@
 #include "reader.h"
 
 struct cfs_drive;
+struct cfs_fhtab;
 struct cfs_reader;
 struct cfs_store;
 struct cfs_vfs;
@@ -40,6 +41,12 @@ struct cfs_vfs_opts {
 	struct cfs_reader_opts reader;
 	int no_dataset_readahead; /* listing-order and tree-scan read-ahead off */
 	int whole_drive;          /* root_id is a whole drive (shared drive, Shared with me) */
+	/* Where open file handle rows are kept (nsdb.h, cfs_nsdb_fh_keep):
+	 * fhtab when set (a supervised server: memory the supervisor keeps),
+	 * nowhere with no_fh_rows (a server whose death ends the mount), else
+	 * the cache index. */
+	struct cfs_fhtab *fhtab;
+	int no_fh_rows;
 };
 
 struct cfs_vfs_attr {
@@ -48,6 +55,8 @@ struct cfs_vfs_attr {
 	int64_t size;          /* 0 when not known yet */
 	int size_known;        /* 0 for an export never fetched */
 	int64_t mtime_ns, ctime_ns;
+	int64_t valid_ms;      /* what is left of the lifetime of the listing that
+				* says these (--dir-ttl minus its age), at least 1 s */
 };
 
 /* Resolves and checks the root folder (one files.get, or the stored answer
@@ -77,7 +86,7 @@ void cfs_vfs_releasedir(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
 /* Opens read-only (-EROFS for write access, -EISDIR for folders).  *fh: the
  * handle number (never 0); what it reads (content id, revision, size) is
- * stored in the cache index before this returns.
+ * stored where cfs_vfs_opts says before this returns.
  * *keep_cache: the kernel may keep cached pages (content unchanged since the
  * last open); *direct_io: bypass the page cache (exports of unknown size). */
 int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *keep_cache,

@@ -1,9 +1,9 @@
 /* vfs_file: file handles and reads (see vfs_int.h).
  *
- * An open pins the file's content key and revision (stored in the index so
- * a restarted server can rebuild the handle), fetches an export whole into
- * memory, holds a small file's blocks against eviction, and tells the
- * dataset read-ahead (vfs_scan.c) about it.  A
+ * An open pins the file's content key and revision (in a handle row, see
+ * nsdb.h, so a restarted server can rebuild the handle), fetches an export
+ * whole into memory, holds a small file's blocks against eviction, and
+ * tells the dataset read-ahead (vfs_scan.c) about it.  A
  * read that finds the revision gone marks the node stale.  At release, a
  * completely cached file is checked once per revision against Drive's
  * md5/sha256. */

@@ -70,8 +70,14 @@ int cfs_vfs_resolve_node(struct cfs_vfs *v, uint64_t ino)
 
 /* ---- attributes ------------------------------------------------------------ */
 
-static void fill_attr(const struct cfs_node *n, struct cfs_vfs_attr *a)
+/* lock held */
+static void fill_attr(struct cfs_vfs *v, const struct cfs_node *n, struct cfs_vfs_attr *a)
 {
+	const struct cfs_node *p = cfs_inode_get(v->tab, n->parent);
+	int64_t left = 0;
+	if (p && p->dir && p->dir->listing)
+		left = p->dir->listed_at_ms + v->dir_ttl_ms - cfs_vfs_now_ms();
+	a->valid_ms = left > 1000 ? left : 1000;
 	a->ino = n->ino;
 	a->is_dir = n->is_dir;
 	a->size_known = n->size >= 0;
@@ -88,7 +94,7 @@ int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a)
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	if (n)
-		fill_attr(n, a);
+		fill_attr(v, n, a);
 	cfs_inode_unlock(v->tab);
 	return n ? 0 : -ENOENT;
 }

@@ -22,7 +22,7 @@ once more with the next server told to start 10 s late.  Pass: zero errors
 of any kind, every checksum right, no operation over 2 s (12 s around the
 slow start), `colabfs stats` counts 6 restarts, the kernel's waiting count
 returns to 0 and the mount unmounts cleanly.  Run in resend mode (the
-kernel's FUSE_NOTIFY_RESEND) and in forced forwarding mode.
+kernel's FUSE_NOTIFY_RESEND) and in forced forward mode (the shared request log).
 
 The negative control mounts with --recovery=none (restart, but neither
 resend nor replay): the same harness must detect a reader hung on a request

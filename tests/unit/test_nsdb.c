@@ -1,7 +1,9 @@
 /* Unit tests: nsdb's rows that let a restarted server process serve what an
  * earlier one handed out (parent rows, file handle numbers and rows), on a
  * store in a temporary folder; plus the cost of a handle row (one write
- * transaction at open, one at release), printed for the record. */
+ * transaction at open, one at release), printed for the record; and the
+ * choice of where rows go (the shared table, the index as its overflow, or
+ * nowhere). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include "check.h"
 #include "err.h"
+#include "fhtab.h"
 #include "nsdb.h"
 #include "store.h"
 #include "store_util.h"
@@ -218,6 +221,89 @@ static void test_fh_rows(const char *dir)
 	cfs_store_close(s);
 }
 
+static int index_has_fh(struct cfs_store *s, uint64_t fh)
+{
+	unsigned char k[11] = "fh:";
+	for (int i = 0; i < 8; i++)
+		k[3 + i] = (unsigned char)(fh >> (8 * i));
+	void *v = NULL;
+	size_t vl = 0;
+	int rc = cfs_store_meta_get(s, "meta", k, sizeof(k), &v, &vl);
+	free(v);
+	return rc == 0;
+}
+
+/* Rows in the shared table never touch the index; a row the table has no
+ * room for (a full neighbourhood, or too long) goes to the index and is
+ * found and deleted there; with no rows kept, nothing is stored at all. */
+static void test_fh_where(const char *dir)
+{
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	struct cfs_nsdb *n;
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	CHECK_EQ(cfs_nsdb_fh_keep(n, CFS_NSDB_FH_SHARED, NULL), -EINVAL);
+	uint32_t slots = 256;
+	size_t len = cfs_fhtab_size(slots);
+	void *mem = calloc(1, len);
+	struct cfs_fhtab *t;
+	CHECK_EQ(cfs_fhtab_attach(mem, len, &t, NULL), 0);
+	CHECK_EQ(cfs_nsdb_fh_keep(n, CFS_NSDB_FH_SHARED, t), 0);
+	struct cfs_nsdb_fh r = { .ino = 42, .size = 99 }, g;
+	snprintf(r.key, sizeof(r.key), "1AbC@r:rev7");
+	snprintf(r.id, sizeof(r.id), "1AbC");
+	snprintf(r.rev, sizeof(r.rev), "rev7");
+	CHECK_EQ(cfs_nsdb_fh_put(n, 4096, &r), 0);
+	CHECK(!index_has_fh(s, 4096));
+	CHECK_EQ(cfs_fhtab_count(t), 1);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4096, &g), 0);
+	CHECK_EQ(g.ino, 42);
+	CHECK_STR(g.key, "1AbC@r:rev7");
+	/* a restarted server: a new nsdb on the same table */
+	cfs_nsdb_free(n);
+	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
+	CHECK_EQ(cfs_nsdb_fh_keep(n, CFS_NSDB_FH_SHARED, t), 0);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4096, &g), 0);
+	CHECK_EQ(g.size, 99);
+	CHECK_EQ(cfs_nsdb_fh_del(n, 4096), 0);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 4096, &g), -ENOENT);
+	CHECK_EQ(cfs_nsdb_fh_del(n, 4096), -ENOENT);
+	/* overflow: every slot near one home taken */
+	for (uint64_t k = 1; k <= CFS_FHTAB_PROBE; k++)
+		CHECK_EQ(cfs_nsdb_fh_put(n, k * slots + 1, &r), 0);
+	CHECK_EQ(cfs_nsdb_fh_overflowed(n), 0);
+	uint64_t spill = (CFS_FHTAB_PROBE + 1) * (uint64_t)slots + 1;
+	CHECK_EQ(cfs_nsdb_fh_put(n, spill, &r), 0);
+	CHECK_EQ(cfs_nsdb_fh_overflowed(n), 1);
+	CHECK(index_has_fh(s, spill));
+	CHECK_EQ(cfs_nsdb_fh_get(n, spill, &g), 0);
+	CHECK_EQ(g.ino, 42);
+	CHECK_EQ(cfs_nsdb_fh_del(n, spill), 0);
+	CHECK(!index_has_fh(s, spill));
+	/* a row too long for a slot goes to the index too */
+	struct cfs_nsdb_fh big = r;
+	memset(big.export_mime, 'm', sizeof(big.export_mime) - 1);
+	memset(big.key, 'k', 120);
+	CHECK_EQ(cfs_nsdb_fh_put(n, 3, &big), 0);
+	CHECK(index_has_fh(s, 3));
+	CHECK_EQ(cfs_nsdb_fh_get(n, 3, &g), 0);
+	CHECK_STR(g.export_mime, big.export_mime);
+	CHECK_EQ(cfs_nsdb_fh_del(n, 3), 0);
+	/* a damaged shared row is dropped */
+	CHECK_EQ(cfs_fhtab_put(t, 5, "CFH1junk", 8), 0);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 5, &g), CFS_E_PROTO);
+	CHECK_EQ(cfs_nsdb_fh_get(n, 5, &g), -ENOENT);
+	/* no rows at all */
+	CHECK_EQ(cfs_nsdb_fh_keep(n, CFS_NSDB_FH_NONE, NULL), 0);
+	CHECK_EQ(cfs_nsdb_fh_put(n, 6, &r), 0);
+	CHECK(!index_has_fh(s, 6));
+	CHECK_EQ(cfs_nsdb_fh_get(n, 6, &g), -ENOENT);
+	CHECK_EQ(cfs_nsdb_fh_del(n, 6), -ENOENT);
+	cfs_fhtab_detach(t);
+	free(mem);
+	cfs_nsdb_free(n);
+	cfs_store_close(s);
+}
+
 /* What open + release pay for the handle row: a put and a delete, each its
  * own write transaction (MDB_NOMETASYNC: one data sync per commit). */
 static void bench_fh_rows(const char *dir, const char *where)
@@ -284,6 +370,9 @@ int main(void)
 	mkdir_tmp(dir, sizeof(dir));
 	test_fh_rows(dir);
 	bench_fh_rows(dir, "/tmp");
+	rm_dir(dir);
+	mkdir_tmp(dir, sizeof(dir));
+	test_fh_where(dir);
 	rm_dir(dir);
 	char shm[64];
 	snprintf(shm, sizeof(shm), "/dev/shm/cfs-test-nsdb.XXXXXX");

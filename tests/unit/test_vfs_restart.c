@@ -6,7 +6,9 @@
  * was opened at, even when the listing now names another), readdir on the
  * old folder handle.  Everything comes from the cache index (stored root,
  * listings, blocks), so Drive is never asked: its URL is a closed port, and
- * the test checks that no request was made.
+ * the test checks that no request was made.  It runs with the handle rows
+ * in the cache index and in a shared table (fhtab.h) attached again by each
+ * "process"; a server that keeps no rows (--recovery=off) writes none.
  * Also: the slim node's fields (right-sized and shared strings, interned
  * export types, binary checksums, revision hashes, the folder part), which
  * the sanitizer build checks for leaks and overruns. */
@@ -21,6 +23,7 @@
 #include "auth.h"
 #include "check.h"
 #include "drive.h"
+#include "fhtab.h"
 #include "http.h"
 #include "inode.h"
 #include "nsdb.h"
@@ -87,9 +90,9 @@ static void env_free(struct env *e)
 	cfs_http_free(e->http);
 }
 
-static struct cfs_vfs *vfs_new(struct env *e, struct cfs_store *s)
+static struct cfs_vfs *vfs_new(struct env *e, struct cfs_store *s, struct cfs_fhtab *t)
 {
-	struct cfs_vfs_opts o = { .dir_ttl_s = 3600 };
+	struct cfs_vfs_opts o = { .dir_ttl_s = 3600, .fhtab = t };
 	struct cfs_vfs *v = NULL;
 	CHECK_EQ(cfs_vfs_new(e->drive, s, &o, &v), 0);
 	if (!v)
@@ -191,26 +194,28 @@ static void test_node_fields(void)
 	cfs_inode_free(t); /* frees the strings, the folder part and its listing */
 }
 
-int main(void)
+/* The restart story, with handle rows in the cache index or (shared) in a
+ * table every "process" attaches again, as servers under one supervisor
+ * attach its memfd. */
+static void test_restart(int shared)
 {
-	test_node_fields();
 	char dir[64], home[80];
 	mkdir_tmp(dir, sizeof(dir));
 	/* no credential file of this machine's user is found */
 	snprintf(home, sizeof(home), "%s/home", dir);
 	setenv("HOME", home, 1);
-	unsetenv("CLOUDSDK_CONFIG");
-	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
-	unsetenv("GCE_METADATA_HOST");
-	unsetenv("GCE_METADATA_ROOT");
-	setenv("COLABFS_ACCESS_TOKEN", "test-token", 1);
 	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	size_t tlen = cfs_fhtab_size(1024);
+	void *mem = calloc(1, tlen);
+	struct cfs_fhtab *t = NULL;
+	if (shared)
+		CHECK_EQ(cfs_fhtab_attach(mem, tlen, &t, NULL), 0);
 	seed(s);
 	struct env e;
 	env_new(&e);
 
 	/* first server process: walk down, open, read */
-	struct cfs_vfs *v = vfs_new(&e, s);
+	struct cfs_vfs *v = vfs_new(&e, s, t);
 	struct cfs_vfs_attr a;
 	CHECK_EQ(cfs_vfs_getattr(v, 12, &a), -ENOENT); /* never listed, no parent rows yet */
 	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
@@ -235,6 +240,11 @@ int main(void)
 	CHECK_EQ(cfs_vfs_read(v, 12, fclosed, 0, sizeof(b1), b1, &got), -EBADF);
 	CHECK_EQ(cfs_vfs_read(v, 12, 77, 0, sizeof(b1), b1, &got), -EBADF);
 	cfs_vfs_free(v); /* killed: fh, fh2 and dfh never released */
+	if (shared) { /* the next process attaches the same memory */
+		CHECK_EQ(cfs_fhtab_count(t), 2);
+		cfs_fhtab_detach(t);
+		CHECK_EQ(cfs_fhtab_attach(mem, tlen, &t, NULL), 0);
+	}
 
 	/* the file changed in Drive meanwhile: the stored listing names rev2 */
 	struct cfs_nsdb *n;
@@ -243,7 +253,7 @@ int main(void)
 	cfs_nsdb_free(n);
 
 	/* second server process: the kernel's numbers still work */
-	v = vfs_new(&e, s);
+	v = vfs_new(&e, s, t);
 	CHECK_EQ(cfs_vfs_getattr(v, 12, &a), 0); /* deep inode, parents rebuilt */
 	CHECK_EQ(a.ino, 12);
 	CHECK_EQ(a.size, FSIZE + 1);
@@ -270,13 +280,65 @@ int main(void)
 	cfs_vfs_free(v); /* fh2 still open: freed, its row kept */
 
 	/* third process: fh2 was never released, so it still reads */
-	v = vfs_new(&e, s);
+	v = vfs_new(&e, s, t);
 	CHECK(read_same(v, 12, fh2));
 	cfs_vfs_release(v, 12, fh2);
 	cfs_vfs_free(v);
+	uint64_t left = 99;
+	CHECK_EQ(cfs_nsdb_fh_clear(s, &left), 0);
+	CHECK_EQ(left, 0); /* every row was deleted at its release */
+	if (shared) {
+		CHECK_EQ(cfs_fhtab_count(t), 0);
+		cfs_fhtab_detach(t);
+	}
+	free(mem);
 
 	env_free(&e);
 	cfs_store_close(s);
 	rm_dir(dir);
+}
+
+/* A server whose death ends the mount (--recovery=off) keeps no rows: its
+ * handles work, and nothing is written for them. */
+static void test_no_rows(void)
+{
+	char dir[64];
+	mkdir_tmp(dir, sizeof(dir));
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	seed(s);
+	struct env e;
+	env_new(&e);
+	struct cfs_vfs_opts o = { .dir_ttl_s = 3600, .no_fh_rows = 1 };
+	struct cfs_vfs *v = NULL;
+	CHECK_EQ(cfs_vfs_new(e.drive, s, &o, &v), 0);
+	struct cfs_vfs_attr a;
+	uint64_t fh = 0;
+	int keep, direct;
+	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
+	CHECK_EQ(cfs_vfs_lookup(v, 10, "b", &a), 0);
+	CHECK_EQ(cfs_vfs_lookup(v, 11, "f.txt", &a), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh, &keep, &direct), 0);
+	CHECK(read_same(v, 12, fh));
+	uint64_t rows = 99;
+	CHECK_EQ(cfs_nsdb_fh_clear(s, &rows), 0);
+	CHECK_EQ(rows, 0);
+	cfs_vfs_release(v, 12, fh);
+	cfs_vfs_free(v);
+	env_free(&e);
+	cfs_store_close(s);
+	rm_dir(dir);
+}
+
+int main(void)
+{
+	test_node_fields();
+	unsetenv("CLOUDSDK_CONFIG");
+	unsetenv("GOOGLE_APPLICATION_CREDENTIALS");
+	unsetenv("GCE_METADATA_HOST");
+	unsetenv("GCE_METADATA_ROOT");
+	setenv("COLABFS_ACCESS_TOKEN", "test-token", 1);
+	test_restart(0);
+	test_restart(1);
+	test_no_rows();
 	return check_done("test_vfs_restart");
 }

@@ -1,0 +1,183 @@
+/* reqlog: recorded requests (see reqlog.h). */
+#define _GNU_SOURCE
+#include "reqlog.h"
+
+#include <errno.h>
+#include <linux/fuse.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { S_FREE = 0, S_READING = 1, S_HELD = 2, S_REPLAY = 3 };
+
+#define STATE(w) ((uint32_t)(w))
+#define WORD(gen, st) ((uint64_t)(gen) << 32 | (st))
+
+_Static_assert(sizeof(struct cfs_reqlog_slot) == CFS_REQLOG_SLOT, "slot size");
+_Static_assert(CFS_REQLOG_DATA >= sizeof(struct fuse_in_header), "room for a header");
+
+static const struct fuse_in_header *hdr(const struct cfs_reqlog_slot *s)
+{
+	return (const struct fuse_in_header *)s->data;
+}
+
+/* Moves slot s from state `from` (any generation) to `to`; 1 if it did. */
+static int move(struct cfs_reqlog_slot *s, uint32_t from, uint32_t to, int new_gen)
+{
+	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
+	if (STATE(w) != from)
+		return 0;
+	uint64_t gen = (w >> 32) + (new_gen ? 1 : 0);
+	return __atomic_compare_exchange_n(&s->word, &w, WORD(gen, to), 0, __ATOMIC_ACQ_REL,
+					   __ATOMIC_RELAXED);
+}
+
+void cfs_reqlog_prefault(struct cfs_reqlog *l)
+{
+	for (size_t off = 0; off < sizeof(*l); off += 4096)
+		__atomic_fetch_add((volatile char *)l + off, 0, __ATOMIC_RELAXED);
+}
+
+int cfs_reqlog_claim(struct cfs_reqlog *l, unsigned hint)
+{
+	for (unsigned k = 0; k < CFS_REQLOG_SLOTS; k++) {
+		struct cfs_reqlog_slot *s = &l->slot[(hint + k) % CFS_REQLOG_SLOTS];
+		if (!move(s, S_FREE, S_READING, 1))
+			continue;
+		s->len = 0;
+		s->flags = 0;
+		__atomic_store_n(&((struct fuse_in_header *)s->data)->unique, 0, __ATOMIC_RELEASE);
+		return (int)((hint + k) % CFS_REQLOG_SLOTS);
+	}
+	return -ENOSPC;
+}
+
+static int has_reply(uint32_t op)
+{
+	return op != FUSE_FORGET && op != FUSE_BATCH_FORGET && op != FUSE_INTERRUPT;
+}
+
+void cfs_reqlog_filled(struct cfs_reqlog *l, int i, long n)
+{
+	struct cfs_reqlog_slot *s = &l->slot[i];
+	if (n < (long)sizeof(struct fuse_in_header) || !has_reply(hdr(s)->opcode)) {
+		move(s, S_READING, S_FREE, 0);
+		return;
+	}
+	s->len = n > CFS_REQLOG_DATA ? (uint32_t)sizeof(struct fuse_in_header) : (uint32_t)n;
+	s->flags = n > CFS_REQLOG_DATA ? CFS_REQLOG_PARTIAL : 0;
+	move(s, S_READING, S_HELD, 0);
+}
+
+int cfs_reqlog_done(struct cfs_reqlog *l, uint64_t unique, int hint)
+{
+	if (hint >= 0 && hint < CFS_REQLOG_SLOTS) {
+		struct cfs_reqlog_slot *s = &l->slot[hint];
+		if (STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) == S_HELD &&
+		    hdr(s)->unique == unique && move(s, S_HELD, S_FREE, 0))
+			return 0;
+	}
+	for (int i = 0; i < CFS_REQLOG_SLOTS; i++) {
+		struct cfs_reqlog_slot *s = &l->slot[i];
+		if (STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) == S_HELD &&
+		    hdr(s)->unique == unique && move(s, S_HELD, S_FREE, 0))
+			return 0;
+	}
+	return -ENOENT;
+}
+
+/* 1 when the slot holds a request a dead server took: held or to be
+ * replayed, or read into while reading (its unique set by the kernel). */
+static int recorded(const struct cfs_reqlog_slot *s)
+{
+	uint32_t st = STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE));
+	if (st == S_HELD || st == S_REPLAY)
+		return 1;
+	return st == S_READING && __atomic_load_n(&hdr(s)->unique, __ATOMIC_ACQUIRE) != 0;
+}
+
+static int by_unique(const void *a, const void *b, void *arg)
+{
+	const struct cfs_reqlog *l = arg;
+	uint64_t x = hdr(&l->slot[*(const int *)a])->unique;
+	uint64_t y = hdr(&l->slot[*(const int *)b])->unique;
+	return x < y ? -1 : x > y;
+}
+
+int cfs_reqlog_recover(struct cfs_reqlog *l, int **order, size_t *n)
+{
+	*order = NULL;
+	*n = 0;
+	int *v = malloc(CFS_REQLOG_SLOTS * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	size_t m = 0;
+	for (int i = 0; i < CFS_REQLOG_SLOTS; i++) {
+		struct cfs_reqlog_slot *s = &l->slot[i];
+		uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
+		if (!recorded(s)) {
+			if (STATE(w) != S_FREE)
+				__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
+			continue;
+		}
+		if (STATE(w) == S_READING) {
+			/* killed between the read and cfs_reqlog_filled: the header
+			 * says how long the request is */
+			uint32_t len = hdr(s)->len;
+			if (len < sizeof(struct fuse_in_header) || !has_reply(hdr(s)->opcode)) {
+				__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
+				continue;
+			}
+			s->len = len > CFS_REQLOG_DATA ? (uint32_t)sizeof(struct fuse_in_header) : len;
+			s->flags = len > CFS_REQLOG_DATA ? CFS_REQLOG_PARTIAL : 0;
+		}
+		__atomic_store_n(&s->word, WORD(w >> 32, S_REPLAY), __ATOMIC_RELEASE);
+		v[m++] = i;
+	}
+	qsort_r(v, m, sizeof(*v), by_unique, l);
+	*order = v;
+	*n = m;
+	return 0;
+}
+
+long cfs_reqlog_take(struct cfs_reqlog *l, int i, void *buf, size_t cap)
+{
+	struct cfs_reqlog_slot *s = &l->slot[i];
+	if (!move(s, S_REPLAY, S_HELD, 0))
+		return -ENOENT;
+	size_t len = s->len;
+	if (len > cap || len > CFS_REQLOG_DATA)
+		len = sizeof(struct fuse_in_header) <= cap ? sizeof(struct fuse_in_header) : 0;
+	memcpy(buf, s->data, len);
+	if ((s->flags & CFS_REQLOG_PARTIAL) || len < s->len)
+		return -E2BIG;
+	return (long)len;
+}
+
+size_t cfs_reqlog_pending(const struct cfs_reqlog *l, struct cfs_reqlog_info *out, size_t cap)
+{
+	size_t n = 0;
+	for (int i = 0; i < CFS_REQLOG_SLOTS && n < cap; i++) {
+		const struct cfs_reqlog_slot *s = &l->slot[i];
+		if (!recorded(s))
+			continue;
+		const struct fuse_in_header *h = hdr(s);
+		if (STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) == S_READING &&
+		    (h->len < sizeof(*h) || !has_reply(h->opcode)))
+			continue;
+		out[n++] = (struct cfs_reqlog_info){ h->unique, h->opcode };
+	}
+	return n;
+}
+
+int cfs_reqlog_drop(struct cfs_reqlog *l, uint64_t unique)
+{
+	for (int i = 0; i < CFS_REQLOG_SLOTS; i++) {
+		struct cfs_reqlog_slot *s = &l->slot[i];
+		uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
+		if (recorded(s) && hdr(s)->unique == unique) {
+			__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
