@@ -238,7 +238,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct cfs_fs *fs = fs_of(req);
 	uint64_t fh;
 	int keep = 0, direct = 0;
-	int rc = cfs_vfs_open(fs->vfs, ino, fi->flags, &fh, &keep, &direct);
+	int rc = cfs_vfs_open(fs->vfs, ino, fi->flags, (uint32_t)fuse_req_ctx(req)->pid, &fh, &keep,
+			      &direct);
 	if (rc) {
 		reply_status(req, rc);
 		return;

@@ -110,8 +110,9 @@ void cfs_scan_open(struct cfs_scan *s, const struct cfs_scan_event *e, struct cf
 	int nanc = e->nanc < CFS_SCAN_DEPTH ? e->nanc : CFS_SCAN_DEPTH;
 	for (int i = 0; i < nanc; i++) {
 		xs[i] = slot_get(s, e->anc[i], now);
-		xs[i]->overlaps += xs[i]->open_now > 0;
+		xs[i]->overlaps += xs[i]->open_now > 0 && e->pid && e->pid != xs[i]->last_pid;
 		xs[i]->open_now++;
+		xs[i]->last_pid = e->pid;
 	}
 	struct cfs_scan_tree *t = tree_of(s, e);
 	if (t) {

@@ -21,10 +21,12 @@
  *   folder's parent for an ImageFolder, the folder itself for a flat one).
  *   Fewer opens (`ls -l` opens nothing; reading 20 files of a 10,000-file
  *   folder opens 20) start nothing.  Readers working in parallel (a
- *   DataLoader's workers: a file opened below the folder while another one
- *   below it is still open, seen `overlap_min` times) halve the count: one
- *   reader going file by file is a person or a script as often as a
- *   dataset, several at once are a dataset.  cfs_scan_close tells the
+ *   DataLoader's workers: a file opened below the folder by one process
+ *   while a file below it that another process opened is still open, seen
+ *   `overlap_min` times) halve the count: one reader going file by file is
+ *   a person or a script as often as a dataset, several at once are a
+ *   dataset.  (Processes, not files: the kernel tells a close after
+ *   close(2) has returned, so one process's files overlap too.)  cfs_scan_close tells the
  *   detector a file was closed.  A running scan lives while opens keep
  *   coming below its root and ends `idle_ms` after the last one; opens below
  *   a running scan's root count for it, not towards new scans.  One folder
@@ -64,7 +66,8 @@ struct cfs_scan_slot {
 	unsigned streak;     /* in-order opens in a row */
 	size_t ahead;        /* listing positions handed out ahead, up to (exclusive) */
 	unsigned open_now;   /* files below it open now */
-	unsigned overlaps;   /* opens counted while another file below it was open */
+	unsigned overlaps;   /* opens counted while another process's file below it was open */
+	uint32_t last_pid;   /* the process that opened a file below it last */
 };
 
 struct cfs_scan_tree {
@@ -82,6 +85,7 @@ struct cfs_scan {
 /* One open. */
 struct cfs_scan_event {
 	uint64_t file;
+	uint32_t pid;                     /* the opening process (0: unknown) */
 	size_t pos;                       /* its position in the parent's listing */
 	uint64_t anc[CFS_SCAN_DEPTH];     /* the parent first, then up */
 	int nanc;

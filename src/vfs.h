@@ -84,13 +84,14 @@ int cfs_vfs_readdir(struct cfs_vfs *v, uint64_t ino, uint64_t fh, off_t off,
 /* An unknown fh is fine (nothing to do). */
 void cfs_vfs_releasedir(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
-/* Opens read-only (-EROFS for write access, -EISDIR for folders).  *fh: the
+/* Opens read-only (-EROFS for write access, -EISDIR for folders); pid is
+ * the opening process (for the dataset read-ahead; 0 if unknown).  *fh: the
  * handle number (never 0); what it reads (content id, revision, size) is
  * stored where cfs_vfs_opts says before this returns.
  * *keep_cache: the kernel may keep cached pages (content unchanged since the
  * last open); *direct_io: bypass the page cache (exports of unknown size). */
-int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *keep_cache,
-		 int *direct_io);
+int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint64_t *fh,
+		 int *keep_cache, int *direct_io);
 /* -EBADF when fh is not an open file of ino (never opened, or released). */
 int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
 		 char *buf, size_t *got);

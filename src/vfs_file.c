@@ -99,8 +99,8 @@ static void file_row(const struct cfs_vfs_file *f, const char *export_mime,
 	snprintf(r->export_mime, sizeof(r->export_mime), "%s", export_mime);
 }
 
-int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *keep_cache,
-		 int *direct_io)
+int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint64_t *fh,
+		 int *keep_cache, int *direct_io)
 {
 	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
 		return -EROFS;
@@ -155,7 +155,7 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint64_t *fh, int *
 		return rc;
 	}
 	if (!f->data)
-		f->scanned = cfs_vfs_scan_open(v, ino); /* dataset read-ahead (vfs_scan.c) */
+		f->scanned = cfs_vfs_scan_open(v, ino, pid); /* dataset read-ahead (vfs_scan.c) */
 	*fh = f->h.fh;
 	return 0;
 }

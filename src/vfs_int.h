@@ -156,7 +156,7 @@ void cfs_vfs_scan_init(struct cfs_vfs *v, int disabled, int whole_drive);
 void cfs_vfs_scan_cleanup(struct cfs_vfs *v);
 /* Returns 1 when the open was told to the detector: then cfs_vfs_scan_close
  * must follow when the file is closed. */
-int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino);
+int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid);
 void cfs_vfs_scan_close(struct cfs_vfs *v, uint64_t ino);
 
 /* vfs_file.c */

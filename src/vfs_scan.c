@@ -325,13 +325,14 @@ static void event_of(struct cfs_vfs *v, uint64_t ino, struct cfs_scan_event *ev)
 	*ev = e;
 }
 
-int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino)
+int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid)
 {
 	struct cfs_vfs_scanner *s = &v->scan;
 	struct cfs_scan_event e;
 	if (s->disabled)
 		return 0;
 	event_of(v, ino, &e);
+	e.pid = pid;
 	if (!e.nanc)
 		return 0;
 	struct cfs_scan_advice a;

@@ -8,10 +8,12 @@
 
 /* An open of file (listing position pos) in folder parent, below the given
  * folders (grand is 0 when the parent is the root), left open. */
+static uint32_t opener = 100; /* the process opening */
+
 static void open_keep(struct cfs_scan *s, uint64_t file, size_t pos, uint64_t parent,
 		      uint64_t grand, int64_t now, struct cfs_scan_advice *a)
 {
-	struct cfs_scan_event e = { .file = file, .pos = pos, .now_ms = now };
+	struct cfs_scan_event e = { .file = file, .pid = opener, .pos = pos, .now_ms = now };
 	e.anc[e.nanc++] = parent;
 	if (grand)
 		e.anc[e.nanc++] = grand;
@@ -190,7 +192,8 @@ static void order_growth(void)
 
 /* Two readers at once (a DataLoader's workers: each holds a file open
  * while the other opens the next) start a scan after 12 files; one reader
- * going file by file (open, read, close) needs 24. */
+ * going file by file (open, read, close) needs 24, and so does one process
+ * whose closes the kernel tells late (after its next open). */
 static void overlapping(void)
 {
 	struct cfs_scan s;
@@ -200,6 +203,7 @@ static void overlapping(void)
 	int started = -1;
 	for (int i = 0; i < 40 && started < 0; i++) {
 		size_t pos = (size_t)(next_rand() % 5000);
+		opener = 100 + (uint32_t)(i % 2); /* two worker processes */
 		open_keep(&s, 200000 + pos, pos, 42, 7, i * 10, &a);
 		if (a.start)
 			started = i;
@@ -208,6 +212,20 @@ static void overlapping(void)
 	}
 	CHECK_EQ(started, 11);
 	CHECK_EQ(a.start, 42);
+
+	/* one process, each close told after its next open */
+	opener = 100;
+	cfs_scan_init(&s, NULL);
+	started = -1;
+	for (int i = 0; i < 40 && started < 0; i++) {
+		size_t pos = (size_t)(next_rand() % 5000);
+		open_keep(&s, 400000 + pos, pos, 42, 7, i * 10, &a);
+		if (a.start)
+			started = i;
+		if (i > 0)
+			cfs_scan_close(&s, anc, 3);
+	}
+	CHECK_EQ(started, 23);
 
 	cfs_scan_init(&s, NULL);
 	started = -1;

@@ -226,14 +226,14 @@ static void test_restart(int shared)
 	CHECK_EQ(a.ino, 12);
 	uint64_t fh = 0, dfh = 0, fh2 = 0;
 	int keep, direct;
-	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh, &keep, &direct), 0);
-	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh2, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh2, &keep, &direct), 0);
 	CHECK(fh != 0 && fh2 > fh);
 	CHECK(read_same(v, 12, fh));
 	CHECK_EQ(cfs_vfs_opendir(v, 11, &dfh), 0);
 	CHECK(dfh > fh2);
 	uint64_t fclosed = 0;
-	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fclosed, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fclosed, &keep, &direct), 0);
 	cfs_vfs_release(v, 12, fclosed);
 	size_t got;
 	char b1[16];
@@ -273,7 +273,7 @@ static void test_restart(int shared)
 	CHECK_EQ(cfs_vfs_read(v, 12, fh, 0, sizeof(b1), b1, &got), -EBADF);
 	/* new numbers are above every earlier one */
 	uint64_t fh3 = 0;
-	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh3, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh3, &keep, &direct), 0);
 	CHECK(fh3 > dfh);
 	cfs_vfs_release(v, 12, fh3);
 	CHECK_EQ(cfs_vfs_getattr(v, 999, &a), -ENOENT);
@@ -317,7 +317,7 @@ static void test_no_rows(void)
 	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
 	CHECK_EQ(cfs_vfs_lookup(v, 10, "b", &a), 0);
 	CHECK_EQ(cfs_vfs_lookup(v, 11, "f.txt", &a), 0);
-	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, &fh, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh, &keep, &direct), 0);
 	CHECK(read_same(v, 12, fh));
 	uint64_t rows = 99;
 	CHECK_EQ(cfs_nsdb_fh_clear(s, &rows), 0);
