@@ -255,11 +255,11 @@ static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *wh
 						     r->err_body.len, reason, sizeof(reason), msg,
 						     sizeof(msg));
 				rc = cfs_retry_classify(r->status, reason);
-				if (rc == CFS_E_RATE) /* Drive says we are over its quota */
-					cfs_pace_limited(&d->pace, now_ms() * 1000);
 				if (rc == -ERANGE && !v) /* 416 only means something to reads */
 					rc = CFS_E_PROTO;
 			}
+			if (r->status) /* a reply: the pacer watches the share refused */
+				cfs_pace_reply(&d->pace, now_ms() * 1000, rc == CFS_E_RATE);
 			if (!rc && v)
 				rc = v(r, ctx);
 			else if (rc == -ERANGE)

@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #define START_SHARE 0.95   /* of the ceiling */
-#define CUT_FACTOR 0.7
-#define HOLD_US 250000     /* one decrease per 250 ms (about a round trip); growth a second after */
-#define GROW_AFTER_US 1000000
+#define HOLD_US 250000     /* one decrease per 250 ms while severe (about a round trip) */
+#define GROW_AFTER_US 1000000 /* else one a second; growth a second after the last */
+#define BUCKET_US 250000   /* 4 buckets: replies over the last second */
+#define CUT_MIN_REFUSED 3  /* refusals in the last second that can mean over quota */
+#define CUT_MIN_SHARE 0.05 /* ... and their share of the replies */
+#define CUT_MIN 0.5        /* the most one decrease takes: half */
+#define CUT_MAX 0.9        /* the least: a tenth */
+#define SEVERE_SHARE 0.25  /* refused share for a decrease every 250 ms, not every second */
 #define GROWTH_SHARE 0.05  /* of the ceiling, per second */
 #define FLOOR_SHARE 0.02
 #define POLL_MAX_US 50000  /* a background wait re-checks cancellation this often */
@@ -26,6 +31,9 @@ void cfs_pace_init(struct cfs_pace *p, double ceiling, double burst, int64_t now
 	p->last_us = now_us;
 	p->cut_us = INT64_MIN;
 	p->waits = p->limited = p->cuts = 0;
+	p->bucket_us = now_us;
+	for (int i = 0; i < 4; i++)
+		p->replies[i] = p->refused[i] = 0;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_init(&p->bg_lock, NULL);
 }
@@ -80,15 +88,49 @@ int64_t cfs_pace_reserve(struct cfs_pace *p, int64_t now_us, int prio)
 	return wait;
 }
 
-void cfs_pace_limited(struct cfs_pace *p, int64_t now_us)
+/* lock held: the reply buckets shifted so that [0] holds now_us. */
+static void shift(struct cfs_pace *p, int64_t now_us)
+{
+	while (now_us - p->bucket_us >= BUCKET_US) {
+		int64_t gap = (now_us - p->bucket_us) / BUCKET_US;
+		if (gap >= 4) { /* a second or more without replies */
+			for (int i = 0; i < 4; i++)
+				p->replies[i] = p->refused[i] = 0;
+			p->bucket_us += gap * BUCKET_US;
+			break;
+		}
+		for (int i = 3; i > 0; i--) {
+			p->replies[i] = p->replies[i - 1];
+			p->refused[i] = p->refused[i - 1];
+		}
+		p->replies[0] = p->refused[0] = 0;
+		p->bucket_us += BUCKET_US;
+	}
+}
+
+void cfs_pace_reply(struct cfs_pace *p, int64_t now_us, int refused)
 {
 	if (p->ceiling <= 0)
 		return;
 	pthread_mutex_lock(&p->lock);
 	advance(p, now_us);
-	p->limited++;
-	if (p->cut_us == INT64_MIN || now_us - p->cut_us >= HOLD_US) {
-		p->rate *= CUT_FACTOR;
+	shift(p, now_us);
+	p->replies[0]++;
+	if (refused) {
+		p->refused[0]++;
+		p->limited++;
+	}
+	uint32_t tot = 0, ref = 0;
+	for (int i = 0; i < 4; i++) {
+		tot += p->replies[i];
+		ref += p->refused[i];
+	}
+	double share = tot ? (double)ref / tot : 0;
+	int64_t hold = share >= SEVERE_SHARE ? HOLD_US : GROW_AFTER_US;
+	if (refused && ref >= CUT_MIN_REFUSED && share >= CUT_MIN_SHARE &&
+	    (p->cut_us == INT64_MIN || now_us - p->cut_us >= hold)) {
+		double f = 1.0 - share;
+		p->rate *= f < CUT_MIN ? CUT_MIN : f > CUT_MAX ? CUT_MAX : f;
 		if (p->rate < p->floor)
 			p->rate = p->floor;
 		if (p->tokens > 0) /* Drive says we are over: no burst right after */

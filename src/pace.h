@@ -5,12 +5,19 @@
  * bucket that refills at `rate` tokens per second up to `burst`.  The rate
  * follows Drive's answers (AIMD, as TCP does with loss): it starts at 95% of
  * the ceiling (--api-rate; Drive allows about 12,000 calls a minute per user,
- * 200/s); a reply saying the quota was exceeded (403 userRateLimitExceeded or
- * rateLimitExceeded, 429) multiplies it by 0.7, at most once per 250 ms
- * (about one round trip to Drive: the other refusals of requests already
- * sent are the same event), never below 2% of the ceiling; a second after
- * the last decrease it grows again by 5% of the ceiling per second, never
- * above the ceiling.
+ * 200/s).  Every reply is counted over the last second, and a refusal for
+ * the rate (403 userRateLimitExceeded or rateLimitExceeded, 429) decreases
+ * the rate when refusals are that second's pattern, not an accident: at
+ * least 3 of them and 5% of the replies.  Then the rate is multiplied by the
+ * share of replies that got through (at least 0.5, at most 0.9: a fivefold
+ * overrun is halved, a 10% one cut by 10%), at most once a second, or once
+ * per 250 ms (about one round trip to Drive) while a quarter or more are
+ * refused (the other refusals of requests already sent are the same
+ * event), never below 2% of the ceiling.  Drive
+ * also refuses a request now and then at any rate: such sporadic refusals
+ * are retried with backoff (retry.h) but do not slow the mount.  A second
+ * after the last decrease the rate grows again by 5% of the ceiling per
+ * second, never above the ceiling.
  *
  * Two classes.  An urgent call (a reader waiting for its miss, a listing)
  * takes its token at once and waits only when urgent calls alone outrun the
@@ -21,7 +28,7 @@
  * Background callers queue on their own lock, one polling the bucket at a
  * time.
  *
- * Pure arithmetic in cfs_pace_reserve and cfs_pace_limited (the clock is an
+ * Pure arithmetic in cfs_pace_reserve and cfs_pace_reply (the clock is an
  * argument), so it is unit-tested on recorded traces; thread-safe. */
 #ifndef CFS_PACE_H
 #define CFS_PACE_H
@@ -45,6 +52,9 @@ struct cfs_pace {
 	uint64_t waits;   /* calls that had to wait (stats) */
 	uint64_t limited; /* rate-limit replies reported */
 	uint64_t cuts;    /* decreases they caused */
+	/* replies over the last second, in 4 buckets of 250 ms */
+	int64_t bucket_us;              /* start of the newest bucket */
+	uint32_t replies[4], refused[4]; /* [0] newest */
 };
 
 /* ceiling: tokens per second at most (<= 0: no pacing); burst: bucket size
@@ -62,8 +72,10 @@ int64_t cfs_pace_reserve(struct cfs_pace *p, int64_t now_us, int prio);
  * without a token. */
 int cfs_pace_take(struct cfs_pace *p, int prio, const int *cancel);
 
-/* Drive answered a call at now_us with a rate-limit refusal. */
-void cfs_pace_limited(struct cfs_pace *p, int64_t now_us);
+/* Drive answered a call at now_us: refused is 1 for a rate-limit refusal,
+ * 0 for any other reply (success or not).  Calls whose request got no reply
+ * (a network failure) are not reported. */
+void cfs_pace_reply(struct cfs_pace *p, int64_t now_us, int refused);
 
 /* The current rate (tokens per second; 0 when pacing is off). */
 double cfs_pace_rate(struct cfs_pace *p);

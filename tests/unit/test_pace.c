@@ -22,12 +22,18 @@ static void bucket(void)
 	CHECK(p.rate > 9.99 && p.rate <= 10);
 	CHECK_EQ(cfs_pace_reserve(&p, 10 * S, CFS_PACE_URGENT), 0);
 	CHECK(p.rate == 10);
-	cfs_pace_limited(&p, 10 * S);
-	CHECK(p.rate > 6.99 && p.rate < 7.01);
+	/* two refusals are an accident, the third in a second a pattern: all
+	 * replies refused, so the rate is halved (the most one decrease takes) */
+	cfs_pace_reply(&p, 10 * S, 1);
+	cfs_pace_reply(&p, 10 * S, 1);
+	CHECK(p.rate == 10 && p.cuts == 0);
+	cfs_pace_reply(&p, 10 * S, 1);
+	CHECK(p.rate > 4.99 && p.rate < 5.01);
+	CHECK_EQ(p.limited, 3);
 	cfs_pace_reserve(&p, 11 * S, CFS_PACE_URGENT); /* held for a second after a cut */
-	CHECK(p.rate > 6.99 && p.rate < 7.01);
+	CHECK(p.rate > 4.99 && p.rate < 5.01);
 	cfs_pace_reserve(&p, 13 * S, CFS_PACE_URGENT); /* then +0.5/s */
-	CHECK(p.rate > 7.99 && p.rate < 8.01);
+	CHECK(p.rate > 5.99 && p.rate < 6.01);
 	cfs_pace_cleanup(&p);
 
 	/* long-run rate: a caller that sleeps as told never gets ahead */
@@ -119,11 +125,12 @@ static void aimd(void)
 			if (drive >= 1) {
 				drive -= 1;
 				ok++;
+				cfs_pace_reply(&p, now, 0);
 			} else {
 				refused++;
 				if (now > 30 * S)
 					refused_late++;
-				cfs_pace_limited(&p, now);
+				cfs_pace_reply(&p, now, 1);
 			}
 		}
 	}
@@ -131,17 +138,48 @@ static void aimd(void)
 	CHECK(p.limited == (uint64_t)refused);
 	CHECK(ok >= 0.85 * 200 * 60);                 /* near the quota */
 	CHECK(refused < ok / 20);                     /* few refusals (< 5%) */
-	CHECK(refused_late < 30 * 200 / 50);          /* settled: < 2% later on */
+	CHECK(refused_late < 30 * 200 * 3 / 100);     /* settled: < 3% later on */
 	CHECK(p.rate >= p.floor && p.rate <= p.ceiling);
 	/* one decrease per 250 ms however many refusals arrive together */
 	uint64_t cuts = p.cuts;
 	for (int i = 0; i < 50; i++)
-		cfs_pace_limited(&p, 61 * S + i * 1000);
+		cfs_pace_reply(&p, 61 * S + i * 1000, 1);
 	CHECK_EQ(p.cuts, cuts + 1);
 	/* never below the floor */
-	for (int i = 0; i < 100; i++)
-		cfs_pace_limited(&p, 70 * S + i * S);
+	for (int i = 0; i < 300; i++)
+		cfs_pace_reply(&p, 70 * S + i * S / 3, 1);
 	CHECK(p.rate >= p.floor - 1e-9 && p.rate <= p.floor + 1e-9);
+	cfs_pace_cleanup(&p);
+}
+
+/* Drive refusing 3% of requests at random, whatever the rate (sporadic
+ * 403s): the pacer keeps its rate; the refused calls are only retried. */
+static void sporadic(void)
+{
+	struct cfs_pace p;
+	cfs_pace_init(&p, 200, 0, 0);
+	uint64_t rng = 12345;
+	int64_t next = 0;
+	int sent = 0, refused = 0;
+	for (int64_t now = 0; now < 30 * S; now += 500) {
+		while (now >= next) {
+			int64_t wait = cfs_pace_reserve(&p, now, CFS_PACE_BACKGROUND);
+			if (wait) {
+				next = now + wait;
+				break;
+			}
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			int no = rng % 100 < 3;
+			refused += no;
+			sent++;
+			cfs_pace_reply(&p, now, no);
+		}
+	}
+	CHECK(refused > 100);
+	CHECK(p.rate > 0.85 * 200);
+	CHECK(sent > 0.9 * 200 * 30);
 	cfs_pace_cleanup(&p);
 }
 
@@ -150,5 +188,6 @@ int main(void)
 	bucket();
 	classes();
 	aimd();
+	sporadic();
 	return check_done("test_pace");
 }
