@@ -343,7 +343,7 @@ def test_quota_backoff(class_tree, emulator_factory, mount_factory, capsys):
 @pytest.mark.deadline(240)
 def test_crash_during_scan(class_tree, emulator_factory, mount_factory, capsys):
     t = class_tree
-    emu = make_emu(emulator_factory, t, "emu-ds6", ttfb_ms=100, rate=100)
+    emu = make_emu(emulator_factory, t, "emu-ds6", ttfb_ms=100, rate=60)  # about 10 s
     m = mount_factory.new(emu, name="ds6")
     sup = m.xattr_pid()
     rels = listed_files(m, "imgs")
@@ -359,8 +359,12 @@ def test_crash_during_scan(class_tree, emulator_factory, mount_factory, capsys):
     th = threading.Thread(target=read_all)
     th.start()
     try:
-        H.wait_until(lambda: X.cstats(m)["dataset_scans_running"] == 1 and
-                     X.cstats(m)["scan_requests_queued"] > 0, 60, what="a running scan")
+        def scanning():
+            st = X.cstats(m)
+            return st if st["dataset_scans_running"] == 1 or not th.is_alive() else None
+        at_kill = H.wait_until(scanning, 60, what="a running scan")
+        assert th.is_alive() and at_kill["dataset_scans_running"] == 1, \
+            "the readers finished before a scan was seen: %s" % at_kill
         old = H.serve_pid(sup)
         assert old
         os.kill(old, signal.SIGKILL)
@@ -372,7 +376,8 @@ def test_crash_during_scan(class_tree, emulator_factory, mount_factory, capsys):
     for rel in rels:
         X.check(result["got"][rel], t.data[rel], rel)
     st = X.cstats(m)
-    report(capsys, "server killed during a scan: %d files read byte-exact; restarts %d, "
-           "scans after the restart %d" % (len(rels), st["server_restarts_total"],
-                                          st["dataset_scans_total"]))
+    report(capsys, "server killed during a scan (%d scan requests queued or running, %d "
+           "downloads in flight): %d files read byte-exact; restarts %d, scans after the "
+           "restart %d" % (at_kill["scan_requests_queued"], at_kill["downloads_in_flight"],
+                           len(rels), st["server_restarts_total"], st["dataset_scans_total"]))
     assert st["server_restarts_total"] >= 1
