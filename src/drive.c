@@ -1,5 +1,6 @@
-/* drive: Drive API v3 calls (see drive.h). */
-#include "drive.h"
+/* drive: Drive API v3 calls (see drive.h); media downloads and their hedges
+ * live in drive_media.c. */
+#include "drive_int.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,7 +13,6 @@
 
 #include "auth.h"
 #include "err.h"
-#include "hedge.h"
 #include "http.h"
 #include "log.h"
 #include "pace.h"
@@ -20,31 +20,8 @@
 
 #define JSON_MAX (64u << 20)
 
-struct cfs_drive {
-	struct cfs_http *http;
-	struct cfs_auth *auth;
-	char *api;
-	long io_timeout_ms;
-	struct cfs_retry_policy retry;
-	struct cfs_pace pace;
-	pthread_mutex_t hedge_lock;
-	struct cfs_hedge hedge;
-	int no_revisions; /* Drive refused a revision download: use plain media */
-	pthread_mutex_t wake_lock; /* retries sleeping in backoff_wait */
-	pthread_cond_t wake;
-	uint64_t successes;
-	int sleepers;
-	int cancelled;
-	struct cfs_drive_stats st;
-	/* where the mount is: see drive.h */
-	char *root_id;             /* --root whose shared drive is not known yet */
-	int shared_with_me;
-	pthread_mutex_t corpus_lock;
-	int corpus_known;
-	char corpus[CFS_ID_MAX];   /* shared drive id, "" = the user's corpus */
-};
 
-static int64_t now_ms(void)
+int64_t cfs_drive_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -79,7 +56,7 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst, now_ms() * 1000);
+	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst, cfs_drive_now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
 	pthread_mutex_init(&d->hedge_lock, NULL);
 	cfs_hedge_init(&d->hedge, o->hedge_percent == 0  ? CFS_HEDGE_PERCENT
@@ -148,7 +125,6 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->api_rate = cfs_pace_rate(&d->pace);
 }
 
-#define COUNT(d, f, n) __atomic_add_fetch(&(d)->st.f, (n), __ATOMIC_RELAXED)
 
 /* Retries sleep on a condition that any successful call signals: when Drive
  * comes back after an outage, every waiting retry goes at once instead of
@@ -211,22 +187,19 @@ static void count_error(struct cfs_drive *d, int rc)
 	}
 }
 
-/* A reply that arrived with a 2xx status is checked by this before it counts
- * as success; CFS_E_PROTO from it means "retry", other codes are final. */
-typedef int (*validate_fn)(struct cfs_http_req *r, void *ctx);
-/* After a failed attempt: keeps what arrived and points r at the rest.
- * Returns 1 if the attempt made progress (the next try starts afresh). */
-typedef int (*resume_fn)(struct cfs_http_req *r, void *ctx);
-
-static int perform(struct cfs_drive *d, struct cfs_http_req *r);
-
-/* Runs r through auth, retries and validation.  what names the call in logs. */
-static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
-		     resume_fn resume, void *ctx, int prio)
+/* One exchange of a try: media requests race a hedge when late. */
+static int perform(struct cfs_drive *d, struct cfs_http_req *r)
 {
-	int64_t deadline = now_ms() + d->io_timeout_ms;
+	return r->sink == cfs_drive_media_bytes ? cfs_drive_fetch_media(d, r)
+						  : cfs_http_perform(d->http, r);
+}
+
+int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
+		   resume_fn resume, void *ctx, int prio)
+{
+	int64_t deadline = cfs_drive_now_ms() + d->io_timeout_ms;
 	int auth_retry = 0;
-	uint64_t rng = (uint64_t)now_ms() ^ (uint64_t)(uintptr_t)r;
+	uint64_t rng = (uint64_t)cfs_drive_now_ms() ^ (uint64_t)(uintptr_t)r;
 	char token[4096];
 	int rc = 0;
 	char reason[64] = "", msg[160] = "";
@@ -259,7 +232,7 @@ static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *wh
 					rc = CFS_E_PROTO;
 			}
 			if (r->status) /* a reply: the pacer watches the share refused */
-				cfs_pace_reply(&d->pace, now_ms() * 1000, rc == CFS_E_RATE);
+				cfs_pace_reply(&d->pace, cfs_drive_now_ms() * 1000, rc == CFS_E_RATE);
 			if (!rc && v)
 				rc = v(r, ctx);
 			else if (rc == -ERANGE)
@@ -288,7 +261,7 @@ static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *wh
 		}
 		int64_t ra = r->retry_after[0] ? cfs_wire_retry_after(r->retry_after, time(NULL)) : -1;
 		long wait = cfs_retry_wait_ms(&d->retry, rc, attempt, ra, &rng);
-		if (attempt + 1 >= d->retry.max_attempts || now_ms() + wait > deadline) {
+		if (attempt + 1 >= d->retry.max_attempts || cfs_drive_now_ms() + wait > deadline) {
 			CFS_ERROR("%s: giving up after %d attempts: %s%s%s%s%s", what, attempt + 1,
 				  cfs_strerror(rc), r->errmsg[0] ? ": " : "", r->errmsg,
 				  reason[0] ? " reason=" : "", reason);
@@ -320,10 +293,10 @@ static int call_prio(struct cfs_drive *d, struct cfs_http_req *r, const char *wh
 static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
 		resume_fn resume, void *ctx)
 {
-	return call_prio(d, r, what, v, resume, ctx, CFS_PACE_URGENT);
+	return cfs_drive_call(d, r, what, v, resume, ctx, CFS_PACE_URGENT);
 }
 
-static int url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest)
+int cfs_drive_url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest)
 {
 	int rc = cfs_buf_append(u, d->api, strlen(d->api));
 	if (!rc)
@@ -403,7 +376,7 @@ int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m)
 	struct cfs_http_req r;
 	cfs_http_req_init(&r);
 	memset(m, 0, sizeof(*m));
-	int rc = url_files(d, &url, id, "?supportsAllDrives=true&fields=" CFS_JSON_FILE_FIELDS);
+	int rc = cfs_drive_url_files(d, &url, id, "?supportsAllDrives=true&fields=" CFS_JSON_FILE_FIELDS);
 	if (!rc) {
 		struct json_ctx c = { d, m };
 		char what[200];
@@ -465,7 +438,7 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 			rc = cfs_buf_append(&q, "' in parents and trashed = false", 32);
 	}
 	if (!rc)
-		rc = url_files(d, &base, NULL,
+		rc = cfs_drive_url_files(d, &base, NULL,
 			       "?supportsAllDrives=true&includeItemsFromAllDrives=true&pageSize=1000"
 			       "&fields=nextPageToken%2Cfiles(" CFS_JSON_FILE_FIELDS ")");
 	if (!rc)
@@ -522,361 +495,6 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 	return rc;
 }
 
-struct read_ctx {
-	struct cfs_drive *d;
-	int64_t size, off; /* the whole request: [off, off+len) */
-	size_t len;
-	size_t done;       /* bytes already delivered by earlier attempts */
-	const char *id;
-	cfs_drive_sink_fn sink;
-	void *arg;
-	int racing;        /* a hedge is out: the first request to deliver wins */
-	struct cfs_http_req *won;
-};
-
-/* Bytes go to the caller only from a reply whose status and Content-Range
- * say they are the ones r asked for (the headers are in by the first byte),
- * and while two requests race (fetch_media) only from the first of them to
- * deliver. */
-static int on_bytes(void *arg, struct cfs_http_req *r, const char *p, size_t n)
-{
-	struct read_ctx *c = arg;
-	int64_t a, b, t, at = r->range_start;
-	if (r->dst_len == 0) {
-		int ok = r->status == 206
-				 ? cfs_wire_content_range(r->content_range, &a, &b, &t) == 0 &&
-					   a == at && (t < 0 || t == c->size)
-			 : r->status == 200 ? at == 0 && r->range_len == c->size
-					    : 0;
-		if (!ok)
-			return -1;
-	}
-	if (c->racing) {
-		if (!c->won)
-			c->won = r;
-		else if (c->won != r)
-			return -1; /* the other one answered first: this one is being closed */
-	}
-	return c->sink(c->arg, at + (int64_t)r->dst_len, p, n);
-}
-
-/* Checks the reply to the segment [off+done, off+len). */
-static int validate_range(struct cfs_http_req *r, void *ctx)
-{
-	struct read_ctx *c = ctx;
-	int64_t a, b, t, at = c->off + (int64_t)c->done;
-	size_t want = c->len - c->done;
-	if (r->status == 416) {
-		/* Drive says we asked past the end (the file shrank): end of file */
-		CFS_WARN("media %s: 416 at offset %" PRId64 " (size %" PRId64 "), reading as EOF",
-			 c->id, at, c->size);
-		r->dst_len = 0;
-		c->len = c->done;
-		return 0;
-	}
-	if (r->status == 200) {
-		/* whole body: only acceptable when that is what we asked for */
-		if (at != 0 || (int64_t)r->dst_len != c->size || (size_t)c->size != want) {
-			snprintf(r->errmsg, sizeof(r->errmsg), "server ignored Range");
-			return CFS_E_PROTO;
-		}
-		COUNT(c->d, bytes_media, r->dst_len);
-		return 0;
-	}
-	if (r->status != 206 || cfs_wire_content_range(r->content_range, &a, &b, &t) || a != at) {
-		snprintf(r->errmsg, sizeof(r->errmsg), "bad Content-Range \"%.60s\"",
-			 r->content_range);
-		return CFS_E_PROTO;
-	}
-	if (t >= 0 && t != c->size) {
-		CFS_WARN("media %s: size changed from %" PRId64 " to %" PRId64, c->id, c->size, t);
-		return -ESTALE;
-	}
-	if (b != at + (int64_t)want - 1 || r->dst_len != want ||
-	    (r->content_length >= 0 && r->content_length != (int64_t)want)) {
-		snprintf(r->errmsg, sizeof(r->errmsg), "short body: %zu of %zu bytes (%.60s)",
-			 r->dst_len, want, r->content_range);
-		return CFS_E_PROTO;
-	}
-	COUNT(c->d, bytes_media, r->dst_len);
-	return 0;
-}
-
-/* A 206 whose Content-Range starts where we asked delivered a true prefix of
- * the segment before it was cut: keep it and ask for the rest. */
-static int resume_range(struct cfs_http_req *r, void *ctx)
-{
-	struct read_ctx *c = ctx;
-	int64_t a, b, t, at = c->off + (int64_t)c->done;
-	if (r->status != 206 || r->dst_len == 0 || r->dst_len >= c->len - c->done ||
-	    cfs_wire_content_range(r->content_range, &a, &b, &t) || a != at ||
-	    (t >= 0 && t != c->size))
-		return 0;
-	COUNT(c->d, bytes_media, r->dst_len);
-	c->done += r->dst_len;
-	r->range_start = c->off + (int64_t)c->done;
-	r->range_len = (int64_t)(c->len - c->done);
-	r->dst_cap = c->len - c->done;
-	return 1;
-}
-
-/* ---- hedged media requests (see drive.h and hedge.h) ---------------------- */
-
-#define RACE_TICK_MS 200 /* longest wait between looks at the transfers */
-
-/* One transfer of a try: its request, and what the estimators know of it. */
-struct leg {
-	struct cfs_http_req *r;
-	int told_first; /* its time to first byte was given to the estimator */
-	int late;       /* it was found late */
-};
-
-static int64_t late_at(struct cfs_drive *d, const struct cfs_http_req *r)
-{
-	pthread_mutex_lock(&d->hedge_lock);
-	int64_t t = cfs_hedge_late_at(&d->hedge, r->t_sent_us, r->t_first_us, r->t_last_us);
-	pthread_mutex_unlock(&d->hedge_lock);
-	return t;
-}
-
-static int hedge_take(struct cfs_drive *d)
-{
-	pthread_mutex_lock(&d->hedge_lock);
-	int ok = cfs_hedge_take(&d->hedge);
-	pthread_mutex_unlock(&d->hedge_lock);
-	return ok;
-}
-
-/* Tells the estimators what l showed: its time to first byte once it has
- * one (or, ended while late without one, how long it waited); when it has
- * ended, the longest pause in its 2xx body, the wait it was closed in
- * included. */
-static void learn(struct cfs_drive *d, struct leg *l, int ended, int64_t now)
-{
-	struct cfs_http_req *r = l->r;
-	int first = !l->told_first && (r->t_first_us || (ended && l->late));
-	int body = ended && r->t_first_us && r->status >= 200 && r->status <= 299;
-	if (!first && !body)
-		return;
-	pthread_mutex_lock(&d->hedge_lock);
-	if (first)
-		cfs_hedge_first_byte(&d->hedge, (r->t_first_us ? r->t_first_us : now) - r->t_sent_us);
-	if (body) {
-		int64_t pause = r->max_pause_us;
-		int64_t since = now - (r->t_last_us ? r->t_last_us : r->t_first_us);
-		cfs_hedge_body_pause(&d->hedge, l->late && since > pause ? since : pause);
-	}
-	pthread_mutex_unlock(&d->hedge_lock);
-	l->told_first |= first;
-}
-
-/* The bytes a request delivered stay delivered when another one goes on. */
-static void absorb(struct read_ctx *c, const struct cfs_http_req *r)
-{
-	COUNT(c->d, bytes_media, r->dst_len);
-	c->done += r->dst_len;
-}
-
-/* Sets h up to ask for what l has not delivered yet. */
-static void hedge_req(struct cfs_http_req *h, const struct cfs_http_req *l)
-{
-	cfs_http_req_cleanup(h);
-	cfs_http_req_init(h);
-	h->url = l->url;
-	h->bearer = l->bearer;
-	h->cancel = l->cancel;
-	h->timeout_ms = l->timeout_ms;
-	h->sink = l->sink;
-	h->sink_arg = l->sink_arg;
-	h->range_start = l->range_start + (int64_t)l->dst_len;
-	h->range_len = l->range_len - (int64_t)l->dst_len;
-	h->dst_cap = (size_t)h->range_len;
-}
-
-/* One try of a media request: r runs, and while it is late (and the budget
- * allows) a hedge races it.  Returns what cfs_http_perform would for the
- * request that ends the try, whose request and response are then in r. */
-static int fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
-{
-	struct read_ctx *c = r->sink_arg;
-	struct cfs_http_multi *m;
-	struct cfs_http_req alt;
-	int rc = cfs_http_multi_new(d->http, &m);
-	if (rc)
-		return rc;
-	cfs_http_req_init(&alt);
-	struct leg lead = { r }, rival = { NULL };
-	int64_t counted = 0; /* the lateness already counted as a stall */
-	rc = cfs_http_multi_add(m, r);
-	int running = !rc;
-	while (running) {
-		int64_t now = cfs_http_now_us(), due = rival.r ? INT64_MAX : late_at(d, lead.r);
-		if (!rival.r && now >= due) {
-			if (due != counted) {
-				counted = due;
-				lead.late = 1;
-				COUNT(d, stalls, 1);
-			}
-			struct cfs_http_req *h = lead.r == r ? &alt : r;
-			if (lead.r->dst_len < (size_t)lead.r->range_len && hedge_take(d)) {
-				hedge_req(h, lead.r);
-				/* urgent: a late request usually has a reader waiting,
-				 * and the hedge budget keeps these few */
-				cfs_pace_take(&d->pace, CFS_PACE_URGENT, NULL);
-				if (cfs_http_multi_add(m, h) == 0) {
-					COUNT(d, requests, 1);
-					COUNT(d, hedges, 1);
-					CFS_INFO("media %s: %s for %lld ms; hedging [%" PRId64 "+%" PRId64 "]",
-						 c->id, lead.r->t_first_us ? "no body bytes" : "no reply",
-						 (long long)(now - (lead.r->t_first_us
-									    ? (lead.r->t_last_us ? lead.r->t_last_us
-												 : lead.r->t_first_us)
-									    : lead.r->t_sent_us)) / 1000,
-						 h->range_start, h->range_len);
-					rival = (struct leg){ h };
-					c->racing = 1;
-					c->won = NULL;
-				}
-			}
-			due = INT64_MAX; /* until the next look */
-		}
-		long wait = RACE_TICK_MS;
-		if (due != INT64_MAX && (due - now) / 1000 + 1 < wait)
-			wait = due > now ? (long)((due - now) / 1000 + 1) : 0;
-		int frc = 0;
-		struct cfs_http_req *done = cfs_http_multi_run(m, wait, &frc);
-		now = cfs_http_now_us();
-		learn(d, &lead, 0, now);
-		if (rival.r)
-			learn(d, &rival, 0, now);
-		if (rival.r && c->won) {
-			/* the race is decided: the first to deliver goes on alone */
-			struct leg *win = c->won == lead.r ? &lead : &rival;
-			struct leg *lose = win == &lead ? &rival : &lead;
-			if (win == &rival) {
-				absorb(c, lead.r);
-				COUNT(d, hedge_wins, 1);
-			}
-			if (lose->r == done)
-				done = NULL; /* it ended refusing bytes: that means nothing now */
-			else
-				cfs_http_multi_drop(m, lose->r);
-			learn(d, lose, 1, now);
-			lead = *win;
-			rival.r = NULL;
-			c->racing = 0;
-			c->won = NULL;
-			counted = 0;
-		}
-		if (!done) {
-			if (__atomic_load_n(&d->cancelled, __ATOMIC_RELAXED)) {
-				rc = CFS_E_NET; /* the transfers stop with it too (xferinfo) */
-				running = 0;
-			}
-			continue;
-		}
-		learn(d, done == lead.r ? &lead : &rival, 1, now);
-		if (rival.r && done == lead.r) {
-			/* the late one ended before either answered: the hedge goes on */
-			absorb(c, lead.r);
-			lead = rival;
-			rival.r = NULL;
-			c->racing = 0;
-			counted = 0;
-			continue;
-		}
-		if (rival.r) {
-			/* the hedge failed before either answered: so does this try */
-			absorb(c, lead.r);
-			cfs_http_multi_drop(m, lead.r);
-			learn(d, &lead, 1, now);
-			lead = rival;
-			rival.r = NULL;
-			c->racing = 0;
-		}
-		rc = frc;
-		running = 0;
-	}
-	cfs_http_multi_free(m); /* drops what still runs (cancelled) */
-	CFS_DEBUG("media %s [%" PRId64 "+%" PRId64 "]: HTTP %ld, first byte after %lld us, "
-		  "longest body pause %lld us", c->id, lead.r->range_start, lead.r->range_len,
-		  lead.r->status,
-		  lead.r->t_first_us ? (long long)(lead.r->t_first_us - lead.r->t_sent_us) : -1LL,
-		  (long long)lead.r->max_pause_us);
-	c->racing = 0;
-	c->won = NULL;
-	if (lead.r != r) {
-		struct cfs_http_req t = *r;
-		*r = alt;
-		alt = t;
-	}
-	cfs_http_req_cleanup(&alt);
-	return rc;
-}
-
-/* One exchange of a try: media requests race a hedge when late. */
-static int perform(struct cfs_drive *d, struct cfs_http_req *r)
-{
-	return r->sink == on_bytes ? fetch_media(d, r) : cfs_http_perform(d->http, r);
-}
-
-int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
-			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got,
-			int prio)
-{
-	*got = 0;
-	if (off < 0)
-		return -EINVAL;
-	if (size <= 0 || off >= size || len == 0)
-		return 0;
-	if ((int64_t)len > size - off)
-		len = (size_t)(size - off);
-	struct cfs_buf url = { 0 }, tail = { 0 };
-	struct cfs_http_req r;
-	cfs_http_req_init(&r);
-	int pinned = rev && *rev && !__atomic_load_n(&d->no_revisions, __ATOMIC_RELAXED);
-	int rc = 0;
-	if (pinned) {
-		rc = cfs_buf_append(&tail, "/revisions/", 11);
-		if (!rc)
-			rc = cfs_wire_urlencode(&tail, rev);
-	}
-	if (!rc)
-		rc = cfs_buf_append(&tail, "?alt=media&supportsAllDrives=true", 33);
-	if (!rc)
-		rc = url_files(d, &url, id, tail.data);
-	if (!rc) {
-		struct read_ctx c = { d, size, off, len, 0, id, sink, arg };
-		char what[200];
-		snprintf(what, sizeof(what), "media %s [%" PRId64 "+%zu]", id, off, len);
-		r.url = url.data;
-		r.range_start = off;
-		r.range_len = (int64_t)len;
-		r.sink = on_bytes;
-		r.sink_arg = &c;
-		r.dst_cap = len;
-		r.timeout_ms = 600000;
-		rc = call_prio(d, &r, what, validate_range, resume_range, &c, prio);
-		if (!rc)
-			*got = c.done + r.dst_len;
-	}
-	cfs_http_req_cleanup(&r);
-	cfs_buf_cleanup(&url);
-	cfs_buf_cleanup(&tail);
-	if (pinned && rc == -ENOENT) {
-		/* the revision is gone: the file changed (or went away) */
-		CFS_INFO("media %s: revision %s is no longer current", id, rev);
-		rc = -ESTALE;
-	} else if (pinned && rc == -EACCES) {
-		/* revisions are for editors on some files: read the current content */
-		CFS_WARN("media %s: Drive refuses reading by revision; reading current content "
-			 "(a change during a read can then only be caught by size)", id);
-		__atomic_store_n(&d->no_revisions, 1, __ATOMIC_RELAXED);
-		rc = cfs_drive_read_sink(d, id, NULL, size, off, len, sink, arg, got, prio);
-	}
-	return rc;
-}
-
 static int validate_export(struct cfs_http_req *r, void *ctx)
 {
 	struct cfs_drive *d = ctx;
@@ -894,7 +512,7 @@ int cfs_drive_export(struct cfs_drive *d, const char *id, const char *mime, size
 	struct cfs_buf url = { 0 };
 	struct cfs_http_req r;
 	cfs_http_req_init(&r);
-	int rc = url_files(d, &url, id, "/export?supportsAllDrives=true&mimeType=");
+	int rc = cfs_drive_url_files(d, &url, id, "/export?supportsAllDrives=true&mimeType=");
 	if (!rc)
 		rc = cfs_wire_urlencode(&url, mime);
 	if (!rc) {
