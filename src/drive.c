@@ -56,7 +56,8 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst, cfs_drive_now_ms() * 1000);
+	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst,
+		      cfs_drive_now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
 	pthread_mutex_init(&d->hedge_lock, NULL);
 	cfs_hedge_init(&d->hedge, o->hedge_percent == 0  ? CFS_HEDGE_PERCENT
