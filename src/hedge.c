@@ -36,7 +36,7 @@ static int64_t window_limit(struct cfs_hedge_window *w)
 {
 	int64_t p = window_p95(w);
 	if (p < 0)
-		return INT64_MAX;
+		return CFS_HEDGE_WARMUP_US;
 	return p * CFS_HEDGE_K > CFS_HEDGE_FLOOR_US ? p * CFS_HEDGE_K : CFS_HEDGE_FLOOR_US;
 }
 
@@ -58,8 +58,8 @@ void cfs_hedge_init(struct cfs_hedge *h, int percent)
 {
 	window_init(&h->ttfb);
 	window_init(&h->pause);
-	h->credit = 0;
 	h->earn = percent > 0 ? percent / 100.0 : 0;
+	h->credit = h->earn > 0 ? 1 : 0; /* one hedge for the warm-up */
 }
 
 void cfs_hedge_first_byte(struct cfs_hedge *h, int64_t waited_us)

@@ -16,8 +16,10 @@
  * or, once its reply has begun, for the next body bytes longer than
  *     max(CFS_HEDGE_FLOOR_US, CFS_HEDGE_K x p95 of the body pauses),
  * i.e. max(250 ms, 3 x p95) for both.  An estimator with fewer than
- * CFS_HEDGE_MIN_SAMPLES samples has no opinion: nothing is late by it
- * (warm-up).  A sample above the current limit counts as the limit, so
+ * CFS_HEDGE_MIN_SAMPLES samples knows nothing yet (warm-up): a request is
+ * late by it only after CFS_HEDGE_WARMUP_US (5 s, ten times Drive's
+ * slowest usual first byte), so a stall in a mount's first requests costs
+ * 5 s, not the HTTP layer's 30 s stall timeout.  A sample above the current limit counts as the limit, so
  * stalls cannot inflate the estimate (fewer than one request in twenty
  * moves nothing) while a lasting shift upward raises the limit K-fold each
  * time a twentieth of the window is renewed; a shift down is followed as the
@@ -25,8 +27,9 @@
  * percentile of recent latencies, p99 with a 1.5 s floor; a hedge keeps the
  * first request alive, so a tighter limit costs less when it is wrong.)
  *
- * Budget: a credit bucket.  Every first byte observed earns percent/100 of a
- * credit, up to CFS_HEDGE_BURST credits, and a hedge costs one; so hedges
+ * Budget: a credit bucket.  It starts with one credit (for the warm-up);
+ * every first byte observed earns percent/100 of a credit, up to
+ * CFS_HEDGE_BURST credits, and a hedge costs one; so hedges
  * are at most percent % of requests in the long run (plus one burst), and a
  * service that turns slow everywhere gets no more than that share of extra
  * requests.  A late request that finds no credit keeps waiting (the HTTP
@@ -40,7 +43,8 @@
 #include <stdint.h>
 
 #define CFS_HEDGE_WINDOW 256       /* samples kept per estimator */
-#define CFS_HEDGE_MIN_SAMPLES 20   /* before this many, no opinion (and no credit) */
+#define CFS_HEDGE_MIN_SAMPLES 20   /* before this many, the warm-up limit */
+#define CFS_HEDGE_WARMUP_US 5000000 /* late during the warm-up */
 #define CFS_HEDGE_K 3              /* late = K x p95 ... */
 #define CFS_HEDGE_FLOOR_US 250000  /* ... but never under 250 ms */
 #define CFS_HEDGE_BURST 10         /* most credits held */

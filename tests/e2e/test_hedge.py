@@ -11,12 +11,14 @@ emulator.
    before either answered (the try fails, the late one is closed, the retry
    asks for the bytes not yet delivered);
 4. a healthy emulator: a few hundred reads by several threads cause almost
-   no hedges (HEALTHY_MAX_HEDGES).
+   no hedges (HEALTHY_MAX_HEDGES);
+5. the warm-up: on a fresh mount the very first download stalls; before
+   anything is learnt a download is late after CFS_HEDGE_WARMUP_US (5 s), and
+   the budget starts with one hedge, so the read ends in about 5 s, not 20.
 
-colabfs learns its latencies from the requests it sees and hedges nothing
-before CFS_HEDGE_MIN_SAMPLES (20) of them, nor without budget (5% of the
-requests, earned as they are answered), so each mount first reads WARM_FILES
-small files.
+colabfs learns its latencies from the requests it sees (CFS_HEDGE_MIN_SAMPLES,
+20, of them) and hedges within a budget (5% of the requests, earned as they
+are answered), so tests 1-3 first read WARM_FILES small files.
 """
 
 import pytest
@@ -162,6 +164,21 @@ def test_late_request_answering_first_or_hedge_failing(mount_factory, emu, htree
     with capsys.disabled():
         print("\n[hedge] late request answering first: %.2fs %r; hedge failing: %.2fs %r"
               % (el1, d1, el2, d2))
+
+
+@pytest.mark.deadline(120)
+def test_stall_in_the_warm_up_is_hedged_after_5s(mount_factory, emu, htree, capsys):
+    tree = htree
+    m = mount_factory.new(emu, name="hedge-warmup")
+    st0 = X.cstats(m)
+    elapsed, st, media = stalled_read(m, tree, emu, "big/middle.bin",
+                                      "stall_ms=%d" % (STALL_S * 1000))
+    with capsys.disabled():
+        print("\n[hedge] first download of a mount stalled %ds: read in %.2fs; hedges %d"
+              % (STALL_S, elapsed, st["hedges_total"] - st0["hedges_total"]))
+    assert 4.5 < elapsed < 12, "the warm-up stall was not hedged at 5 s: %.1fs%s" \
+        % (elapsed, m.log_tail(20))
+    assert st["hedges_total"] - st0["hedges_total"] == 1 and st["hedge_wins_total"] == 1, st
 
 
 @pytest.mark.deadline(180)

@@ -46,22 +46,23 @@ static void test_warm_up(void)
 {
 	struct cfs_hedge h;
 	cfs_hedge_init(&h, 5);
-	/* nothing is late before enough samples, however long it waits */
-	CHECK_EQ(cfs_hedge_late_at(&h, 1000, 0, 0), INT64_MAX);
+	/* before enough samples, only a wait past the warm-up limit is late */
+	CHECK_EQ(cfs_hedge_late_at(&h, 1000, 0, 0), 1000 + CFS_HEDGE_WARMUP_US);
 	CHECK_EQ(cfs_hedge_ttfb_p95(&h), -1);
 	for (int i = 0; i < CFS_HEDGE_MIN_SAMPLES - 1; i++) {
-		int hedged; /* one of them stalls 20 s: not late either */
-		CHECK_EQ(request(&h, i * 100 * MS, i == 5 ? 20000 * MS : 20 * MS, 0, &hedged), 0);
-		CHECK_EQ(hedged, 0);
+		int hedged; /* one of them stalls 20 s: late at 5 s, and hedged */
+		CHECK_EQ(request(&h, i * 100 * MS, i == 5 ? 20000 * MS : 20 * MS, 0, &hedged),
+			 i == 5);
+		CHECK_EQ(hedged, i == 5); /* the warm-up's one credit */
 	}
-	CHECK_EQ(cfs_hedge_late_at(&h, 0, 0, 0), INT64_MAX);
-	CHECK_EQ(cfs_hedge_ttfb_limit(&h), INT64_MAX);
+	CHECK_EQ(cfs_hedge_late_at(&h, 0, 0, 0), CFS_HEDGE_WARMUP_US);
+	CHECK_EQ(cfs_hedge_ttfb_limit(&h), CFS_HEDGE_WARMUP_US);
 	cfs_hedge_first_byte(&h, 20 * MS);
-	CHECK_EQ(cfs_hedge_ttfb_p95(&h), 20 * MS); /* the 19th of 20: the stall is the 20th */
+	CHECK_EQ(cfs_hedge_ttfb_p95(&h), 20 * MS); /* the 19th of 20: a stall is the 20th */
 	CHECK_EQ(cfs_hedge_ttfb_limit(&h), CFS_HEDGE_FLOOR_US); /* 3 x 20 ms < the floor */
 	CHECK_EQ(cfs_hedge_late_at(&h, 5000, 0, 0), 5000 + CFS_HEDGE_FLOOR_US);
 	/* the pause estimator warms up on its own */
-	CHECK_EQ(cfs_hedge_late_at(&h, 5000, 6000, 7000), INT64_MAX);
+	CHECK_EQ(cfs_hedge_late_at(&h, 5000, 6000, 7000), 7000 + CFS_HEDGE_WARMUP_US);
 }
 
 /* A steady trace: 2,000 requests at 20 ms +- 5 ms, pauses up to 8 ms,
