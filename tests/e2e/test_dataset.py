@@ -363,6 +363,7 @@ def test_crash_during_scan(class_tree, emulator_factory, mount_factory, capsys):
             st = X.cstats(m)
             return st if st["dataset_scans_running"] == 1 or not th.is_alive() else None
         at_kill = H.wait_until(scanning, 60, what="a running scan")
+        assert "err" not in result, "a reader failed before the kill: %r" % result.get("err")
         assert th.is_alive() and at_kill["dataset_scans_running"] == 1, \
             "the readers finished before a scan was seen: %s" % at_kill
         old = H.serve_pid(sup)
