@@ -155,7 +155,7 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint6
 		return rc;
 	}
 	if (!f->data)
-		f->scanned = cfs_vfs_scan_open(v, ino, pid); /* dataset read-ahead (vfs_scan.c) */
+		cfs_vfs_scan_open(v, ino, pid, &f->scan); /* dataset read-ahead (vfs_scan.c) */
 	*fh = f->h.fh;
 	return 0;
 }
@@ -346,8 +346,8 @@ void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check)
 			check_whole_file(v, f);
 		cfs_store_release(v->store, f->b.key);
 	}
-	if (f->scanned)
-		cfs_vfs_scan_close(v, f->ino);
+	if (f->scan.nanc)
+		cfs_vfs_scan_close(v, &f->scan);
 	cfs_reader_stream_free(f->stream);
 	free(f->data);
 	free(f);

@@ -31,6 +31,12 @@
 
 struct scan_run;
 
+/* The folders an open file was counted in by the detector (vfs_scan.c). */
+struct cfs_vfs_scan_ref {
+	uint64_t anc[CFS_SCAN_DEPTH];
+	int nanc;
+};
+
 /* Dataset read-ahead (vfs_scan.c): the detector, the running scans and the
  * scanner thread; everything under lock. */
 struct cfs_vfs_scanner {
@@ -106,7 +112,7 @@ struct cfs_vfs_file {
 	struct blob_ref b; /* what to read (size: the export's, for exports) */
 	char *data; /* whole export, or NULL for blobs */
 	int held;   /* cfs_store_hold taken on key */
-	int scanned; /* told to the dataset read-ahead at open (cfs_vfs_scan_close at free) */
+	struct cfs_vfs_scan_ref scan; /* what the dataset read-ahead was told at open */
 	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
 };
 
@@ -154,10 +160,12 @@ void cfs_vfs_dir_free(struct cfs_vfs_dir *d);
  * and the hook every open of a regular file calls (lock not held). */
 void cfs_vfs_scan_init(struct cfs_vfs *v, int disabled, int whole_drive);
 void cfs_vfs_scan_cleanup(struct cfs_vfs *v);
-/* Returns 1 when the open was told to the detector: then cfs_vfs_scan_close
- * must follow when the file is closed. */
-int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid);
-void cfs_vfs_scan_close(struct cfs_vfs *v, uint64_t ino);
+/* Fills *ref with the folders the open was counted in (nanc 0: none); the
+ * close gives them back, so it undoes exactly what the open did without
+ * walking the parents again. */
+void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid,
+		       struct cfs_vfs_scan_ref *ref);
+void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref);
 
 /* vfs_file.c */
 void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);

@@ -18,6 +18,7 @@
 #include "vfs_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 #include "store.h"
@@ -51,11 +52,6 @@ static void run_free(struct scan_run *r)
 	free(r->by_ino);
 	free(r->state);
 	free(r);
-}
-
-static int64_t mono_ms(void)
-{
-	return cfs_vfs_now_ms();
 }
 
 /* ---- building a run (table lock held) ------------------------------------ */
@@ -224,7 +220,7 @@ static void *scanner(void *arg)
 	pthread_mutex_lock(&s->lock);
 	while (!s->stop) {
 		uint64_t root;
-		while ((root = cfs_scan_expire(&s->det, mono_ms()))) {
+		while ((root = cfs_scan_expire(&s->det, cfs_vfs_now_ms()))) {
 			for (int k = 0; k < CFS_SCAN_TREES; k++)
 				if (s->runs[k] && s->runs[k]->root == root)
 					run_end(s, k, "readers stopped");
@@ -306,7 +302,7 @@ static void queue_order(struct cfs_vfs *v, uint64_t dir, size_t from, size_t to)
  * folders above it (none when its folder's listing is not in memory). */
 static void event_of(struct cfs_vfs *v, uint64_t ino, struct cfs_scan_event *ev)
 {
-	struct cfs_scan_event e = { .file = ino, .now_ms = mono_ms() };
+	struct cfs_scan_event e = { .file = ino, .now_ms = cfs_vfs_now_ms() };
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	struct cfs_node *p = n ? cfs_inode_get(v->tab, n->parent) : NULL;
@@ -325,16 +321,20 @@ static void event_of(struct cfs_vfs *v, uint64_t ino, struct cfs_scan_event *ev)
 	*ev = e;
 }
 
-int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid)
+void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid,
+		       struct cfs_vfs_scan_ref *ref)
 {
 	struct cfs_vfs_scanner *s = &v->scan;
 	struct cfs_scan_event e;
+	ref->nanc = 0;
 	if (s->disabled)
-		return 0;
+		return;
 	event_of(v, ino, &e);
 	e.pid = pid;
 	if (!e.nanc)
-		return 0;
+		return;
+	memcpy(ref->anc, e.anc, sizeof(ref->anc));
+	ref->nanc = e.nanc;
 	struct cfs_scan_advice a;
 	pthread_mutex_lock(&s->lock);
 	cfs_scan_open(&s->det, &e, &a);
@@ -368,15 +368,12 @@ int cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid)
 	pthread_mutex_unlock(&s->lock);
 	if (a.ahead_to > a.ahead_from)
 		queue_order(v, e.anc[0], a.ahead_from, a.ahead_to);
-	return 1;
 }
 
-void cfs_vfs_scan_close(struct cfs_vfs *v, uint64_t ino)
+void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref)
 {
-	struct cfs_scan_event e;
-	event_of(v, ino, &e);
 	pthread_mutex_lock(&v->scan.lock);
-	cfs_scan_close(&v->scan.det, e.anc, e.nanc);
+	cfs_scan_close(&v->scan.det, ref->anc, ref->nanc);
 	pthread_mutex_unlock(&v->scan.lock);
 }
 

@@ -25,7 +25,6 @@ Timings are printed, not asserted, except for the miss in 2, whose bound
 behind the scan would cost (about 4 s).
 """
 
-import json
 import multiprocessing
 import os
 import random
@@ -91,12 +90,8 @@ def make_emu(emulator_factory, t, name, ttfb_ms, rate, burst=None):
                             extra=extra)
 
 
-def emu_stats(emu):
-    return emu.stats()
-
-
 def media_count(emu):
-    return emu_stats(emu)["by_kind"].get("media", 0)
+    return emu.stats()["by_kind"].get("media", 0)
 
 
 def listed_files(m, rel):
@@ -143,6 +138,20 @@ def read_by_processes(m, rels, workers, timeout):
     return got
 
 
+def shuffled_epoch(m, t, seed, timeout):
+    """The class tree read shuffled by two processes, every byte compared;
+    returns the seconds it took."""
+    rels = listed_files(m, "imgs")
+    assert len(rels) == CLASSES * PER_CLASS
+    random.Random(seed).shuffle(rels)
+    t0 = time.monotonic()
+    got = read_by_processes(m, rels, 2, timeout=timeout)
+    took = time.monotonic() - t0
+    for rel in rels:
+        X.check(got[rel], t.data[rel], rel)
+    return took, rels
+
+
 def settled(m):
     """Nothing queued or downloading (read-ahead included)."""
     st = X.cstats(m)
@@ -159,15 +168,8 @@ def test_shuffled_two_workers_class_tree(class_tree, emulator_factory, mount_fac
     t = class_tree
     emu = make_emu(emulator_factory, t, "emu-ds1", ttfb_ms=100, rate=200)
     m = mount_factory.new(emu, name="ds1")
-    rels = listed_files(m, "imgs")
-    assert len(rels) == CLASSES * PER_CLASS
-    random.Random(SEED).shuffle(rels)
-    t0 = time.monotonic()
-    got = read_by_processes(m, rels, 2, timeout=180)
-    took = time.monotonic() - t0
-    for rel in rels:
-        X.check(got[rel], t.data[rel], rel)
-    st, es = X.cstats(m), emu_stats(emu)
+    took, rels = shuffled_epoch(m, t, SEED, 180)
+    st, es = X.cstats(m), emu.stats()
     media = es["by_kind"].get("media", 0)
     report(capsys, "shuffled 2-worker epoch of %d files: %.2f s (quota bound %.2f s, latency "
            "bound %.2f s); scans %d, fetched ahead %d files, %d media requests; emulator: %d "
@@ -317,14 +319,8 @@ def test_quota_backoff(class_tree, emulator_factory, mount_factory, capsys):
     t = class_tree
     emu = make_emu(emulator_factory, t, "emu-ds5", ttfb_ms=20, rate=40, burst=40)
     m = mount_factory.new(emu, name="ds5")  # --api-rate 200: five times the quota
-    rels = listed_files(m, "imgs")
-    random.Random(SEED + 5).shuffle(rels)
-    t0 = time.monotonic()
-    got = read_by_processes(m, rels, 2, timeout=200)
-    took = time.monotonic() - t0
-    for rel in rels:
-        X.check(got[rel], t.data[rel], rel)
-    st, es = X.cstats(m), emu_stats(emu)
+    took, rels = shuffled_epoch(m, t, SEED + 5, 200)
+    st, es = X.cstats(m), emu.stats()
     requests = es["requests"]
     report(capsys, "quota 40/s, --api-rate 200: %d files in %.1f s (bound %.1f s); %d "
            "requests, %d refused; pacer rate now %d/s, %d decreases, %d refusals seen"
