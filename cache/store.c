@@ -148,6 +148,12 @@ static int evict_lru(struct cfs_store *s, uint64_t need, uint64_t *freed, uint64
 	return rc;
 }
 
+/* mu held: the budget puts must stay under now. */
+static uint64_t store_cap(const struct cfs_store *s)
+{
+	return s->limit && s->limit < s->budget ? s->limit : s->budget;
+}
+
 /* Reserves a free slot of class cls within the budget, evicting LRU blocks
  * first if needed.  -ENOSPC when the budget cannot be met. */
 static int reserve(struct cfs_store *s, int cls, uint64_t *slot)
@@ -159,14 +165,15 @@ static int reserve(struct cfs_store *s, int cls, uint64_t *slot)
 	pthread_mutex_lock(&s->wmu);
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
-		if (s->used + a->size <= s->budget) {
+		uint64_t cap = store_cap(s);
+		if (s->used + a->size <= cap) {
 			rc = cfs_arena_alloc(a, slot);
 			if (rc == 0)
 				s->used += a->size;
 			pthread_mutex_unlock(&s->mu);
 			break;
 		}
-		size_t n = take_lru(s, s->used + a->size - s->budget, v, EVICT_BATCH);
+		size_t n = take_lru(s, s->used + a->size - cap, v, EVICT_BATCH);
 		pthread_mutex_unlock(&s->mu);
 		if (!n) {
 			rc = -ENOSPC;
@@ -510,6 +517,7 @@ void cfs_store_stats(struct cfs_store *s, struct cfs_store_stats *out)
 	*out = s->st;
 	out->used_bytes = s->used;
 	out->budget = s->budget;
+	out->effective = store_cap(s);
 	out->blocks = s->tab.ecount;
 	out->keys = s->tab.klive;
 	out->arena_bytes = 0;
@@ -526,6 +534,24 @@ uint32_t cfs_store_block_size(const struct cfs_store *s)
 uint64_t cfs_store_budget(const struct cfs_store *s)
 {
 	return s->budget;
+}
+
+int cfs_store_set_budget(struct cfs_store *s, uint64_t budget, uint64_t *freed_bytes)
+{
+	if (!s || budget < (16u << 20))
+		return -EINVAL;
+	pthread_mutex_lock(&s->mu);
+	s->budget = budget;
+	uint64_t cap = store_cap(s);
+	pthread_mutex_unlock(&s->mu);
+	return cfs_store_evict_to(s, cap, freed_bytes, NULL);
+}
+
+void cfs_store_set_limit(struct cfs_store *s, uint64_t limit)
+{
+	pthread_mutex_lock(&s->mu);
+	s->limit = limit;
+	pthread_mutex_unlock(&s->mu);
 }
 
 /* --- namespace rows -------------------------------------------------------- */

@@ -81,6 +81,14 @@ int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out);
 void cfs_store_close(struct cfs_store *s); /* NULL-safe; no call may be running */
 uint32_t cfs_store_block_size(const struct cfs_store *s);
 uint64_t cfs_store_budget(const struct cfs_store *s);
+/* Replaces the budget (>= 16 MiB, else -EINVAL), evicting least recently
+ * used blocks down to it (and to the limit below) as evict_to does; freed_bytes
+ * (may be NULL) gets the slot bytes freed. */
+int cfs_store_set_budget(struct cfs_store *s, uint64_t budget, uint64_t *freed_bytes);
+/* An effective budget below the budget while memory is short (memwatch.h):
+ * puts keep used bytes under min(budget, limit); 0 lifts it.  Evicts
+ * nothing by itself (cfs_store_evict_to does). */
+void cfs_store_set_limit(struct cfs_store *s, uint64_t limit);
 
 /* key: a file's content identity, a NUL-terminated string <= 200 bytes such
  * as "1AbC...@r:rev7" (Drive id, '@', revision).
@@ -122,6 +130,7 @@ void cfs_store_release(struct cfs_store *s, const char *key);
 struct cfs_store_stats {
 	uint64_t used_bytes;     /* slot bytes in use (class sizes), <= budget */
 	uint64_t budget;
+	uint64_t effective;      /* min(budget, limit): what puts keep used under now */
 	uint64_t blocks, keys;   /* blocks cached, keys with at least one */
 	uint64_t hits, misses, puts;
 	uint64_t evictions, evicted_bytes; /* blocks and slot bytes evicted */

@@ -24,6 +24,7 @@ struct cfs_store {
 	struct cfs_table tab;
 	uint32_t block_size;
 	uint64_t budget;
+	uint64_t limit;       /* effective budget (<= budget) while memory is short; 0: none */
 	int verify_always;
 	uint64_t used;        /* class bytes of slots in use: live, reserved, dying, leaked */
 	uint64_t epoch, seq;

@@ -77,6 +77,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	struct cfs_vfs_notify n = { notify_inode, notify_entry, fs };
 	if (fs->se && cfs_vfs_start_polling(fs->vfs, fs->poll_interval, &n))
 		CFS_WARN("cannot start polling Drive for changes");
+	if (fs->se && cfs_vfs_start_memwatch(fs->vfs))
+		CFS_WARN("cannot start the memory watcher");
 	if (conn->capable & FUSE_CAP_ASYNC_READ)
 		conn->want |= FUSE_CAP_ASYNC_READ;
 	conn->max_read = CFS_MAX_READ; /* must match the max_read mount option */

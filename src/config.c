@@ -45,7 +45,11 @@ static const struct opt opts[] = {
 	{ "cache-dir", 0, T_STR, O(cache_dir), "DIR",
 	  "cache folder, mode 0700 (default: one per mountpoint under /dev/shm/colabfs-UID)" },
 	{ "cache-size", 0, T_SIZE, O(cache_size), "SIZE",
-	  "cache budget, e.g. 20G (default: half the cache folder's free space)" },
+	  "cache budget, e.g. 20G (default: half the cache folder's free space; in RAM (tmpfs) "
+	  "also at most 25% of RAM and what leaves --min-free-memory free)" },
+	{ "min-free-memory", 0, T_SIZE, O(min_free_memory), "SIZE",
+	  "a cache in RAM yields when free memory falls below this: read-ahead stops, blocks "
+	  "are evicted (default: 10% of RAM, at least 1G; 0: never)" },
 	{ "block-size", 0, T_SIZE, O(block_size), "SIZE",
 	  "cache block size, a power of two from 64K to 64M (default 1M)" },
 	{ "verify-always", 0, T_FLAG, O(verify_always), NULL,
@@ -326,6 +330,7 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->hedge_budget = CFS_HEDGE_PERCENT;
 	c->poll_interval_s = 60;
 	c->crash_loop_limit = 3;
+	c->min_free_memory = CFS_CONFIG_AUTO;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
 	if (!rc)
 		rc = set_str(&c->recovery, "auto");

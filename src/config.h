@@ -35,6 +35,7 @@ struct cfs_config {
 	long max_connections;
 	unsigned long long max_request;
 	unsigned long long prefetch_memory;
+	unsigned long long min_free_memory; /* CFS_CONFIG_AUTO: memory.h's floor; 0: no watcher */
 	long api_rate;
 	long api_burst;
 	long no_dataset_readahead;
@@ -47,6 +48,8 @@ struct cfs_config {
 	long shared_with_me;  /* --shared-with-me */
 	char *scope;          /* OAuth scope, always a full URL after parsing */
 };
+
+#define CFS_CONFIG_AUTO (~0ull) /* a size option left to its automatic value */
 
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0
  * or CFS_E_CONFIG / -ENOMEM with the reason in why. */

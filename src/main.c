@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "fhtab.h"
 #include "http.h"
 #include "log.h"
+#include "memory.h"
 #include "names.h"
 #include "nsdb.h"
 #include "session.h"
@@ -127,6 +129,57 @@ struct mount {
 	char why[512];
 };
 
+/* COLABFS_TEST_MEMWATCH_HOLD_MS (a test hook, with COLABFS_MEMINFO and
+ * COLABFS_PSI in memory.h): how long memory pressure must be gone before the
+ * watcher gives read-ahead and the budget back; 0: the default. */
+static int64_t test_hold_ms(void)
+{
+	const char *p = getenv("COLABFS_TEST_MEMWATCH_HOLD_MS");
+	char *end;
+	long long v = p ? strtoll(p, &end, 10) : 0;
+	return p && *p && !*end && v > 0 && v < 86400000 ? (int64_t)v : 0;
+}
+
+/* The cache's budget against this machine's memory (memory.h): for a cache
+ * folder in RAM, the automatic budget also respects RAM and an explicit one
+ * above that is warned about; *floor gets the free memory the watcher keeps
+ * (0: no watcher: a folder on disk, or --min-free-memory=0). */
+static void ram_budget(struct mount *m, uint64_t *floor)
+{
+	struct cfs_config *c = m->c;
+	struct cfs_mem_budget_in in = { .explicit_size = c->cache_size };
+	struct cfs_store_stats st;
+	struct statvfs fs;
+	*floor = 0;
+	in.in_ram = cfs_mem_dir_in_ram(c->cache_dir) == 1;
+	if (!in.in_ram || cfs_mem_sample(&in.mem) != 0 || statvfs(c->cache_dir, &fs) != 0)
+		return; /* the store's own rule stands */
+	cfs_store_stats(m->store, &st);
+	in.fs_free = (uint64_t)fs.f_bavail * fs.f_frsize;
+	in.own = st.used_bytes;
+	in.floor = c->min_free_memory == CFS_CONFIG_AUTO ? cfs_mem_floor(in.mem.total)
+							 : c->min_free_memory;
+	struct cfs_mem_budget b;
+	cfs_mem_auto_budget(&in, &b);
+	uint64_t freed = 0;
+	if (b.budget != st.budget && cfs_store_set_budget(m->store, b.budget, &freed) != 0)
+		CFS_WARN("cache: cannot set the budget to %llu MiB",
+			 (unsigned long long)(b.budget >> 20));
+	if (b.warn)
+		CFS_WARN("cache: %s: the cache folder %s is in RAM (tmpfs) of %llu MiB; a cache "
+			 "that large can cost the training job its memory: consider --cache-dir on "
+			 "disk for datasets larger than memory",
+			 b.why, c->cache_dir, (unsigned long long)(in.mem.total >> 20));
+	else
+		CFS_INFO("cache: %s%s", b.why,
+			 b.budget == b.ram_max ? "; for datasets larger than that, use --cache-dir "
+						 "on disk" : "");
+	if (freed)
+		CFS_INFO("cache: %llu MiB evicted to fit the budget",
+			 (unsigned long long)(freed >> 20));
+	*floor = in.floor;
+}
+
 /* Opens the cache and the file system core.  Called before daemonizing to
  * catch every error on the terminal, and again in the daemon: LMDB cannot
  * cross a fork. */
@@ -154,6 +207,8 @@ static int open_core(struct mount *m)
 				      : cfs_strerror(rc));
 		return rc;
 	}
+	ram_budget(m, &vo.mem_floor);
+	vo.mem_hold_ms = test_hold_ms();
 	uint64_t stale = 0;
 	if (m->fresh && cfs_nsdb_fh_clear(m->store, &stale) == 0 && stale)
 		CFS_INFO("dropped %llu file handle rows of an earlier mount",

@@ -106,6 +106,7 @@ struct cfs_reader {
 	struct flight *flights[BUCKETS];
 	struct queue urgent, bg, scanq;
 	int running_bg, stop;
+	int ra_paused;        /* memory pressure: no read-ahead of any kind */
 	int running_scan, scan_workers;
 	int idle;             /* workers waiting for work */
 	struct job *running;  /* jobs being downloaded (rnext) */
@@ -728,6 +729,8 @@ static uint64_t prefetch_range(struct cfs_reader *r, const struct cfs_reader_fil
 	if (to >= total)
 		to = total ? total - 1 : 0;
 	uint64_t b = from;
+	if (r->ra_paused)
+		return b;
 	while (total && b <= to) {
 		if ((cls == CLS_SCAN ? r->scanq.len >= SCAN_QUEUE
 				     : r->st.queued_bytes >= r->prefetch_budget) ||
@@ -897,7 +900,7 @@ int cfs_reader_prefetch(struct cfs_reader *r, const struct cfs_reader_file *f)
 	if (strlen(f->key) >= KEY_MAX || f->size <= 0)
 		return 0;
 	pthread_mutex_lock(&r->lock);
-	int busy = r->st.queued_bytes >= r->prefetch_budget;
+	int busy = r->st.queued_bytes >= r->prefetch_budget || r->ra_paused;
 	if (!busy)
 		prefetch_range(r, f, 0, nblocks(r, f->size) - 1, r->max_blocks, CLS_BG);
 	pthread_mutex_unlock(&r->lock);
@@ -912,7 +915,7 @@ int cfs_reader_scan(struct cfs_reader *r, const struct cfs_reader_file *f)
 	pthread_mutex_lock(&r->lock);
 	uint64_t requests = r->st.requests, last = nblocks(r, f->size) - 1;
 	int rc = 0;
-	if (r->scanq.len >= SCAN_QUEUE)
+	if (r->scanq.len >= SCAN_QUEUE || r->ra_paused)
 		rc = -EBUSY;
 	else if (prefetch_range(r, f, 0, last, r->max_blocks, CLS_SCAN) <= last)
 		rc = r->scanq.len >= SCAN_QUEUE ? -EBUSY : 0; /* full now, or no memory */
@@ -934,6 +937,18 @@ void cfs_reader_scan_cancel(struct cfs_reader *r)
 		free(j);
 	}
 	pthread_mutex_unlock(&r->lock);
+}
+
+void cfs_reader_pause_readahead(struct cfs_reader *r, int on)
+{
+	pthread_mutex_lock(&r->lock);
+	int was = r->ra_paused;
+	r->ra_paused = on ? 1 : 0;
+	if (on && !was)
+		r->st.ra_pauses++;
+	pthread_mutex_unlock(&r->lock);
+	if (on && !was)
+		cfs_reader_scan_cancel(r);
 }
 
 int cfs_reader_warm(struct cfs_reader *r, const struct cfs_reader_file *f, int64_t off,

@@ -89,6 +89,7 @@ struct cfs_reader_stats {
 	uint64_t queued_bytes;                 /* prefetch bytes queued or running now */
 	uint64_t scan_jobs;                    /* range requests queued for dataset scans */
 	uint64_t scan_queued;                  /* of those, queued or running now */
+	uint64_t ra_pauses;                    /* times read-ahead was paused */
 };
 
 int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_reader_opts *o,
@@ -118,6 +119,12 @@ int cfs_reader_prefetch(struct cfs_reader *r, const struct cfs_reader_file *f);
 int cfs_reader_scan(struct cfs_reader *r, const struct cfs_reader_file *f);
 /* Drops the dataset scan jobs not started yet. */
 void cfs_reader_scan_cancel(struct cfs_reader *r);
+/* on: no read-ahead of any kind (sequential window, folder prefetch, dataset
+ * scan: cfs_reader_prefetch and cfs_reader_scan answer -EBUSY) and the scan
+ * jobs not started yet are dropped; readers' misses and warm go on.  Queued
+ * sequential read-ahead (at most prefetch_budget) still runs.  off: as
+ * before.  For memory pressure (memwatch.h). */
+void cfs_reader_pause_readahead(struct cfs_reader *r, int on);
 
 /* Makes [off, off+len) of f cached, with full parallelism, and waits.
  * Returns 0 or the first download error; *fetched gets the bytes downloaded. */

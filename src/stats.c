@@ -36,7 +36,9 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		cfs_reader_stats(s->reader, &r);
 	uint64_t checked = 0, mismatched = 0, polls = 0, changes = 0;
 	struct cfs_vfs_scan_stats sc = { 0 };
+	struct cfs_vfs_mem_stats mem = { 0 };
 	if (s->vfs) {
+		cfs_vfs_mem_stats(s->vfs, &mem);
 		cfs_vfs_counters(s->vfs, &checked, &mismatched);
 		cfs_vfs_poll_stats(s->vfs, &polls, &changes);
 		cfs_vfs_scan_stats(s->vfs, &sc);
@@ -69,6 +71,17 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "bytes_from_drive_total", r.bytes_drive },
 		{ "cache_used_bytes", c.used_bytes },
 		{ "cache_budget_bytes", c.budget },
+		{ "cache_effective_budget_bytes", c.effective },
+		{ "memory_watch", mem.watching },
+		{ "memory_floor_bytes", mem.floor },
+		{ "memory_available_bytes", mem.avail },
+		{ "memory_pressure", mem.pressure },
+		{ "memory_pressure_ms_total", mem.under_ms },
+		{ "memory_pressure_episodes_total", mem.episodes },
+		{ "memory_pressure_evicted_bytes_total", mem.evicted_bytes },
+		{ "memory_pressure_evicted_blocks_total", mem.evicted_blocks },
+		{ "readahead_paused", mem.readahead_paused },
+		{ "readahead_pauses_total", r.ra_pauses },
 		{ "cache_blocks", c.blocks },
 		{ "cache_files", c.keys },
 		{ "cache_evictions_total", c.evictions },
@@ -146,7 +159,7 @@ struct kv {
 };
 
 struct kvs {
-	struct kv e[96];
+	struct kv e[160];
 	size_t n;
 };
 

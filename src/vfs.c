@@ -62,6 +62,8 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	v->drive = d;
 	v->store = store;
 	v->dir_ttl_ms = (o->dir_ttl_s > 0 ? o->dir_ttl_s : 300) * 1000L;
+	v->mem_floor = o->mem_floor;
+	v->mem_hold_ms = o->mem_hold_ms;
 	v->exports = o->exports;
 	pthread_mutex_init(&v->poll_lock, NULL);
 	pthread_cond_init(&v->poll_cond, NULL);
@@ -129,6 +131,7 @@ void cfs_vfs_free(struct cfs_vfs *v)
 	}
 	pthread_mutex_destroy(&v->poll_lock);
 	pthread_cond_destroy(&v->poll_cond);
+	cfs_vfs_memwatch_stop(v);
 	cfs_handles_free(v->handles, cfs_vfs_drop_handle, v); /* open at unmount: never released */
 	if (v->scan_ready) /* after the handles: freeing one tells the scan */
 		cfs_vfs_scan_cleanup(v);

@@ -47,6 +47,12 @@ struct cfs_vfs_opts {
 	 * the cache index. */
 	struct cfs_fhtab *fhtab;
 	int no_fh_rows;
+	/* Memory-pressure watcher (memwatch.h), for a cache folder in RAM:
+	 * mem_floor bytes of free memory to keep (0: no watcher); mem_hold_ms:
+	 * how long pressure must be gone before read-ahead and the budget come
+	 * back (0: the default). */
+	uint64_t mem_floor;
+	int64_t mem_hold_ms;
 };
 
 struct cfs_vfs_attr {
@@ -99,6 +105,21 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 void cfs_vfs_release(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
+
+/* Starts the memory-pressure watcher (vfs_mem.c) when cfs_vfs_opts asked for
+ * one: a thread that samples memory every CFS_MEMWATCH_TICK_MS, pauses the
+ * read-ahead and shrinks the cache as memwatch.h says.  Serving processes
+ * only (like polling); stopped by cfs_vfs_free.  0 or -EAGAIN. */
+int cfs_vfs_start_memwatch(struct cfs_vfs *v);
+struct cfs_vfs_mem_stats {
+	uint64_t watching;          /* 1 while the watcher runs */
+	uint64_t floor, avail;      /* bytes: the floor, the last MemAvailable */
+	uint64_t pressure;          /* 1 while under pressure */
+	uint64_t readahead_paused;  /* 1 while read-ahead is off for memory */
+	uint64_t under_ms, episodes;
+	uint64_t evicted_bytes, evicted_blocks; /* evicted for pressure */
+};
+void cfs_vfs_mem_stats(struct cfs_vfs *v, struct cfs_vfs_mem_stats *out);
 
 /* How the kernel is told to forget what changed in Drive (the fuse layer's
  * notify calls).  Called from the poller thread, never under a vfs lock. */

@@ -20,6 +20,7 @@
 #include "drive.h"
 #include "handles.h"
 #include "inode.h"
+#include "memwatch.h"
 #include "reader.h"
 #include "scan.h"
 #include "vfs.h"
@@ -52,6 +53,16 @@ struct cfs_vfs_scanner {
 	struct cfs_vfs_scan_stats st;
 };
 
+/* The memory-pressure watcher (vfs_mem.c). */
+struct cfs_vfs_mem {
+	pthread_mutex_t lock;         /* w and the counters */
+	pthread_cond_t cond;          /* stop */
+	pthread_t thread;
+	int ready, started, stop;
+	struct cfs_memwatch w;
+	uint64_t evicted_bytes, evicted_blocks;
+};
+
 struct cfs_vfs {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
@@ -74,6 +85,9 @@ struct cfs_vfs {
 	int64_t stored_valid_after; /* stored listings fetched before this (wall ms) are stale */
 	struct cfs_vfs_scanner scan;
 	int scan_ready;             /* scan initialised (cleaned up at free) */
+	struct cfs_vfs_mem mem;
+	uint64_t mem_floor;
+	int64_t mem_hold_ms;
 };
 
 enum { H_FILE = 1, H_DIR = 2 }; /* struct cfs_handle kinds */
@@ -166,6 +180,12 @@ void cfs_vfs_scan_cleanup(struct cfs_vfs *v);
 void cfs_vfs_scan_open(struct cfs_vfs *v, uint64_t ino, uint32_t pid,
 		       struct cfs_vfs_scan_ref *ref);
 void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref);
+/* Read-ahead paused for memory (the reader dropped the queued scan jobs):
+ * the files a run had queued and nobody opened are handed out again when
+ * it resumes (those that did arrive are skipped then, being cached). */
+void cfs_vfs_scan_rewind(struct cfs_vfs *v);
+/* vfs_mem.c: stops the watcher (at free). */
+void cfs_vfs_memwatch_stop(struct cfs_vfs *v);
 
 /* vfs_file.c */
 void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);

@@ -377,6 +377,27 @@ void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref)
 	pthread_mutex_unlock(&v->scan.lock);
 }
 
+void cfs_vfs_scan_rewind(struct cfs_vfs *v)
+{
+	struct cfs_vfs_scanner *s = &v->scan;
+	pthread_mutex_lock(&s->lock);
+	for (int k = 0; k < CFS_SCAN_TREES; k++) {
+		struct scan_run *r = s->runs[k];
+		size_t end = r ? r->next : 0, first = end;
+		for (size_t i = 0; i < end; i++) {
+			if (r->state[i] != ST_QUEUED)
+				continue;
+			r->state[i] = ST_NEW;
+			r->ahead -= r->items[i].size; /* counters stay: they only grow */
+			if (i < first)
+				first = i;
+		}
+		if (r)
+			r->next = first;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- life cycle and stats -------------------------------------------------------- */
 
 void cfs_vfs_scan_init(struct cfs_vfs *v, int disabled, int whole_drive)
