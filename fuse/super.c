@@ -431,7 +431,7 @@ static int resolve_mode(struct sup *s, char *why, size_t wcap)
 /* The foreground process after the fork: waits for the first server's word. */
 static int wait_ready(int rfd, pid_t daemon)
 {
-	char msg[1024];
+	char msg[2048];
 	size_t n = 0;
 	for (;;) {
 		ssize_t r = read(rfd, msg + n, sizeof(msg) - 1 - n);

@@ -127,6 +127,8 @@ struct mount {
 	struct cfs_fhtab *fhtab; /* supervised: handle rows in the supervisor's memfd */
 	int no_fh_rows;     /* --recovery=off: this process is the mount, no rows */
 	char why[512];
+	char ram_note[512]; /* a cache in RAM: its budget rule, for the mount's terminal */
+	int ram_warn;       /* ram_note is a warning */
 };
 
 /* COLABFS_TEST_MEMWATCH_HOLD_MS (a test hook, with COLABFS_MEMINFO and
@@ -165,15 +167,22 @@ static void ram_budget(struct mount *m, uint64_t *floor)
 	if (b.budget != st.budget && cfs_store_set_budget(m->store, b.budget, &freed) != 0)
 		CFS_WARN("cache: cannot set the budget to %llu MiB",
 			 (unsigned long long)(b.budget >> 20));
+	m->ram_warn = b.warn;
 	if (b.warn)
-		CFS_WARN("cache: %s: the cache folder %s is in RAM (tmpfs) of %llu MiB; a cache "
-			 "that large can cost the training job its memory: consider --cache-dir on "
-			 "disk for datasets larger than memory",
-			 b.why, c->cache_dir, (unsigned long long)(in.mem.total >> 20));
+		snprintf(m->ram_note, sizeof(m->ram_note),
+			 "cache %.100s is more than a cache in RAM (tmpfs) should take here (%llu MiB "
+			 "of %llu MiB of RAM): it can cost the training job its memory; use "
+			 "--cache-dir on disk for datasets larger than memory",
+			 b.why, (unsigned long long)(b.ram_max >> 20),
+			 (unsigned long long)(in.mem.total >> 20));
 	else
-		CFS_INFO("cache: %s%s", b.why,
+		snprintf(m->ram_note, sizeof(m->ram_note), "cache %s%s", b.why,
 			 b.budget == b.ram_max ? "; for datasets larger than that, use --cache-dir "
 						 "on disk" : "");
+	if (b.warn)
+		CFS_WARN("%s", m->ram_note);
+	else
+		CFS_INFO("%s", m->ram_note);
 	if (freed)
 		CFS_INFO("cache: %llu MiB evicted to fit the budget",
 			 (unsigned long long)(freed >> 20));
@@ -291,9 +300,12 @@ static void serving_line(struct mount *m, const char *log_path, char *out, size_
 {
 	struct cfs_store_stats sst;
 	cfs_store_stats(m->store, &sst);
-	snprintf(out, cap, "colabfs: serving %s at %s; cache %s (budget %llu MiB); log: %s\n",
-		 cfs_vfs_root_id(m->vfs), m->c->mountpoint, m->c->cache_dir,
-		 (unsigned long long)(sst.budget >> 20), log_path);
+	int n = snprintf(out, cap, "colabfs: serving %s at %s; cache %s (budget %llu MiB); log: %s\n",
+			 cfs_vfs_root_id(m->vfs), m->c->mountpoint, m->c->cache_dir,
+			 (unsigned long long)(sst.budget >> 20), log_path);
+	if (m->ram_note[0] && n > 0 && (size_t)n < cap)
+		snprintf(out + n, cap - (size_t)n, "colabfs: %s%s\n", m->ram_warn ? "warning: " : "",
+			 m->ram_note);
 }
 
 static void session_opts(struct mount *m, const char *log_path, struct cfs_session_opts *so)

@@ -144,9 +144,8 @@ void cfs_mem_auto_budget(const struct cfs_mem_budget_in *in, struct cfs_mem_budg
 	if (in->explicit_size) {
 		out->budget = in->explicit_size;
 		out->warn = out->ram_max && in->explicit_size > out->ram_max;
-		snprintf(out->why, sizeof(out->why), "budget %llu MiB (--cache-size)%s",
-			 (unsigned long long)(out->budget / MiB),
-			 out->warn ? ", above what this machine's RAM allows a cache in RAM" : "");
+		snprintf(out->why, sizeof(out->why), "budget %llu MiB (--cache-size)",
+			 (unsigned long long)(out->budget / MiB));
 		return;
 	}
 	if (!out->ram_max || fs <= out->ram_max) {

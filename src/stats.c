@@ -208,7 +208,7 @@ int cfs_stats_render(FILE *out, const char *json, const char *prev, double dt_s,
 		}
 		return 0;
 	}
-	fprintf(out, "%-34s %16s%s\n", "", "value", prev ? "          per s" : "");
+	fprintf(out, "%-40s %16s%s\n", "", "value", prev ? "          per s" : "");
 	for (size_t i = 0; i < cur.n; i++) {
 		char val[32], rate[32] = "";
 		human(val, sizeof(val), cur.e[i].name, (double)cur.e[i].v);
@@ -220,7 +220,7 @@ int cfs_stats_render(FILE *out, const char *json, const char *prev, double dt_s,
 					human(rate, sizeof(rate), cur.e[i].name,
 					      (double)(cur.e[i].v - old.e[j].v) / dt_s);
 		}
-		fprintf(out, "%-34s %16s %14s\n", cur.e[i].name, val, rate);
+		fprintf(out, "%-40s %16s %14s\n", cur.e[i].name, val, rate);
 	}
 	return 0;
 }

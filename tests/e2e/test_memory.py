@@ -275,7 +275,7 @@ def test_ram_budget(mount_factory, emulator_factory, mtree, shm_dir, tmp_path):
                                                       "--cache-size=4G"])
     assert stats(m2)["cache_budget_bytes"] == 4 * GiB
     warn = log_lines(m2, "can cost the training job its memory")
-    assert warn, m2.log_tail()
+    assert warn and " warn: " in warn[0], m2.log_tail()
     # on disk: no watcher, the folder's own rule
     m3 = mount_factory.new(emu, env_extra=env, extra=["--cache-dir=" + str(tmp_path / "disk")])
     st3 = stats(m3)
