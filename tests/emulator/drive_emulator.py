@@ -134,6 +134,8 @@ has read a whole response can read /_emu/stats at once and see it.
 """
 
 import argparse
+import base64
+import binascii
 import collections
 import json
 import math
@@ -155,12 +157,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import emuapi     # noqa: E402
 import emuauth    # noqa: E402
+import emucontrol  # noqa: E402
 import emudrive   # noqa: E402
 import emufaults  # noqa: E402
 import emuquota   # noqa: E402
 import emusample  # noqa: E402
+import emuupload  # noqa: E402
+import emuwrite   # noqa: E402
 
 LOG_KEEP = 10_000
+MAX_UPLOAD_BODY = 8 << 30                # the largest upload request body read (bytes)
 BODY_KINDS = ("media", "export")
 # Drive API requests: what the concurrency and rate counters count (not the OAuth token endpoint, not
 # the metadata server, not the /_emu/ control calls).
@@ -364,19 +370,98 @@ class Handler(BaseHTTPRequestHandler):
             raise _Abort()
         return self.rfile.read(n)
 
+    def _read_upload_body(self, req, fault):
+        """Read the body of an upload request (a kind in emuapi.STREAMED_KINDS) into ``req.body``,
+        applying the fault's ``reset_in_body`` and ``stall_in_body``; a body cut short (the client
+        went away, or the reset) sets ``req.body_complete`` false (and ``req.body_reset``)."""
+        self._body_read = True
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            req.body, req.body_complete = self._read_chunked()
+            return
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            n = -1
+        if n < 0 or n > MAX_UPLOAD_BODY:
+            raise _Abort()
+        events = []
+        if fault and fault.reset_in_body is not None:
+            if fault.reset_in_body >= n:
+                req.reset_after_answer = True
+            else:
+                events.append((fault.reset_in_body, "reset"))
+        if fault and fault.stall_in_body is not None:
+            events.append((fault.stall_in_body, "stall"))
+        events.sort()
+        data = bytearray()
+        try:
+            while len(data) < n:
+                if events and events[0][0] <= len(data):
+                    if events.pop(0)[1] == "reset":
+                        req.body_reset = True
+                        break
+                    self._pause(fault.stall_ms / 1000)
+                    continue
+                want = min(1 << 20, n - len(data), (events[0][0] - len(data)) if events else n)
+                piece = self.rfile.read(want)
+                if not piece:
+                    break
+                data += piece
+        except (OSError, _Abort):
+            pass                                 # the client went away: what came is kept
+        req.body, req.body_complete = bytes(data), len(data) == n
+
+    def _read_chunked(self):
+        """(body, complete) of a ``Transfer-Encoding: chunked`` request body."""
+        data = bytearray()
+        try:
+            while True:
+                size = int(self.rfile.readline(1024).split(b";")[0].strip() or b"x", 16)
+                if size == 0:
+                    while self.rfile.readline(1024).strip():
+                        pass                     # trailers
+                    return bytes(data), True
+                piece = self.rfile.read(size)
+                data += piece
+                if len(piece) < size or self.rfile.read(2) != b"\r\n" or len(data) > MAX_UPLOAD_BODY:
+                    break
+        except (OSError, ValueError):
+            pass
+        self.close_connection = True
+        return bytes(data), False
+
+    def _drain_body(self):
+        """Read and drop an upload body that was answered without being read (a status fault), so
+        that the connection can take the next request; close it when that is not possible."""
+        if self._body_read:
+            return
+        try:
+            n = int(self.headers.get("Content-Length") or 0)
+            while n > 0:
+                piece = self.rfile.read(min(n, 1 << 20))
+                if not piece:
+                    break
+                n -= len(piece)
+            if n > 0 or "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                self.close_connection = True
+        except (OSError, ValueError):
+            self.close_connection = True
+
     def _handle(self):
         emu = self.server.emu
         try:
-            body = self._read_body()
             url = urlsplit(self.path)
             params = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
             if url.path.startswith("/_emu/"):
-                self._send_plain(emu.control(self.command, url.path, body))
+                self._send_plain(emu.control(self.command, url.path, self._read_body(), params))
                 return
             scheme = "https" if emu.tls else "http"
             base_url = f"{scheme}://{self.headers.get('Host') or '%s:%d' % self.server.server_address[:2]}"
-            req = emuapi.Request(self.command, url.path, params, self.headers, body, base_url)
+            req = emuapi.Request(self.command, url.path, params, self.headers, b"", base_url)
             route = emu.api.route(req)
+            self._body_read = route.kind not in emuapi.STREAMED_KINDS
+            if self._body_read:
+                req.body = self._read_body()
             record = {"t": round(time.time(), 3), "method": self.command, "path": url.path,
                       "kind": route.kind, "range": self.headers.get("Range"), "status": 0, "bytes": 0,
                       "id": req.file_id,
@@ -415,15 +500,23 @@ class Handler(BaseHTTPRequestHandler):
                 resp = emuapi.fault_error(fault.status, fault.reason, fault.message,
                                           fault.retry_after).response()
             else:
+                if not self._body_read:
+                    self._read_upload_body(req, fault)
+                    record["received"] = len(req.body)
                 try:
                     resp = emu.api.call(req, route)
+                except emuapi.ConnectionLost as lost:
+                    raise _Abort(reset=lost.reset, cancelled=not lost.reset) from None
                 except Exception:                                # a bug: answer 500, keep serving
                     traceback.print_exc()
                     resp = emuapi.fault_error(500).response()
                 record["quota_refused"] = req.quota_refused
+                if req.reset_after_answer:
+                    raise _Abort(reset=True)
             if route.kind in BODY_KINDS and emu.ttfb_ms:
                 self._pause(emu.ttfb_ms / 1000)
             self._send(resp, record, fault)
+            self._drain_body()
         except _Abort as abort:
             record["cancelled"] = abort.cancelled
             raise
@@ -464,7 +557,7 @@ class Handler(BaseHTTPRequestHandler):
         chunks = resp.iter_chunks(256 * 1024)
         if fault and fault.truncate:
             length //= 2
-        self.send_response(resp.status)
+        self.send_response(resp.status, resp.reason)
         self._status_sent = True
         for name, value in resp.headers:
             if fault and fault.bad_range and name == "Content-Range" and not value.startswith("bytes */"):
@@ -545,7 +638,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def _send_plain(self, resp):
-        self.send_response(resp.status)
+        self.send_response(resp.status, resp.reason)
         for name, value in resp.headers:
             self.send_header(name, value)
         self.send_header("Content-Length", str(resp.length))
@@ -625,18 +718,29 @@ class Emulator:
     ``drive`` is an emudrive.Drive and ``auth`` an emuauth.Auth; the keyword options are those of the
     command line (``ttfb_ms``, ``bandwidth``, ``total_bandwidth``, ``page_size_cap``, ``short_pages``,
     ``seed``, ``faults``, ``log_path``, ``export_limit``, ``user_rate``, ``user_burst``,
-    ``user_rate_status``, ``verbose``).
+    ``user_rate_status``, ``verbose``; for writes ``write_rate``, ``write_burst``,
+    ``write_rate_status``, ``storage_limit`` (bytes, None = unlimited; default 15 GiB),
+    ``read_only`` (ids of items read-only for the user), ``unreserved_id_status`` and
+    ``upload_options``, a dict of emuupload.Uploads settings).
     """
 
     def __init__(self, drive, auth=None, *, ttfb_ms=0, bandwidth=0, total_bandwidth=0, page_size_cap=0,
                  short_pages=False, seed=0, faults=(), log_path=None,
                  export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
-                 user_rate_status=403, verbose=False):
+                 user_rate_status=403, verbose=False, write_rate=0, write_burst=None,
+                 write_rate_status=403, storage_limit=emudrive.QUOTA_LIMIT, read_only=(),
+                 unreserved_id_status=409, upload_options=None):
         self.drive = drive
         self.auth = auth or emuauth.Auth(seed=seed)
         self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
+        drive.storage_limit = storage_limit
+        for item_id in read_only:
+            drive.update_item(item_id, read_only=True)
+        self.writes = emuwrite.WriteApi(drive, emuquota.UserQuota(write_rate, write_burst, write_rate_status),
+                                        unreserved_id_status, seed, upload_options)
         self.api = emuapi.DriveApi(drive, self.auth, page_size_cap=page_size_cap, short_pages=short_pages,
-                                   seed=seed, export_limit=export_limit, quota=self.quota)
+                                   seed=seed, export_limit=export_limit, quota=self.quota,
+                                   writes=self.writes)
         self.faults = emufaults.FaultPlan(faults, seed=seed)
         self.stats = Stats(log_path)
         self.ttfb_ms = ttfb_ms
@@ -686,17 +790,16 @@ class Emulator:
 
     # -- control endpoints --------------------------------------------------------------------------
 
-    def control(self, method, path, body):
+    def control(self, method, path, body, params=None):
         """Answer a /_emu/ request (see the module doc)."""
-        def reply(value, status=200):
-            return emuapi.Response.json(value, status)
-
+        reply = emucontrol.reply
         if path == "/_emu/stats" and method == "GET":
-            return reply(self.stats.snapshot())
+            return reply(dict(self.stats.snapshot(), uploads=self.writes.snapshot()))
         if path == "/_emu/log" and method == "GET":
             return reply(self.stats.records())
         if path == "/_emu/reset" and method == "POST":
             self.stats.reset()
+            self.writes.reset_counters()
             return reply({"ok": True})
         if path == "/_emu/health" and method == "GET":
             return reply({"ok": True})
@@ -706,6 +809,9 @@ class Emulator:
             return reply(self.quota.describe())
         try:
             value = json.loads(body or b"{}")
+            answer = emucontrol.write_control(self, method, path, value, params or {})
+            if answer is not None:
+                return answer
             if path == "/_emu/faults" and method == "POST":
                 self.faults.replace(value.get("faults", []) if isinstance(value, dict) else value)
                 return reply({"faults": self.faults.describe()})
@@ -723,13 +829,16 @@ class Emulator:
                     self.drive.remove_item(item_id)
                 else:
                     content = value.get("content")
+                    content = None if content is None else content.encode("utf-8")
+                    if value.get("content_b64") is not None:
+                        content = base64.b64decode(value["content_b64"], validate=True)
                     self.drive.update_item(item_id, name=value.get("name"), parent=value.get("parent"),
-                                           trashed=value.get("trashed"),
-                                           content=None if content is None else content.encode("utf-8"))
+                                           trashed=value.get("trashed"), content=content,
+                                           read_only=value.get("readOnly"))
                 return reply({"id": item_id})
         except KeyError as exc:
             return reply({"error": f"no item {exc.args[0]}"}, 404)
-        except (ValueError, AttributeError, TypeError) as exc:
+        except (ValueError, AttributeError, TypeError, binascii.Error) as exc:
             return reply({"error": str(exc)}, 400)
         return reply({"error": f"no control endpoint {method} {path}"}, 404)
 
@@ -780,6 +889,31 @@ def parse_args(argv):
     p.add_argument("--user-rate-status", type=int, default=403, choices=emuquota.STATUSES,
                    help="status over quota: 403 userRateLimitExceeded (default) or 429 "
                         "rateLimitExceeded")
+    p.add_argument("--readonly-token", action="append", default=[], metavar="TOK",
+                   help="a bearer token valid forever with only the drive.readonly scope (repeatable)")
+    p.add_argument("--write-rate", type=float, default=0, metavar="R",
+                   help="creations and uploads per second per user; more get 403 "
+                        "userRateLimitExceeded (0 = no limit, the default)")
+    p.add_argument("--write-burst", type=float, metavar="B",
+                   help="creations a user may make at once (bucket size; default max(1, R))")
+    p.add_argument("--write-rate-status", type=int, default=403, choices=emuquota.STATUSES,
+                   help="status over the write rate: 403 (default) or 429")
+    p.add_argument("--storage-limit", type=int, default=emudrive.QUOTA_LIMIT, metavar="BYTES",
+                   help="the user's storage quota (default 15 GiB; 0 = unlimited); uploads past it "
+                        "get 403 storageQuotaExceeded")
+    p.add_argument("--read-only", action="append", default=[], metavar="ID",
+                   help="an item (a folder: its subtree) the user may only read (repeatable)")
+    p.add_argument("--unreserved-id-status", type=int, default=409, choices=(409, 400),
+                   help="answer to a create with an id generateIds never handed out (default 409)")
+    p.add_argument("--upload-session-lifetime", type=float, default=emuupload.WEEK_S, metavar="S",
+                   help="seconds a resumable upload session lives (default a week)")
+    p.add_argument("--unaligned-chunks", choices=("reject", "truncate"), default="reject",
+                   help="an intermediate chunk that is not a multiple of 256 KiB: 400 (reject, the "
+                        "default) or keep its largest 256 KiB multiple (truncate)")
+    p.add_argument("--upload-create-status", type=int, choices=(200, 201), default=200,
+                   help="status of a finished upload that created a file (default 200)")
+    p.add_argument("--multipart-limit", type=int, default=0, metavar="BYTES",
+                   help="largest media/multipart upload body (0 = no limit, the default)")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="a fault rule (repeatable; syntax in emufaults.py)")
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request to FILE")
@@ -819,14 +953,22 @@ def main(argv=None):
         drive = build_drive(args)
         auth = emuauth.Auth(args.access_token, args.client_id, args.client_secret, args.refresh_token,
                             args.token_lifetime, args.sa_public_key, args.sa_email, args.seed)
+        for token in args.readonly_token:
+            auth.add_token(token, emuauth.READONLY_SCOPE)
+        uploads = {"session_lifetime": args.upload_session_lifetime,
+                   "unaligned_chunks": args.unaligned_chunks,
+                   "create_status": args.upload_create_status, "multipart_limit": args.multipart_limit}
         emu = Emulator(drive, auth, ttfb_ms=args.ttfb_ms, bandwidth=args.bandwidth,
                        total_bandwidth=args.total_bandwidth, page_size_cap=args.page_size_cap,
                        short_pages=args.short_pages, seed=args.seed, faults=args.fault,
                        log_path=args.log, export_limit=args.export_limit, user_rate=args.user_rate,
                        user_burst=args.user_burst, user_rate_status=args.user_rate_status,
-                       verbose=args.verbose)
+                       verbose=args.verbose, write_rate=args.write_rate, write_burst=args.write_burst,
+                       write_rate_status=args.write_rate_status,
+                       storage_limit=args.storage_limit or None, read_only=args.read_only,
+                       unreserved_id_status=args.unreserved_id_status, upload_options=uploads)
         emu.start(args.host, args.port, args.tls_dir)
-    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")
         return 2
     stop = threading.Event()
