@@ -291,12 +291,13 @@ class Uploads:
                 raise self._refuse(f"The Content-Range total {total} does not match the upload's size "
                                    f"{s.total if s.total is not None else len(s.data)}.")
             s.total = total
-        if s.done_id is not None:
-            return self._finished(req, s)
         if first is None:                                   # a status query
             if data:
                 raise self._refuse("Failed to parse Content-Range header.")
             w.count("status_queries")
+        if s.done_id is not None:
+            return self._finished(req, s)
+        if first is None:
             if s.total is not None and len(s.data) == s.total:
                 return self._finish(req, s)
             return self._incomplete(s)
