@@ -2,8 +2,11 @@
 """A Google Drive API v3 emulator for testing colabfs (Python standard library only).
 
 It follows the project's Drive reference (drive-api-v3.md): files.list (q, paging, orderBy, fields), files.get, alt=media with
-Range (200/206/416), export, about, changes, revisions (head only), Drive's error bodies, and an OAuth
-token endpoint (refresh_token and JWT-bearer grants). HTTP/1.1 with keep-alive, optionally over TLS.
+Range (200/206/416), export, about, changes, revisions (get and list; earlier revisions are kept when
+content is replaced), Drive's error bodies, and an OAuth token endpoint (refresh_token and JWT-bearer
+grants, and tokeninfo). Writes (§6): files.generateIds, files.create, files.update (rename, move,
+trash, metadata), files.delete, media/multipart/resumable uploads (emuwrite.py, emuupload.py).
+HTTP/1.1 with keep-alive, optionally over TLS.
 
 Command line
 ------------
@@ -40,7 +43,25 @@ Auth:
   --sa-public-key PEM --sa-email EMAIL
                          accept JWT-bearer grants signed by this key (public key, private key or
                          certificate PEM) with iss EMAIL
-  With none of these, any non-empty bearer token is accepted.
+  --readonly-token TOK   a bearer token accepted forever with only the drive.readonly scope
+                         (repeatable): every write answers 403 insufficientPermissions
+  With none of these, any non-empty bearer token is accepted (full scope).
+  GET /oauth2/v3/tokeninfo?access_token=T (also /tokeninfo) answers {"scope", "expires_in"}.
+Writes and uploads (emuwrite.py, emuupload.py; control calls in emucontrol.py):
+  --write-rate R --write-burst B --write-rate-status 403|429
+                         a per-user token bucket for creations and uploads (files.create, media
+                         and multipart uploads, starts of resumable sessions; 0 = off, the
+                         default): over it 403 userRateLimitExceeded, Drive's body
+  --storage-limit BYTES  the user's storage quota (default 15 GiB, 0 = unlimited): 403
+                         storageQuotaExceeded past it
+  --read-only ID         an item (a folder: its subtree) the user may only read (repeatable): writes
+                         into, of or out of it answer 403 insufficientFilePermissions
+  --unreserved-id-status 409|400   a create with an id generateIds never handed out (default 409)
+  --upload-session-lifetime S      resumable sessions live S seconds (default a week), then 404
+  --unaligned-chunks reject|truncate   an intermediate chunk that is not a multiple of 256 KiB:
+                         400 (default) or keep its largest 256 KiB multiple
+  --upload-create-status 200|201   status of a finished upload that created a file (default 200)
+  --multipart-limit B    largest media/multipart upload body (0 = none, the default): 413 past it
 Quota (emuquota.py; who the user is: emuauth.py):
   --user-rate R          Drive API requests per second per user, a token bucket (0 = off, the default);
                          every request of files.list, files.get, media, export, changes, about,
@@ -81,6 +102,9 @@ Item keys:
   shortcutDetails             {"targetId": id} for mimeType application/vnd.google-apps.shortcut
   version      int, default 1;   headRevisionId   default a stable hash (blobs only)
   capabilities {"canDownload": false} makes media and export answer 403
+  readOnly     bool: the user may only read this item and everything below it (writes: 403
+               insufficientFilePermissions; capabilities canEdit, canAddChildren, ... false)
+  appProperties, properties   string maps;   description   a string
   repeat       int N: the item stands for N blobs (a folder of 100,000 files without a 100,000-item spec):
                item i (0 <= i < N) is named ``name.format(i=i)`` (e.g. "f{i:06d}.bin"), holds
                ``emucontent.numbered_bytes(seed, i)`` (``seed`` default 0) and has the id
@@ -108,13 +132,19 @@ Control endpoints (no auth; not counted in stats or logs)
                       any 1 s span since the last reset: a sliding window ending at each arrival;
                       refused ones count), "requests_last_s" (arrivals in the last second)}.
                       Kinds: files.list files.get media export about changes token metadata
-                      revisions.get drives error (error = no such endpoint). Drive API requests
-                      are all kinds but token and metadata.
+                      revisions.get drives error (error = no such endpoint), files.create
+                      files.update files.delete files.generateIds upload upload.chunk. Drive API
+                      requests are all kinds but token and metadata. "uploads": the write
+                      counters of emuwrite.py/emuupload.py: creates updates deletes
+                      generated_ids conflicts (409s and refused ids) storage_refused
+                      rate_refused permission_refused scope_refused sessions_started chunks
+                      bytes_received status_queries resume_incomplete (308s) uploads_completed
+                      chunks_refused partial_chunks sessions_expired
   GET  /_emu/log      the last 10,000 request records: {"t", "method", "path", "kind", "range",
                       "status", "bytes", "id", "query", "fault", "quota_refused", "cancelled" (the
                       client closed the connection first; status 0 when that was before the status
                       line), "ms"}
-  POST /_emu/reset    zero the counters and the in-memory log (the max_* counters restart from the
+  POST /_emu/reset    zero the counters (the upload counters too) and the in-memory log (the max_* counters restart from the
                       requests in flight)
   GET  /_emu/quota    the per-user quota: {"rate": R, "burst": B, "status": 403|429}
   POST /_emu/quota    change it: body {"rate": R, "burst": B, "status": 403|429}, each optional (a
@@ -124,10 +154,18 @@ Control endpoints (no auth; not counted in stats or logs)
   POST /_emu/faults   replace the rules: body {"faults": [SPEC, ...]}
   GET  /_emu/health   {"ok": true}
   POST /_emu/items    add an item: body = one spec item (its "parent" must exist); answers {"id": ...}
-  POST /_emu/items/ID change an item: body {"name", "parent", "trashed", "content" (UTF-8 text)}, all
-                      optional; bumps its version (and revision when the content changes)
+  POST /_emu/items/ID change an item ("another machine changed it"): body {"name", "parent",
+                      "trashed", "readOnly", "content" (UTF-8 text) or "content_b64" (base64
+                      bytes)}, all optional; bumps its version (and makes a new revision when the
+                      content changes; the old one stays readable through revisions.get)
   DELETE /_emu/items/ID   delete an item and everything below it
   Item changes are appended to the change log that changes.list serves.
+  POST /_emu/outage   {"seconds": S}: refuse connections for S seconds (the listening socket is
+                      closed and open connections are cut), then listen on the same port again
+  Writes and uploads (emucontrol.py has the details): GET|POST /_emu/write-rate, GET|POST
+  /_emu/storage, GET|POST /_emu/uploads (settings and sessions), POST /_emu/uploads/expire,
+  POST /_emu/tokens, GET /_emu/items/ID, GET /_emu/items/ID/content[?revision=R],
+  GET /_emu/find?name=N | ?path=P.
 
 A request record is committed to the counters before the last byte of its body is sent, so a client that
 has read a whole response can read /_emu/stats at once and see it.
@@ -157,6 +195,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import emuapi     # noqa: E402
 import emuauth    # noqa: E402
+import emubody   # noqa: E402
 import emucontrol  # noqa: E402
 import emudrive   # noqa: E402
 import emufaults  # noqa: E402
@@ -166,7 +205,6 @@ import emuupload  # noqa: E402
 import emuwrite   # noqa: E402
 
 LOG_KEEP = 10_000
-MAX_UPLOAD_BODY = 8 << 30                # the largest upload request body read (bytes)
 BODY_KINDS = ("media", "export")
 # Drive API requests: what the concurrency and rate counters count (not the OAuth token endpoint, not
 # the metadata server, not the /_emu/ control calls).
@@ -320,17 +358,10 @@ def _public(record):
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
-class _Abort(Exception):
-    """Stop answering and close the connection: the client went away (``cancelled``), or a reset or
-    drop fault (``reset``: with a TCP reset)."""
-
-    def __init__(self, reset=False, cancelled=False):
-        super().__init__()
-        self.reset = reset
-        self.cancelled = cancelled
+_Abort = emubody.Abort
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(emubody.UploadBodyMixin, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "drive-emulator/1.0"
 
@@ -369,83 +400,6 @@ class Handler(BaseHTTPRequestHandler):
         if n < 0 or n > 16 * 1024 * 1024:
             raise _Abort()
         return self.rfile.read(n)
-
-    def _read_upload_body(self, req, fault):
-        """Read the body of an upload request (a kind in emuapi.STREAMED_KINDS) into ``req.body``,
-        applying the fault's ``reset_in_body`` and ``stall_in_body``; a body cut short (the client
-        went away, or the reset) sets ``req.body_complete`` false (and ``req.body_reset``)."""
-        self._body_read = True
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            req.body, req.body_complete = self._read_chunked()
-            return
-        try:
-            n = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            n = -1
-        if n < 0 or n > MAX_UPLOAD_BODY:
-            raise _Abort()
-        events = []
-        if fault and fault.reset_in_body is not None:
-            if fault.reset_in_body >= n:
-                req.reset_after_answer = True
-            else:
-                events.append((fault.reset_in_body, "reset"))
-        if fault and fault.stall_in_body is not None:
-            events.append((fault.stall_in_body, "stall"))
-        events.sort()
-        data = bytearray()
-        try:
-            while len(data) < n:
-                if events and events[0][0] <= len(data):
-                    if events.pop(0)[1] == "reset":
-                        req.body_reset = True
-                        break
-                    self._pause(fault.stall_ms / 1000)
-                    continue
-                want = min(1 << 20, n - len(data), (events[0][0] - len(data)) if events else n)
-                piece = self.rfile.read(want)
-                if not piece:
-                    break
-                data += piece
-        except (OSError, _Abort):
-            pass                                 # the client went away: what came is kept
-        req.body, req.body_complete = bytes(data), len(data) == n
-
-    def _read_chunked(self):
-        """(body, complete) of a ``Transfer-Encoding: chunked`` request body."""
-        data = bytearray()
-        try:
-            while True:
-                size = int(self.rfile.readline(1024).split(b";")[0].strip() or b"x", 16)
-                if size == 0:
-                    while self.rfile.readline(1024).strip():
-                        pass                     # trailers
-                    return bytes(data), True
-                piece = self.rfile.read(size)
-                data += piece
-                if len(piece) < size or self.rfile.read(2) != b"\r\n" or len(data) > MAX_UPLOAD_BODY:
-                    break
-        except (OSError, ValueError):
-            pass
-        self.close_connection = True
-        return bytes(data), False
-
-    def _drain_body(self):
-        """Read and drop an upload body that was answered without being read (a status fault), so
-        that the connection can take the next request; close it when that is not possible."""
-        if self._body_read:
-            return
-        try:
-            n = int(self.headers.get("Content-Length") or 0)
-            while n > 0:
-                piece = self.rfile.read(min(n, 1 << 20))
-                if not piece:
-                    break
-                n -= len(piece)
-            if n > 0 or "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-                self.close_connection = True
-        except (OSError, ValueError):
-            self.close_connection = True
 
     def _handle(self):
         emu = self.server.emu
@@ -751,6 +705,8 @@ class Emulator:
         self.server = None
         self.port = None
         self._thread = None
+        self._serve_lock = threading.Lock()
+        self._refusing = False
 
     def start(self, host="127.0.0.1", port=0, tls_dir=None):
         context = None
@@ -773,7 +729,37 @@ class Emulator:
         host = f"[{host}]" if ":" in host else host
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
+    def refuse_connections(self, seconds):
+        """An outage that refuses connections: close the listening socket and every open
+        connection now, and listen on the same port again after ``seconds``."""
+        server = self.server
+        if server is None or self._refusing:
+            raise ValueError("the emulator is not serving")
+        self._refusing = True
+
+        def outage():
+            server.shutdown()
+            server.socket.close()
+            server.close_connections()
+            time.sleep(seconds)
+            with self._serve_lock:
+                if self.server is not server:
+                    return                                   # stopped meanwhile
+                server.socket = socket.socket(server.address_family, server.socket_type)
+                server.server_bind()
+                server.server_activate()
+                self._thread = threading.Thread(target=server.serve_forever, name="drive-emulator",
+                                                kwargs={"poll_interval": 0.1}, daemon=True)
+                self._thread.start()
+                self._refusing = False
+
+        threading.Timer(0.05, outage).start()                # after this control call is answered
+
     def stop(self):
+        with self._serve_lock:
+            self._stop()
+
+    def _stop(self):
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
@@ -812,6 +798,9 @@ class Emulator:
             answer = emucontrol.write_control(self, method, path, value, params or {})
             if answer is not None:
                 return answer
+            if path == "/_emu/outage" and method == "POST":
+                self.refuse_connections(float(value.get("seconds", 1)))
+                return reply({"refusing_for": float(value.get("seconds", 1))})
             if path == "/_emu/faults" and method == "POST":
                 self.faults.replace(value.get("faults", []) if isinstance(value, dict) else value)
                 return reply({"faults": self.faults.describe()})
@@ -881,23 +870,11 @@ def parse_args(argv):
                    help="seconds an issued token stays valid (default 3600)")
     p.add_argument("--sa-public-key", metavar="PEM", help="service-account key that signs JWT grants")
     p.add_argument("--sa-email", metavar="EMAIL", help="service-account email (the JWT iss)")
-    p.add_argument("--user-rate", type=float, default=0, metavar="R",
-                   help="Drive API requests per second per user; more get 403 userRateLimitExceeded "
-                        "(0 = no quota, the default)")
-    p.add_argument("--user-burst", type=float, metavar="B",
-                   help="requests a user may make at once (bucket size; default max(1, R))")
-    p.add_argument("--user-rate-status", type=int, default=403, choices=emuquota.STATUSES,
-                   help="status over quota: 403 userRateLimitExceeded (default) or 429 "
-                        "rateLimitExceeded")
+    _add_bucket_flags(p, "user", "Drive API requests")
     p.add_argument("--readonly-token", action="append", default=[], metavar="TOK",
                    help="a bearer token valid forever with only the drive.readonly scope (repeatable)")
-    p.add_argument("--write-rate", type=float, default=0, metavar="R",
-                   help="creations and uploads per second per user; more get 403 "
-                        "userRateLimitExceeded (0 = no limit, the default)")
-    p.add_argument("--write-burst", type=float, metavar="B",
-                   help="creations a user may make at once (bucket size; default max(1, R))")
-    p.add_argument("--write-rate-status", type=int, default=403, choices=emuquota.STATUSES,
-                   help="status over the write rate: 403 (default) or 429")
+    _add_bucket_flags(p, "write", "creations and uploads (files.create, media and multipart uploads, "
+                                  "resumable session starts)")
     p.add_argument("--storage-limit", type=int, default=emudrive.QUOTA_LIMIT, metavar="BYTES",
                    help="the user's storage quota (default 15 GiB; 0 = unlimited); uploads past it "
                         "get 403 storageQuotaExceeded")
@@ -923,9 +900,23 @@ def parse_args(argv):
         p.error("--sa-public-key and --sa-email go together")
     if args.refresh_token and not (args.client_id and args.client_secret):
         p.error("--refresh-token needs --client-id and --client-secret")
-    if args.user_rate < 0 or (args.user_burst is not None and args.user_burst < 1):
-        p.error("--user-rate must be >= 0 and --user-burst >= 1")
+    for who in ("user", "write"):
+        rate, burst = getattr(args, f"{who}_rate"), getattr(args, f"{who}_burst")
+        if rate < 0 or (burst is not None and burst < 1):
+            p.error(f"--{who}-rate must be >= 0 and --{who}-burst >= 1")
     return args
+
+
+def _add_bucket_flags(p, who, what):
+    """--WHO-rate, --WHO-burst, --WHO-rate-status: a per-user token bucket (emuquota.UserQuota)."""
+    p.add_argument(f"--{who}-rate", type=float, default=0, metavar="R",
+                   help=f"{what} per second per user; more get 403 userRateLimitExceeded (0 = no "
+                        "limit, the default)")
+    p.add_argument(f"--{who}-burst", type=float, metavar="B",
+                   help="how many a user may make at once (bucket size; default max(1, R))")
+    p.add_argument(f"--{who}-rate-status", type=int, default=403, choices=emuquota.STATUSES,
+                   help="status over the limit: 403 userRateLimitExceeded (default) or 429 "
+                        "rateLimitExceeded")
 
 
 def build_drive(args):

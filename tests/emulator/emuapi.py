@@ -227,6 +227,8 @@ class DriveApi:
             return Route("token", self.token) if method == "POST" else self._no_route(405)
         if path == METADATA_TOKEN_PATH:
             return Route("metadata", self.metadata_token) if method == "GET" else self._no_route(405)
+        if path in ("/tokeninfo", "/oauth2/v3/tokeninfo"):
+            return Route("token", self.token_info)
         write = self.writes.route(req) if self.writes is not None else None
         if write is not None:
             return write
@@ -633,6 +635,16 @@ class DriveApi:
         reply = self.auth.issue(scopes.replace(",", " ") if scopes else emuauth.DEFAULT_SCOPE)
         return Response(200, (json.dumps(reply) + "\n").encode(), "application/json",
                         headers=[("Metadata-Flavor", "Google")])
+
+    def token_info(self, req):
+        """Google's tokeninfo (``?access_token=T``, or form field): the token's scope and lifetime
+        left; 400 ``invalid_token`` for an unknown or expired one."""
+        form = {k: v[0] for k, v in parse_qs(req.body.decode("utf-8", "replace")).items()}
+        info = self.auth.token_info(req.params.get("access_token") or form.get("access_token"))
+        if info is None:
+            info = {"error": "invalid_token", "error_description": "Invalid Value"}
+        return Response(200 if "scope" in info else 400, (json.dumps(info) + "\n").encode(),
+                        "application/json; charset=UTF-8")
 
     def token(self, req):
         form = {k: v[0] for k, v in parse_qs(req.body.decode("utf-8", "replace")).items()}

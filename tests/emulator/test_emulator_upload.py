@@ -16,7 +16,7 @@ import pytest
 
 import emucontent
 import emufaults
-from test_emulator import TIMEOUT, TOKEN, FakeClock, serve
+from test_emulator import TIMEOUT, TOKEN, FakeClock, serve, wait_until
 
 KIB256 = 256 * 1024
 FIELDS = "id,name,size,md5Checksum,headRevisionId,parents,modifiedTime,mimeType,version"
@@ -135,7 +135,7 @@ def test_multipart_round_trip_and_base64_media():
                                 media_type="text/plain", extra=b"Content-Transfer-Encoding: base64\r\n")
         status, _, reply = http_call(client, "POST", "/upload/drive/v3/files",
                                      {"uploadType": "multipart", "fields": "id,mimeType,size"}, body,
-                                     {"Content-Type": f'multipart/related; boundary="quoted b"'})
+                                     {"Content-Type": 'multipart/related; boundary="quoted b"'})
         assert status == 200, reply
         meta = json.loads(reply)
         assert (meta["mimeType"], meta["size"]) == ("text/plain", "7")
@@ -324,3 +324,39 @@ def test_an_outage_covers_uploads():
         status, _, _ = http_call(client, "PUT", "/upload/drive/v3/files", {"upload_id": "nope"}, b"x",
                                  {"Content-Range": "bytes 0-0/1"}, token=None)
         assert status == 503
+
+
+def test_an_outage_that_refuses_connections():
+    with serve() as client:
+        status, _, _ = http_call(client, "POST", "/_emu/outage", body=b'{"seconds": 0.6}', token=None)
+        assert status == 200
+
+        def refused():
+            try:
+                http_call(client, "GET", "/drive/v3/files/hello")
+            except ConnectionRefusedError:
+                return True
+            except OSError:
+                pass                       # accepted just before the listener closed: reset
+            return False
+
+        def back():
+            try:
+                return http_call(client, "GET", "/drive/v3/files/hello")[0] == 200
+            except OSError:
+                return False
+
+        wait_until(refused, TIMEOUT, "connections to be refused")
+        wait_until(back, TIMEOUT, "the emulator to listen again")
+        session = start_session(client, {"name": "after-outage"})
+        assert put(client, session, b"abc", 0, 3)[0] == 200
+
+
+def test_tokeninfo_reports_scopes():
+    with serve() as client:
+        http_call(client, "POST", "/_emu/tokens", token=None,
+                  body=json.dumps({"token": "ro", "scope": "https://www.googleapis.com/auth/drive.readonly"}).encode())
+        status, _, body = http_call(client, "GET", "/oauth2/v3/tokeninfo", {"access_token": "ro"}, token=None)
+        assert status == 200 and json.loads(body)["scope"] == "https://www.googleapis.com/auth/drive.readonly"
+        status, _, body = http_call(client, "GET", "/oauth2/v3/tokeninfo", {"access_token": "nope"}, token=None)
+        assert status == 400 and json.loads(body)["error"] == "invalid_token"
