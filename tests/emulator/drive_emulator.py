@@ -62,6 +62,8 @@ Writes and uploads (emuwrite.py, emuupload.py; control calls in emucontrol.py):
                          400 (default) or keep its largest 256 KiB multiple
   --upload-create-status 200|201   status of a finished upload that created a file (default 200)
   --multipart-limit B    largest media/multipart upload body (0 = none, the default): 413 past it
+  --old-revisions N      replaced revisions of a blob that revisions.get still serves (default 200,
+                         as Drive keeps them; 0 = only the head, an old revision is 404)
 Quota (emuquota.py; who the user is: emuauth.py):
   --user-rate R          Drive API requests per second per user, a token bucket (0 = off, the default);
                          every request of files.list, files.get, media, export, changes, about,
@@ -675,7 +677,8 @@ class Emulator:
     ``user_rate_status``, ``verbose``; for writes ``write_rate``, ``write_burst``,
     ``write_rate_status``, ``storage_limit`` (bytes, None = unlimited; default 15 GiB),
     ``read_only`` (ids of items read-only for the user), ``unreserved_id_status`` and
-    ``upload_options``, a dict of emuupload.Uploads settings).
+    ``upload_options``, a dict of emuupload.Uploads settings; ``old_revisions``, replaced revisions
+    kept per blob).
     """
 
     def __init__(self, drive, auth=None, *, ttfb_ms=0, bandwidth=0, total_bandwidth=0, page_size_cap=0,
@@ -683,8 +686,9 @@ class Emulator:
                  export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
                  user_rate_status=403, verbose=False, write_rate=0, write_burst=None,
                  write_rate_status=403, storage_limit=emudrive.QUOTA_LIMIT, read_only=(),
-                 unreserved_id_status=409, upload_options=None):
+                 unreserved_id_status=409, upload_options=None, old_revisions=emudrive.MAX_OLD_REVISIONS):
         self.drive = drive
+        drive.old_revisions = old_revisions
         self.auth = auth or emuauth.Auth(seed=seed)
         self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
         drive.storage_limit = storage_limit
@@ -880,6 +884,9 @@ def parse_args(argv):
                         "get 403 storageQuotaExceeded")
     p.add_argument("--read-only", action="append", default=[], metavar="ID",
                    help="an item (a folder: its subtree) the user may only read (repeatable)")
+    p.add_argument("--old-revisions", type=int, default=emudrive.MAX_OLD_REVISIONS, metavar="N",
+                   help="replaced revisions of a blob kept for revisions.get (default 200, like Drive; "
+                        "0 = only the head revision exists, a pinned read of an old one is 404)")
     p.add_argument("--unreserved-id-status", type=int, default=409, choices=(409, 400),
                    help="answer to a create with an id generateIds never handed out (default 409)")
     p.add_argument("--upload-session-lifetime", type=float, default=emuupload.WEEK_S, metavar="S",
@@ -957,7 +964,8 @@ def main(argv=None):
                        verbose=args.verbose, write_rate=args.write_rate, write_burst=args.write_burst,
                        write_rate_status=args.write_rate_status,
                        storage_limit=args.storage_limit or None, read_only=args.read_only,
-                       unreserved_id_status=args.unreserved_id_status, upload_options=uploads)
+                       unreserved_id_status=args.unreserved_id_status, upload_options=uploads,
+                       old_revisions=max(0, args.old_revisions))
         emu.start(args.host, args.port, args.tls_dir)
     except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")

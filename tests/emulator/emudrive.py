@@ -159,12 +159,13 @@ class Item:
         if self.is_blob:
             self.head_revision = "0B" + stable_id("rev", self.id, self.source.describe(), self.version)[1:31]
 
-    def replace_content(self, source, modified_ms):
+    def replace_content(self, source, modified_ms, keep=MAX_OLD_REVISIONS):
         """New content for a blob: the old revision is kept (revisions.get still serves it, as Drive
-        keeps old blob revisions; at most MAX_OLD_REVISIONS) and a new head revision id is made."""
-        if self.source is not None and self.head_revision is not None:
+        keeps old blob revisions; at most ``keep`` of them, 0 = none) and a new head revision id is
+        made."""
+        if self.source is not None and self.head_revision is not None and keep > 0:
             self.old_revisions.append((self.head_revision, self.source, self.modified_ms))
-            del self.old_revisions[:-MAX_OLD_REVISIONS]
+            del self.old_revisions[:-keep]
         self.source = source
         self.modified_ms = modified_ms
         self.new_revision()
@@ -238,6 +239,7 @@ class Drive:
         self.changes = []                                 # (time ms, file id, removed, drive id)
         self.drives = {}                                  # shared drive id -> its root Item
         self.storage_limit = QUOTA_LIMIT                  # bytes; None = unlimited
+        self.old_revisions = MAX_OLD_REVISIONS            # replaced revisions kept per blob
         self._next_index = 1
         self._listing_cache = collections.OrderedDict()
 
@@ -499,7 +501,8 @@ class Drive:
                 if item.is_native:
                     item.text = content.decode("utf-8")
                 else:
-                    item.replace_content(emucontent.BytesSource(content), item.modified_ms)
+                    item.replace_content(emucontent.BytesSource(content), item.modified_ms,
+                                         self.old_revisions)
             self._finish_items()
             self._record_change(item.id)
 

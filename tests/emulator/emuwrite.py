@@ -363,7 +363,7 @@ class WriteApi:
             _merge_properties(item.app_properties, meta.get("appProperties", {}))
             _merge_properties(item.properties, meta.get("properties", {}))
             if source is not None:
-                item.replace_content(source, now)
+                item.replace_content(source, now, self.drive.old_revisions)
             if modified is not None or touched:
                 item.modified_ms = modified if modified is not None else now
             self.drive.commit_change(item)

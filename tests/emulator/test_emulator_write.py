@@ -314,3 +314,12 @@ def test_unlimited_storage_has_no_limit_field():
     with serve(storage_limit=None) as client:
         _, about = jcall(client, "GET", "/drive/v3/about", params={"fields": "storageQuota"})
         assert "limit" not in about["storageQuota"]
+
+
+def test_old_revisions_zero_serves_only_the_head():
+    with serve(old_revisions=0) as client:
+        _, before = jcall(client, "GET", "/drive/v3/files/hello", params={"fields": "headRevisionId"})
+        assert http_call(client, "PATCH", "/upload/drive/v3/files/hello", {"uploadType": "media"}, b"new")[0] == 200
+        status, _, _ = http_call(client, "GET", f"/drive/v3/files/hello/revisions/{before['headRevisionId']}",
+                                 {"alt": "media"})
+        assert status == 404
