@@ -693,6 +693,8 @@ class Emulator:
         self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
         drive.storage_limit = storage_limit
         for item_id in read_only:
+            if drive.get(item_id) is None:
+                raise ValueError(f"--read-only: no item {item_id!r}")
             drive.update_item(item_id, read_only=True)
         self.writes = emuwrite.WriteApi(drive, emuquota.UserQuota(write_rate, write_burst, write_rate_status),
                                         unreserved_id_status, seed, upload_options)
@@ -967,7 +969,7 @@ def main(argv=None):
                        unreserved_id_status=args.unreserved_id_status, upload_options=uploads,
                        old_revisions=max(0, args.old_revisions))
         emu.start(args.host, args.port, args.tls_dir)
-    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")
         return 2
     stop = threading.Event()
