@@ -2,8 +2,11 @@
 """A Google Drive API v3 emulator for testing colabfs (Python standard library only).
 
 It follows the project's Drive reference (drive-api-v3.md): files.list (q, paging, orderBy, fields), files.get, alt=media with
-Range (200/206/416), export, about, changes, revisions (head only), Drive's error bodies, and an OAuth
-token endpoint (refresh_token and JWT-bearer grants). HTTP/1.1 with keep-alive, optionally over TLS.
+Range (200/206/416), export, about, changes, revisions (get and list; earlier revisions are kept when
+content is replaced), Drive's error bodies, and an OAuth token endpoint (refresh_token and JWT-bearer
+grants, and tokeninfo). Writes (§6): files.generateIds, files.create, files.update (rename, move,
+trash, metadata), files.delete, media/multipart/resumable uploads (emuwrite.py, emuupload.py).
+HTTP/1.1 with keep-alive, optionally over TLS.
 
 Command line
 ------------
@@ -40,7 +43,27 @@ Auth:
   --sa-public-key PEM --sa-email EMAIL
                          accept JWT-bearer grants signed by this key (public key, private key or
                          certificate PEM) with iss EMAIL
-  With none of these, any non-empty bearer token is accepted.
+  --readonly-token TOK   a bearer token accepted forever with only the drive.readonly scope
+                         (repeatable): every write answers 403 insufficientPermissions
+  With none of these, any non-empty bearer token is accepted (full scope).
+  GET /oauth2/v3/tokeninfo?access_token=T (also /tokeninfo) answers {"scope", "expires_in"}.
+Writes and uploads (emuwrite.py, emuupload.py; control calls in emucontrol.py):
+  --write-rate R --write-burst B --write-rate-status 403|429
+                         a per-user token bucket for creations and uploads (files.create, media
+                         and multipart uploads, starts of resumable sessions; 0 = off, the
+                         default): over it 403 userRateLimitExceeded, Drive's body
+  --storage-limit BYTES  the user's storage quota (default 15 GiB, 0 = unlimited): 403
+                         storageQuotaExceeded past it
+  --read-only ID         an item (a folder: its subtree) the user may only read (repeatable): writes
+                         into, of or out of it answer 403 insufficientFilePermissions
+  --unreserved-id-status 409|400   a create with an id generateIds never handed out (default 409)
+  --upload-session-lifetime S      resumable sessions live S seconds (default a week), then 404
+  --unaligned-chunks reject|truncate   an intermediate chunk that is not a multiple of 256 KiB:
+                         400 (default) or keep its largest 256 KiB multiple
+  --upload-create-status 200|201   status of a finished upload that created a file (default 200)
+  --multipart-limit B    largest media/multipart upload body (0 = none, the default): 413 past it
+  --old-revisions N      replaced revisions of a blob that revisions.get still serves (default 200,
+                         as Drive keeps them; 0 = only the head, an old revision is 404)
 Quota (emuquota.py; who the user is: emuauth.py):
   --user-rate R          Drive API requests per second per user, a token bucket (0 = off, the default);
                          every request of files.list, files.get, media, export, changes, about,
@@ -81,6 +104,9 @@ Item keys:
   shortcutDetails             {"targetId": id} for mimeType application/vnd.google-apps.shortcut
   version      int, default 1;   headRevisionId   default a stable hash (blobs only)
   capabilities {"canDownload": false} makes media and export answer 403
+  readOnly     bool: the user may only read this item and everything below it (writes: 403
+               insufficientFilePermissions; capabilities canEdit, canAddChildren, ... false)
+  appProperties, properties   string maps;   description   a string
   repeat       int N: the item stands for N blobs (a folder of 100,000 files without a 100,000-item spec):
                item i (0 <= i < N) is named ``name.format(i=i)`` (e.g. "f{i:06d}.bin"), holds
                ``emucontent.numbered_bytes(seed, i)`` (``seed`` default 0) and has the id
@@ -108,13 +134,19 @@ Control endpoints (no auth; not counted in stats or logs)
                       any 1 s span since the last reset: a sliding window ending at each arrival;
                       refused ones count), "requests_last_s" (arrivals in the last second)}.
                       Kinds: files.list files.get media export about changes token metadata
-                      revisions.get drives error (error = no such endpoint). Drive API requests
-                      are all kinds but token and metadata.
+                      revisions.get drives error (error = no such endpoint), files.create
+                      files.update files.delete files.generateIds upload upload.chunk. Drive API
+                      requests are all kinds but token and metadata. "uploads": the write
+                      counters of emuwrite.py/emuupload.py: creates updates deletes
+                      generated_ids conflicts (409s and refused ids) storage_refused
+                      rate_refused permission_refused scope_refused sessions_started chunks
+                      bytes_received status_queries resume_incomplete (308s) uploads_completed
+                      chunks_refused partial_chunks sessions_expired
   GET  /_emu/log      the last 10,000 request records: {"t", "method", "path", "kind", "range",
                       "status", "bytes", "id", "query", "fault", "quota_refused", "cancelled" (the
                       client closed the connection first; status 0 when that was before the status
                       line), "ms"}
-  POST /_emu/reset    zero the counters and the in-memory log (the max_* counters restart from the
+  POST /_emu/reset    zero the counters (the upload counters too) and the in-memory log (the max_* counters restart from the
                       requests in flight)
   GET  /_emu/quota    the per-user quota: {"rate": R, "burst": B, "status": 403|429}
   POST /_emu/quota    change it: body {"rate": R, "burst": B, "status": 403|429}, each optional (a
@@ -124,16 +156,26 @@ Control endpoints (no auth; not counted in stats or logs)
   POST /_emu/faults   replace the rules: body {"faults": [SPEC, ...]}
   GET  /_emu/health   {"ok": true}
   POST /_emu/items    add an item: body = one spec item (its "parent" must exist); answers {"id": ...}
-  POST /_emu/items/ID change an item: body {"name", "parent", "trashed", "content" (UTF-8 text)}, all
-                      optional; bumps its version (and revision when the content changes)
+  POST /_emu/items/ID change an item ("another machine changed it"): body {"name", "parent",
+                      "trashed", "readOnly", "content" (UTF-8 text) or "content_b64" (base64
+                      bytes)}, all optional; bumps its version (and makes a new revision when the
+                      content changes; the old one stays readable through revisions.get)
   DELETE /_emu/items/ID   delete an item and everything below it
   Item changes are appended to the change log that changes.list serves.
+  POST /_emu/outage   {"seconds": S}: refuse connections for S seconds (the listening socket is
+                      closed and open connections are cut), then listen on the same port again
+  Writes and uploads (emucontrol.py has the details): GET|POST /_emu/write-rate, GET|POST
+  /_emu/storage, GET|POST /_emu/uploads (settings and sessions), POST /_emu/uploads/expire,
+  POST /_emu/tokens, GET /_emu/items/ID, GET /_emu/items/ID/content[?revision=R],
+  GET /_emu/find?name=N | ?path=P.
 
 A request record is committed to the counters before the last byte of its body is sent, so a client that
 has read a whole response can read /_emu/stats at once and see it.
 """
 
 import argparse
+import base64
+import binascii
 import collections
 import json
 import math
@@ -155,10 +197,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import emuapi     # noqa: E402
 import emuauth    # noqa: E402
+import emubody   # noqa: E402
+import emucontrol  # noqa: E402
 import emudrive   # noqa: E402
 import emufaults  # noqa: E402
 import emuquota   # noqa: E402
 import emusample  # noqa: E402
+import emuupload  # noqa: E402
+import emuwrite   # noqa: E402
 
 LOG_KEEP = 10_000
 BODY_KINDS = ("media", "export")
@@ -314,17 +360,10 @@ def _public(record):
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
-class _Abort(Exception):
-    """Stop answering and close the connection: the client went away (``cancelled``), or a reset or
-    drop fault (``reset``: with a TCP reset)."""
-
-    def __init__(self, reset=False, cancelled=False):
-        super().__init__()
-        self.reset = reset
-        self.cancelled = cancelled
+_Abort = emubody.Abort
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(emubody.UploadBodyMixin, BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "drive-emulator/1.0"
 
@@ -367,16 +406,18 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self):
         emu = self.server.emu
         try:
-            body = self._read_body()
             url = urlsplit(self.path)
             params = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
             if url.path.startswith("/_emu/"):
-                self._send_plain(emu.control(self.command, url.path, body))
+                self._send_plain(emu.control(self.command, url.path, self._read_body(), params))
                 return
             scheme = "https" if emu.tls else "http"
             base_url = f"{scheme}://{self.headers.get('Host') or '%s:%d' % self.server.server_address[:2]}"
-            req = emuapi.Request(self.command, url.path, params, self.headers, body, base_url)
+            req = emuapi.Request(self.command, url.path, params, self.headers, b"", base_url)
             route = emu.api.route(req)
+            self._body_read = route.kind not in emuapi.STREAMED_KINDS
+            if self._body_read:
+                req.body = self._read_body()
             record = {"t": round(time.time(), 3), "method": self.command, "path": url.path,
                       "kind": route.kind, "range": self.headers.get("Range"), "status": 0, "bytes": 0,
                       "id": req.file_id,
@@ -415,15 +456,23 @@ class Handler(BaseHTTPRequestHandler):
                 resp = emuapi.fault_error(fault.status, fault.reason, fault.message,
                                           fault.retry_after).response()
             else:
+                if not self._body_read:
+                    self._read_upload_body(req, fault)
+                    record["received"] = len(req.body)
                 try:
                     resp = emu.api.call(req, route)
+                except emuapi.ConnectionLost as lost:
+                    raise _Abort(reset=lost.reset, cancelled=not lost.reset) from None
                 except Exception:                                # a bug: answer 500, keep serving
                     traceback.print_exc()
                     resp = emuapi.fault_error(500).response()
                 record["quota_refused"] = req.quota_refused
+                if req.reset_after_answer:
+                    raise _Abort(reset=True)
             if route.kind in BODY_KINDS and emu.ttfb_ms:
                 self._pause(emu.ttfb_ms / 1000)
             self._send(resp, record, fault)
+            self._drain_body()
         except _Abort as abort:
             record["cancelled"] = abort.cancelled
             raise
@@ -464,7 +513,7 @@ class Handler(BaseHTTPRequestHandler):
         chunks = resp.iter_chunks(256 * 1024)
         if fault and fault.truncate:
             length //= 2
-        self.send_response(resp.status)
+        self.send_response(resp.status, resp.reason)
         self._status_sent = True
         for name, value in resp.headers:
             if fault and fault.bad_range and name == "Content-Range" and not value.startswith("bytes */"):
@@ -545,7 +594,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def _send_plain(self, resp):
-        self.send_response(resp.status)
+        self.send_response(resp.status, resp.reason)
         for name, value in resp.headers:
             self.send_header(name, value)
         self.send_header("Content-Length", str(resp.length))
@@ -625,18 +674,33 @@ class Emulator:
     ``drive`` is an emudrive.Drive and ``auth`` an emuauth.Auth; the keyword options are those of the
     command line (``ttfb_ms``, ``bandwidth``, ``total_bandwidth``, ``page_size_cap``, ``short_pages``,
     ``seed``, ``faults``, ``log_path``, ``export_limit``, ``user_rate``, ``user_burst``,
-    ``user_rate_status``, ``verbose``).
+    ``user_rate_status``, ``verbose``; for writes ``write_rate``, ``write_burst``,
+    ``write_rate_status``, ``storage_limit`` (bytes, None = unlimited; default 15 GiB),
+    ``read_only`` (ids of items read-only for the user), ``unreserved_id_status`` and
+    ``upload_options``, a dict of emuupload.Uploads settings; ``old_revisions``, replaced revisions
+    kept per blob).
     """
 
     def __init__(self, drive, auth=None, *, ttfb_ms=0, bandwidth=0, total_bandwidth=0, page_size_cap=0,
                  short_pages=False, seed=0, faults=(), log_path=None,
                  export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
-                 user_rate_status=403, verbose=False):
+                 user_rate_status=403, verbose=False, write_rate=0, write_burst=None,
+                 write_rate_status=403, storage_limit=emudrive.QUOTA_LIMIT, read_only=(),
+                 unreserved_id_status=409, upload_options=None, old_revisions=emudrive.MAX_OLD_REVISIONS):
         self.drive = drive
+        drive.old_revisions = old_revisions
         self.auth = auth or emuauth.Auth(seed=seed)
         self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
+        drive.storage_limit = storage_limit
+        for item_id in read_only:
+            if drive.get(item_id) is None:
+                raise ValueError(f"--read-only: no item {item_id!r}")
+            drive.update_item(item_id, read_only=True)
+        self.writes = emuwrite.WriteApi(drive, emuquota.UserQuota(write_rate, write_burst, write_rate_status),
+                                        unreserved_id_status, seed, upload_options)
         self.api = emuapi.DriveApi(drive, self.auth, page_size_cap=page_size_cap, short_pages=short_pages,
-                                   seed=seed, export_limit=export_limit, quota=self.quota)
+                                   seed=seed, export_limit=export_limit, quota=self.quota,
+                                   writes=self.writes)
         self.faults = emufaults.FaultPlan(faults, seed=seed)
         self.stats = Stats(log_path)
         self.ttfb_ms = ttfb_ms
@@ -647,6 +711,8 @@ class Emulator:
         self.server = None
         self.port = None
         self._thread = None
+        self._serve_lock = threading.Lock()
+        self._refusing = False
 
     def start(self, host="127.0.0.1", port=0, tls_dir=None):
         context = None
@@ -669,7 +735,37 @@ class Emulator:
         host = f"[{host}]" if ":" in host else host
         return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
+    def refuse_connections(self, seconds):
+        """An outage that refuses connections: close the listening socket and every open
+        connection now, and listen on the same port again after ``seconds``."""
+        server = self.server
+        if server is None or self._refusing:
+            raise ValueError("the emulator is not serving")
+        self._refusing = True
+
+        def outage():
+            server.shutdown()
+            server.socket.close()
+            server.close_connections()
+            time.sleep(seconds)
+            with self._serve_lock:
+                if self.server is not server:
+                    return                                   # stopped meanwhile
+                server.socket = socket.socket(server.address_family, server.socket_type)
+                server.server_bind()
+                server.server_activate()
+                self._thread = threading.Thread(target=server.serve_forever, name="drive-emulator",
+                                                kwargs={"poll_interval": 0.1}, daemon=True)
+                self._thread.start()
+                self._refusing = False
+
+        threading.Timer(0.05, outage).start()                # after this control call is answered
+
     def stop(self):
+        with self._serve_lock:
+            self._stop()
+
+    def _stop(self):
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
@@ -686,17 +782,16 @@ class Emulator:
 
     # -- control endpoints --------------------------------------------------------------------------
 
-    def control(self, method, path, body):
+    def control(self, method, path, body, params=None):
         """Answer a /_emu/ request (see the module doc)."""
-        def reply(value, status=200):
-            return emuapi.Response.json(value, status)
-
+        reply = emucontrol.reply
         if path == "/_emu/stats" and method == "GET":
-            return reply(self.stats.snapshot())
+            return reply(dict(self.stats.snapshot(), uploads=self.writes.snapshot()))
         if path == "/_emu/log" and method == "GET":
             return reply(self.stats.records())
         if path == "/_emu/reset" and method == "POST":
             self.stats.reset()
+            self.writes.reset_counters()
             return reply({"ok": True})
         if path == "/_emu/health" and method == "GET":
             return reply({"ok": True})
@@ -706,6 +801,12 @@ class Emulator:
             return reply(self.quota.describe())
         try:
             value = json.loads(body or b"{}")
+            answer = emucontrol.write_control(self, method, path, value, params or {})
+            if answer is not None:
+                return answer
+            if path == "/_emu/outage" and method == "POST":
+                self.refuse_connections(float(value.get("seconds", 1)))
+                return reply({"refusing_for": float(value.get("seconds", 1))})
             if path == "/_emu/faults" and method == "POST":
                 self.faults.replace(value.get("faults", []) if isinstance(value, dict) else value)
                 return reply({"faults": self.faults.describe()})
@@ -723,13 +824,16 @@ class Emulator:
                     self.drive.remove_item(item_id)
                 else:
                     content = value.get("content")
+                    content = None if content is None else content.encode("utf-8")
+                    if value.get("content_b64") is not None:
+                        content = base64.b64decode(value["content_b64"], validate=True)
                     self.drive.update_item(item_id, name=value.get("name"), parent=value.get("parent"),
-                                           trashed=value.get("trashed"),
-                                           content=None if content is None else content.encode("utf-8"))
+                                           trashed=value.get("trashed"), content=content,
+                                           read_only=value.get("readOnly"))
                 return reply({"id": item_id})
         except KeyError as exc:
             return reply({"error": f"no item {exc.args[0]}"}, 404)
-        except (ValueError, AttributeError, TypeError) as exc:
+        except (ValueError, AttributeError, TypeError, binascii.Error) as exc:
             return reply({"error": str(exc)}, 400)
         return reply({"error": f"no control endpoint {method} {path}"}, 404)
 
@@ -772,14 +876,30 @@ def parse_args(argv):
                    help="seconds an issued token stays valid (default 3600)")
     p.add_argument("--sa-public-key", metavar="PEM", help="service-account key that signs JWT grants")
     p.add_argument("--sa-email", metavar="EMAIL", help="service-account email (the JWT iss)")
-    p.add_argument("--user-rate", type=float, default=0, metavar="R",
-                   help="Drive API requests per second per user; more get 403 userRateLimitExceeded "
-                        "(0 = no quota, the default)")
-    p.add_argument("--user-burst", type=float, metavar="B",
-                   help="requests a user may make at once (bucket size; default max(1, R))")
-    p.add_argument("--user-rate-status", type=int, default=403, choices=emuquota.STATUSES,
-                   help="status over quota: 403 userRateLimitExceeded (default) or 429 "
-                        "rateLimitExceeded")
+    _add_bucket_flags(p, "user", "Drive API requests")
+    p.add_argument("--readonly-token", action="append", default=[], metavar="TOK",
+                   help="a bearer token valid forever with only the drive.readonly scope (repeatable)")
+    _add_bucket_flags(p, "write", "creations and uploads (files.create, media and multipart uploads, "
+                                  "resumable session starts)")
+    p.add_argument("--storage-limit", type=int, default=emudrive.QUOTA_LIMIT, metavar="BYTES",
+                   help="the user's storage quota (default 15 GiB; 0 = unlimited); uploads past it "
+                        "get 403 storageQuotaExceeded")
+    p.add_argument("--read-only", action="append", default=[], metavar="ID",
+                   help="an item (a folder: its subtree) the user may only read (repeatable)")
+    p.add_argument("--old-revisions", type=int, default=emudrive.MAX_OLD_REVISIONS, metavar="N",
+                   help="replaced revisions of a blob kept for revisions.get (default 200, like Drive; "
+                        "0 = only the head revision exists, a pinned read of an old one is 404)")
+    p.add_argument("--unreserved-id-status", type=int, default=409, choices=(409, 400),
+                   help="answer to a create with an id generateIds never handed out (default 409)")
+    p.add_argument("--upload-session-lifetime", type=float, default=emuupload.WEEK_S, metavar="S",
+                   help="seconds a resumable upload session lives (default a week)")
+    p.add_argument("--unaligned-chunks", choices=("reject", "truncate"), default="reject",
+                   help="an intermediate chunk that is not a multiple of 256 KiB: 400 (reject, the "
+                        "default) or keep its largest 256 KiB multiple (truncate)")
+    p.add_argument("--upload-create-status", type=int, choices=(200, 201), default=200,
+                   help="status of a finished upload that created a file (default 200)")
+    p.add_argument("--multipart-limit", type=int, default=0, metavar="BYTES",
+                   help="largest media/multipart upload body (0 = no limit, the default)")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="a fault rule (repeatable; syntax in emufaults.py)")
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request to FILE")
@@ -789,9 +909,23 @@ def parse_args(argv):
         p.error("--sa-public-key and --sa-email go together")
     if args.refresh_token and not (args.client_id and args.client_secret):
         p.error("--refresh-token needs --client-id and --client-secret")
-    if args.user_rate < 0 or (args.user_burst is not None and args.user_burst < 1):
-        p.error("--user-rate must be >= 0 and --user-burst >= 1")
+    for who in ("user", "write"):
+        rate, burst = getattr(args, f"{who}_rate"), getattr(args, f"{who}_burst")
+        if rate < 0 or (burst is not None and burst < 1):
+            p.error(f"--{who}-rate must be >= 0 and --{who}-burst >= 1")
     return args
+
+
+def _add_bucket_flags(p, who, what):
+    """--WHO-rate, --WHO-burst, --WHO-rate-status: a per-user token bucket (emuquota.UserQuota)."""
+    p.add_argument(f"--{who}-rate", type=float, default=0, metavar="R",
+                   help=f"{what} per second per user; more get 403 userRateLimitExceeded (0 = no "
+                        "limit, the default)")
+    p.add_argument(f"--{who}-burst", type=float, metavar="B",
+                   help="how many a user may make at once (bucket size; default max(1, R))")
+    p.add_argument(f"--{who}-rate-status", type=int, default=403, choices=emuquota.STATUSES,
+                   help="status over the limit: 403 userRateLimitExceeded (default) or 429 "
+                        "rateLimitExceeded")
 
 
 def build_drive(args):
@@ -819,12 +953,21 @@ def main(argv=None):
         drive = build_drive(args)
         auth = emuauth.Auth(args.access_token, args.client_id, args.client_secret, args.refresh_token,
                             args.token_lifetime, args.sa_public_key, args.sa_email, args.seed)
+        for token in args.readonly_token:
+            auth.add_token(token, emuauth.READONLY_SCOPE)
+        uploads = {"session_lifetime": args.upload_session_lifetime,
+                   "unaligned_chunks": args.unaligned_chunks,
+                   "create_status": args.upload_create_status, "multipart_limit": args.multipart_limit}
         emu = Emulator(drive, auth, ttfb_ms=args.ttfb_ms, bandwidth=args.bandwidth,
                        total_bandwidth=args.total_bandwidth, page_size_cap=args.page_size_cap,
                        short_pages=args.short_pages, seed=args.seed, faults=args.fault,
                        log_path=args.log, export_limit=args.export_limit, user_rate=args.user_rate,
                        user_burst=args.user_burst, user_rate_status=args.user_rate_status,
-                       verbose=args.verbose)
+                       verbose=args.verbose, write_rate=args.write_rate, write_burst=args.write_burst,
+                       write_rate_status=args.write_rate_status,
+                       storage_limit=args.storage_limit or None, read_only=args.read_only,
+                       unreserved_id_status=args.unreserved_id_status, upload_options=uploads,
+                       old_revisions=max(0, args.old_revisions))
         emu.start(args.host, args.port, args.tls_dir)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")

@@ -95,13 +95,31 @@ _DEFAULT_REASONS = {
 
 
 METADATA_TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
+# Kinds whose request body the transport reads only once the fault rules have had their say, so that
+# a fault can answer before the body is read or cut it part-way (drive_emulator.py).
+STREAMED_KINDS = ("upload", "upload.chunk")
+# Kinds answered without a bearer token or the user's request quota: the token endpoint, the
+# metadata server, unknown paths, and resumable-upload session URIs (the upload_id is the
+# credential, as on Drive [?]).
+UNAUTHENTICATED_KINDS = ("token", "metadata", "error", "upload.chunk")
+
+
+class ConnectionLost(Exception):
+    """Raised by an endpoint whose request body was cut short (``Request.body_complete`` false):
+    the transport closes the connection without an answer, with a TCP reset when ``reset``."""
+
+    def __init__(self, reset=False):
+        super().__init__("request body cut short")
+        self.reset = reset
 
 
 class Response:
     """An HTTP answer: a status, headers and either ``body`` bytes or ``chunks(size)`` of ``length``."""
 
-    def __init__(self, status, body=b"", content_type=JSON_TYPE, headers=(), chunks=None, length=None):
+    def __init__(self, status, body=b"", content_type=JSON_TYPE, headers=(), chunks=None, length=None,
+                 reason=None):
         self.status = status
+        self.reason = reason                 # the status line's phrase (None: the usual one)
         self.body = body
         self.headers = [("Content-Type", content_type), *headers]
         self._chunks = chunks
@@ -120,15 +138,16 @@ class Response:
 
 class ApiError(Exception):
     def __init__(self, status, reason, message, location=None, location_type="parameter",
-                 domain=None, headers=()):
+                 domain=None, headers=(), detail_message=None):
         super().__init__(message)
         self.status, self.reason, self.message = status, reason, message
+        self.detail_message = detail_message or message
         self.location, self.location_type = location, location_type
         self.domain = domain or ("usageLimits" if reason in _USAGE_LIMIT_REASONS else "global")
         self.headers = list(headers)
 
     def body(self):
-        detail = {"domain": self.domain, "reason": self.reason, "message": self.message}
+        detail = {"domain": self.domain, "reason": self.reason, "message": self.detail_message}
         if self.location:
             detail.update(locationType=self.location_type, location=self.location)
         return {"error": {"code": self.status, "message": self.message, "errors": [detail]}}
@@ -145,6 +164,12 @@ def fault_error(status, reason=None, message=None, retry_after=None):
     headers = [("Retry-After", str(int(retry_after) if float(retry_after).is_integer() else retry_after))] \
         if retry_after is not None else []
     return ApiError(status, reason or default_reason, message or default_message, headers=headers)
+
+
+def insufficient_scopes():
+    """403 for a token without the scope a call needs, as Drive words it."""
+    return ApiError(403, "insufficientPermissions", "Request had insufficient authentication scopes.",
+                    detail_message="Insufficient Permission")
 
 
 def invalid(location, message="Invalid Value"):
@@ -165,6 +190,9 @@ class Request:
         self.scope = None
         self.user = None
         self.quota_refused = False
+        self.body_complete = True            # False: the client sent fewer bytes than it announced
+        self.body_reset = False              # the body was cut by a reset_in_body fault
+        self.reset_after_answer = False      # a reset_in_body fault past the body: lose the answer
 
 
 class Route:
@@ -172,17 +200,19 @@ class Route:
         self.kind, self.handler, self.args = kind, handler, args
 
 
-_FILE_PATH = re.compile(r"/drive/v3/files/([^/]+)(/export|/revisions/([^/]+))?")
+_FILE_PATH = re.compile(r"/drive/v3/files/([^/]+)(/export|/revisions/([^/]+)|/revisions)?")
 
 
 class DriveApi:
     """The endpoints. Options: ``page_size_cap`` (0 = none), ``short_pages`` (random short and empty
     pages), ``seed`` (for page tokens and short pages), ``export_limit`` (bytes), ``quota`` (an
-    emuquota.UserQuota; default: off)."""
+    emuquota.UserQuota; default: off), ``writes`` (an object whose ``route(req)`` gives the Route of a
+    write or upload request, or None: emuwrite.WriteApi; without it writes answer 405)."""
 
     def __init__(self, drive, auth, page_size_cap=0, short_pages=False, seed=0,
-                 export_limit=DEFAULT_EXPORT_LIMIT, quota=None):
+                 export_limit=DEFAULT_EXPORT_LIMIT, quota=None, writes=None):
         self.drive, self.auth = drive, auth
+        self.writes = writes
         self.quota = quota or emuquota.UserQuota()
         self.page_size_cap, self.short_pages, self.seed = page_size_cap, short_pages, seed
         self.export_limit = export_limit
@@ -197,6 +227,11 @@ class DriveApi:
             return Route("token", self.token) if method == "POST" else self._no_route(405)
         if path == METADATA_TOKEN_PATH:
             return Route("metadata", self.metadata_token) if method == "GET" else self._no_route(405)
+        if path in ("/tokeninfo", "/oauth2/v3/tokeninfo"):
+            return Route("token", self.token_info)
+        write = self.writes.route(req) if self.writes is not None else None
+        if write is not None:
+            return write
         if not path.startswith("/drive/v3/"):
             return self._no_route(404)
         if method != "GET":
@@ -219,6 +254,8 @@ class DriveApi:
         req.file_id = unquote(m.group(1))
         if m.group(2) == "/export":
             return Route("export", self.export, req.file_id)
+        if m.group(2) == "/revisions":
+            return Route("revisions.get", self.revisions_list, req.file_id)
         media = req.params.get("alt") == "media"
         if m.group(3) is not None:
             revision = unquote(m.group(3))
@@ -240,7 +277,7 @@ class DriveApi:
         kind but token, metadata and error) is authorized and then takes a token of its user's
         quota (emuquota.py); over quota it is refused and ``req.quota_refused`` is set."""
         try:
-            if route.kind not in ("token", "metadata", "error"):
+            if route.kind not in UNAUTHENTICATED_KINDS:
                 self._authorize(req)
                 if not self.quota.take(req.user):
                     req.quota_refused = True
@@ -256,8 +293,7 @@ class DriveApi:
                            headers=[("WWW-Authenticate", 'Bearer realm="https://accounts.google.com/"')])
         scope, req.user = who
         if not emuauth.scope_allows_drive(scope):
-            raise ApiError(403, "insufficientPermissions",
-                           "Request had insufficient authentication scopes.")
+            raise insufficient_scopes()
         req.scope = scope
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -277,6 +313,11 @@ class DriveApi:
             raise ApiError(400, "invalidParameter", f"Invalid field selection {exc.args[0]}",
                            "fields") from exc
         return mask
+
+    @staticmethod
+    def file_mask(req):
+        """The ``fields`` mask of a request that answers one File resource (400 when bad)."""
+        return DriveApi._mask(req, emudrive.FILE_SCHEMA, emudrive.DEFAULT_FILE_MASK)
 
     @staticmethod
     def _json(req, value):
@@ -412,24 +453,34 @@ class DriveApi:
         return self._json(req, self.drive.file_resource(item, mask, req.base_url))
 
     def revision(self, req, file_id, revision):
-        """revisions.get: only the head revision of a blob exists; with alt=media it is downloaded."""
+        """revisions.get: the head revision of a blob, or an earlier one its content was replaced
+        by (uploads and /_emu/items changes keep them, as Drive keeps blob revisions); with
+        alt=media that revision's bytes are downloaded."""
         item = self._item(file_id, req)
-        if item.head_revision is None or revision != item.head_revision:
+        found = item.revision(revision)
+        if found is None:
             raise ApiError(404, "notFound", f"Revision not found: {revision}.", "revisionId")
         if req.params.get("alt") == "media":
-            return self.media(req, file_id)
+            return self.media(req, file_id, found[0])
         mask = self._mask(req, _REVISION_SCHEMA, _DEFAULT_REVISION_MASK)
-        value = {"kind": "drive#revision", "id": item.head_revision, "mimeType": item.mime_type,
-                 "modifiedTime": emudrive.rfc3339(item.modified_ms), "keepForever": False,
-                 "published": False, "size": str(item.source.size), "originalFilename": item.name}
-        if emuquery.selected(mask, "md5Checksum")[0]:
-            value["md5Checksum"] = item.source.digest("md5")
-        return self._json(req, emuquery.project(value, mask))
+        return self._json(req, _revision_resource(item, revision, *found, mask))
 
-    def media(self, req, file_id):
-        """alt=media. 200 full body without a usable Range; 206 for one satisfiable range;
-        416 (``Content-Range: bytes */size``) when the first byte is past the end, or for any range on
-        an empty file. Malformed and multi-range headers are ignored (200 full)."""
+    def revisions_list(self, req, file_id):
+        """revisions.list: a blob's kept revisions, oldest first, the head last; one page."""
+        item = self._item(file_id, req)
+        mask = self._mask(req, {"kind": None, "nextPageToken": None, "revisions": _REVISION_SCHEMA},
+                          {"kind": None, "nextPageToken": None, "revisions": _DEFAULT_REVISION_MASK})
+        _, sub = emuquery.selected(mask, "revisions")
+        reply = {"kind": "drive#revisionList",
+                 "revisions": [_revision_resource(item, rev, source, ms, sub)
+                               for rev, source, ms in item.revisions()]}
+        return self._json(req, _project_except(reply, mask, "revisions"))
+
+    def media(self, req, file_id, source=None):
+        """alt=media (of ``source``, a revision's content; default the head). 200 full body without a
+        usable Range; 206 for one satisfiable range; 416 (``Content-Range: bytes */size``) when the
+        first byte is past the end, or for any range on an empty file. Malformed and multi-range
+        headers are ignored (200 full)."""
         item = self._item(file_id, req)
         if item.source is None:
             raise ApiError(403, "fileNotDownloadable", NOT_DOWNLOADABLE, "alt")
@@ -437,9 +488,9 @@ class DriveApi:
             raise ApiError(403, "cannotDownloadFile", "The user does not have permission to download "
                                                       "this file.")
         if not emuauth.scope_allows_content(req.scope or ""):
-            raise ApiError(403, "insufficientPermissions", "Request had insufficient authentication "
-                                                          "scopes.")
-        source, size = item.source, item.source.size
+            raise insufficient_scopes()
+        source = source or item.source
+        size = source.size
         span = parse_range(req.headers.get("Range"), size)
         if span == UNSATISFIABLE:
             raise ApiError(416, "requestedRangeNotSatisfiable", "Request range not satisfiable",
@@ -470,8 +521,7 @@ class DriveApi:
             raise ApiError(403, "cannotExportFile", "The user does not have permission to export "
                                                     "this file.")
         if not emuauth.scope_allows_content(req.scope or ""):
-            raise ApiError(403, "insufficientPermissions", "Request had insufficient authentication "
-                                                          "scopes.")
+            raise insufficient_scopes()
         data = emucontent.export_bytes(item.text, target)
         if len(data) > self.export_limit:
             raise ApiError(403, "exportSizeLimitExceeded", "This file is too large to be exported.")
@@ -586,6 +636,16 @@ class DriveApi:
         return Response(200, (json.dumps(reply) + "\n").encode(), "application/json",
                         headers=[("Metadata-Flavor", "Google")])
 
+    def token_info(self, req):
+        """Google's tokeninfo (``?access_token=T``, or form field): the token's scope and lifetime
+        left; 400 ``invalid_token`` for an unknown or expired one."""
+        form = {k: v[0] for k, v in parse_qs(req.body.decode("utf-8", "replace")).items()}
+        info = self.auth.token_info(req.params.get("access_token") or form.get("access_token"))
+        if info is None:
+            info = {"error": "invalid_token", "error_description": "Invalid Value"}
+        return Response(200 if "scope" in info else 400, (json.dumps(info) + "\n").encode(),
+                        "application/json; charset=UTF-8")
+
     def token(self, req):
         form = {k: v[0] for k, v in parse_qs(req.body.decode("utf-8", "replace")).items()}
         basic = None
@@ -604,9 +664,21 @@ class DriveApi:
                         headers=[("Cache-Control", "no-cache, no-store, max-age=0, must-revalidate")])
 
 
+def _revision_resource(item, revision_id, source, modified_ms, mask):
+    value = {"kind": "drive#revision", "id": revision_id, "mimeType": item.mime_type,
+             "modifiedTime": emudrive.rfc3339(modified_ms), "keepForever": False,
+             "published": False, "size": str(source.size), "originalFilename": item.name}
+    if emuquery.selected(mask, "md5Checksum")[0]:
+        value["md5Checksum"] = source.digest("md5")
+    return emuquery.project(value, mask)
+
+
 def _flag(req, name):
     """Whether boolean query parameter ``name`` is true (Drive accepts true/false, any case)."""
     return req is not None and req.params.get(name, "").lower() == "true"
+
+
+flag = _flag
 
 
 def _project_except(reply, mask, key):

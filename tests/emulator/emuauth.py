@@ -6,6 +6,14 @@ Tokens
 (``--access-token``, valid forever) or a token issued by the token endpoint that has not outlived its
 lifetime. With no way to get a token configured at all, any non-empty bearer token is accepted.
 
+Scopes: a static token has the full ``drive`` scope unless it was added with another one
+(``--readonly-token TOK``: ``drive.readonly``; ``Auth.add_token(TOK, SCOPE)``, reached by
+``POST /_emu/tokens``); an issued token has the scope of its grant (the refresh grant's ``scope``
+field, the JWT's ``scope`` claim, the metadata server's ``?scopes=``). Reads need any Drive scope
+(content: drive, drive.readonly or drive.file); writes need ``drive`` or ``drive.file``
+(``scope_allows_write``), metadata-only writes also ``drive.metadata``; others get 403
+insufficientPermissions (emuwrite.py).
+
 Users
 -----
 ``identify`` also names the user a token authenticates as (the per-user request quota, emuquota.py,
@@ -52,6 +60,8 @@ _TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_
 # Scopes that allow reading file content; a token with only other Drive scopes may read metadata.
 CONTENT_SCOPES = {"https://www.googleapis.com/auth/" + s for s in ("drive", "drive.readonly", "drive.file")}
 DRIVE_SCOPE_PREFIX = "https://www.googleapis.com/auth/drive"
+READONLY_SCOPE = DRIVE_SCOPE_PREFIX + ".readonly"
+WRITE_SCOPES = {DRIVE_SCOPE_PREFIX, DRIVE_SCOPE_PREFIX + ".file"}
 
 
 class GrantError(Exception):
@@ -90,7 +100,7 @@ def public_key_pem(path):
 class Auth:
     def __init__(self, access_tokens=(), client_id=None, client_secret=None, refresh_token=None,
                  token_lifetime=3600, sa_public_key=None, sa_email=None, seed=0):
-        self.static_tokens = set(access_tokens)
+        self.static_tokens = {token: DEFAULT_SCOPE for token in access_tokens}
         self.client_id, self.client_secret, self.refresh_token = client_id, client_secret, refresh_token
         self.token_lifetime = token_lifetime
         self.sa_email = sa_email
@@ -110,7 +120,9 @@ class Auth:
         token = header[len("Bearer "):].strip()
         if not token:
             return None
-        if token in self.static_tokens or self.open:
+        if token in self.static_tokens:
+            return self.static_tokens[token], DRIVE_USER
+        if self.open:
             return DEFAULT_SCOPE, DRIVE_USER
         with self._lock:
             entry = self._issued.get(token)
@@ -121,6 +133,24 @@ class Auth:
                 del self._issued[token]
                 return None
             return scope, user
+
+    def add_token(self, token, scope=DEFAULT_SCOPE):
+        """Accept ``token`` forever with ``scope`` (a space-separated scope string). In the open mode
+        (any bearer token accepted) other tokens stay accepted, with the full scope."""
+        if not isinstance(token, str) or not token.strip() or not isinstance(scope, str):
+            raise ValueError("a token needs a non-empty string 'token' and a string 'scope'")
+        with self._lock:
+            self.static_tokens[token.strip()] = scope
+
+    def token_info(self, token):
+        """What Google's tokeninfo endpoint says of ``token``: {"scope", "expires_in"}, or None."""
+        found = self.identify(f"Bearer {token}") if token else None
+        if found is None:
+            return None
+        with self._lock:
+            entry = self._issued.get(token)
+        left = int(entry[0] - time.monotonic()) if entry else 315360000
+        return {"scope": found[0], "expires_in": str(max(0, left)), "access_type": "online"}
 
     # -- token endpoint -----------------------------------------------------------------------------
 
@@ -213,6 +243,13 @@ class Auth:
 
 def scope_allows_content(scope):
     return any(s in CONTENT_SCOPES for s in scope.split())
+
+
+def scope_allows_write(scope, content=True):
+    """Whether ``scope`` may write: content needs drive or drive.file; metadata-only writes (folders,
+    renames, trash, delete) also drive.metadata."""
+    allowed = WRITE_SCOPES if content else WRITE_SCOPES | {DRIVE_SCOPE_PREFIX + ".metadata"}
+    return any(s in allowed for s in scope.split())
 
 
 def scope_allows_drive(scope):

@@ -51,6 +51,7 @@ USER = {
     "me": True,
 }
 QUOTA_LIMIT = 15 * 1024 ** 3
+MAX_OLD_REVISIONS = 200
 
 
 class SpecError(ValueError):
@@ -61,6 +62,10 @@ def stable_id(*parts):
     """A Drive-like id (33 chars of [A-Za-z0-9_-]) derived from ``parts``."""
     digest = hashlib.sha256("\0".join(str(p) for p in parts).encode("utf-8")).digest()
     return "1" + base64.urlsafe_b64encode(digest).decode("ascii")[:32]
+
+
+def now_ms():
+    return int(time.time() * 1000)
 
 
 def rfc3339(ms):
@@ -123,6 +128,12 @@ class Item:
         self.drive_id = None                 # the shared drive this item is in, or None (My Drive)
         self.shared_with_me = False
         self.hidden_parent = False           # parent not visible to the user (shared with me)
+        self.explicitly_read_only = False    # the user is only a reader of this item (and below)
+        self.read_only = False               # effective: own flag or an ancestor's, kept by the Drive
+        self.app_properties = {}
+        self.properties = {}
+        self.description = None
+        self.old_revisions = []              # earlier content: [(revision id, source, modified ms)]
 
     @property
     def parents(self):
@@ -147,6 +158,31 @@ class Item:
         """Give a blob a revision id that depends on its id and content identity."""
         if self.is_blob:
             self.head_revision = "0B" + stable_id("rev", self.id, self.source.describe(), self.version)[1:31]
+
+    def replace_content(self, source, modified_ms, keep=MAX_OLD_REVISIONS):
+        """New content for a blob: the old revision is kept (revisions.get still serves it, as Drive
+        keeps old blob revisions; at most ``keep`` of them, 0 = none) and a new head revision id is
+        made."""
+        if self.source is not None and self.head_revision is not None and keep > 0:
+            self.old_revisions.append((self.head_revision, self.source, self.modified_ms))
+            del self.old_revisions[:-keep]
+        self.source = source
+        self.modified_ms = modified_ms
+        self.new_revision()
+
+    def revision(self, revision_id):
+        """(source, modified ms) of revision ``revision_id`` (the head or a kept one), or None."""
+        if self.head_revision is not None and revision_id == self.head_revision:
+            return self.source, self.modified_ms
+        for rev, source, modified_ms in self.old_revisions:
+            if rev == revision_id:
+                return source, modified_ms
+        return None
+
+    def revisions(self):
+        """[(revision id, source, modified ms)], oldest first, the head last."""
+        head = [(self.head_revision, self.source, self.modified_ms)] if self.head_revision else []
+        return self.old_revisions + head
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -202,6 +238,8 @@ class Drive:
         self.children = collections.defaultdict(list)     # parent id -> child ids in creation order
         self.changes = []                                 # (time ms, file id, removed, drive id)
         self.drives = {}                                  # shared drive id -> its root Item
+        self.storage_limit = QUOTA_LIMIT                  # bytes; None = unlimited
+        self.old_revisions = MAX_OLD_REVISIONS            # replaced revisions kept per blob
         self._next_index = 1
         self._listing_cache = collections.OrderedDict()
 
@@ -267,6 +305,10 @@ class Drive:
         item.version = int(raw.get("version", 1))
         item.can_download = bool(raw.get("capabilities", {}).get("canDownload", True))
         item.shared_with_me = bool(raw.get("sharedWithMe", False))
+        item.explicitly_read_only = bool(raw.get("readOnly", False))
+        item.app_properties = dict(raw.get("appProperties") or {})
+        item.properties = dict(raw.get("properties") or {})
+        item.description = raw.get("description")
         sources = [key for key in ("path", "content", "size") if key in raw]
         if mime == SHORTCUT:
             details = raw.get("shortcutDetails") or {}
@@ -372,14 +414,15 @@ class Drive:
         self._listing_cache.clear()
 
     def _mark_trashed(self, folder, inherited):
-        """Effective trash flags, and the shared drive of every item below ``folder``."""
+        """Effective trash and read-only flags, and the shared drive of every item below ``folder``."""
         drive_id = folder.id if folder.id in self.drives else None
-        stack = [(folder, inherited, drive_id)]
+        stack = [(folder, inherited, False, drive_id)]
         while stack:
-            item, inherited, drive_id = stack.pop()
+            item, inherited, read_only, drive_id = stack.pop()
             item.trashed = inherited or item.explicitly_trashed
+            item.read_only = read_only or item.explicitly_read_only
             item.drive_id = drive_id
-            stack.extend((self.items[c], item.trashed, drive_id)
+            stack.extend((self.items[c], item.trashed, item.read_only, drive_id)
                          for c in self.children.get(item.id, ()))
 
     # -- mutation (records changes) -----------------------------------------------------------------
@@ -387,7 +430,7 @@ class Drive:
     def _record_change(self, file_id, removed=False, drive_id=None):
         if not removed:
             drive_id = self.items[file_id].drive_id
-        self.changes.append((int(time.time() * 1000), file_id, removed, drive_id))
+        self.changes.append((now_ms(), file_id, removed, drive_id))
 
     def add_item(self, raw, base_dir="."):
         """Add one item given in spec form; returns its id."""
@@ -409,8 +452,34 @@ class Drive:
             self._record_change(item_id)
             return item_id
 
-    def update_item(self, item_id, name=None, parent=None, trashed=None, content=None):
-        """Rename, move, (un)trash or replace the content (bytes) of an item; bumps its version."""
+    def commit_new(self, item):
+        """Add ``item`` (made by the caller, under ``lock``) and record its creation."""
+        with self.lock:
+            self._insert(item)
+            self._finish_items()
+            self._record_change(item.id)
+
+    def commit_change(self, item):
+        """Record a change the caller made to ``item`` (under ``lock``): derived state, version, log."""
+        with self.lock:
+            item.version += 1
+            self._finish_items()
+            self._record_change(item.id)
+
+    def move(self, item, parent_id):
+        """Give ``item`` the parent ``parent_id`` (an existing folder; the caller checks cycles)."""
+        with self.lock:
+            self.children[item.parent].remove(item.id)
+            item.parent = parent_id
+            item.hidden_parent = False
+            self.children[parent_id].append(item.id)
+
+    def next_index(self):
+        return self._next_index
+
+    def update_item(self, item_id, name=None, parent=None, trashed=None, content=None, read_only=None):
+        """Rename, move, (un)trash, mark read-only for the user, or replace the content (bytes: a new
+        revision, the old one kept) of an item; bumps its version."""
         with self.lock:
             item = self.get(item_id)
             if item is None or self.is_top(item):
@@ -421,20 +490,19 @@ class Drive:
                 parent = self.root.id if parent == "root" else parent
                 if parent not in self.items:
                     raise SpecError(f"unknown parent {parent!r}")
-                self.children[item.parent].remove(item.id)
-                item.parent = parent
-                item.hidden_parent = False
-                self.children[parent].append(item.id)
+                self.move(item, parent)
             if trashed is not None:
                 item.explicitly_trashed = bool(trashed)
+            if read_only is not None:
+                item.explicitly_read_only = bool(read_only)
             item.version += 1
-            item.modified_ms = int(time.time() * 1000)
+            item.modified_ms = now_ms()
             if content is not None:
                 if item.is_native:
                     item.text = content.decode("utf-8")
                 else:
-                    item.source = emucontent.BytesSource(content)
-                    item.new_revision()
+                    item.replace_content(emucontent.BytesSource(content), item.modified_ms,
+                                         self.old_revisions)
             self._finish_items()
             self._record_change(item.id)
 
@@ -528,16 +596,22 @@ class Drive:
         if sources:
             threading.Thread(target=work, name="drive-emulator-hash", daemon=True).start()
 
-    def about(self):
+    def usage(self):
+        """(bytes used, of which in the trash): the head revisions of the user's blobs (My Drive and
+        shared with me; shared-drive content counts against the drive, not the user)."""
         with self.lock:
-            blobs = [i for i in self.items.values() if i.is_blob and i.source is not None]
-            usage = sum(i.source.size for i in blobs)
-            trash = sum(i.source.size for i in blobs if i.trashed)
+            blobs = [i for i in self.items.values() if i.source is not None and i.drive_id is None]
+            return sum(i.source.size for i in blobs), sum(i.source.size for i in blobs if i.trashed)
+
+    def about(self):
+        usage, trash = self.usage()
+        quota = {"usage": str(usage), "usageInDrive": str(usage), "usageInDriveTrash": str(trash)}
+        if self.storage_limit is not None:
+            quota = {"limit": str(self.storage_limit), **quota}
         return {
             "kind": "drive#about",
             "user": dict(USER),
-            "storageQuota": {"limit": str(QUOTA_LIMIT), "usage": str(usage),
-                             "usageInDrive": str(usage), "usageInDriveTrash": str(trash)},
+            "storageQuota": quota,
             "exportFormats": {k: list(v) for k, v in emucontent.EXPORT_FORMATS.items()},
             "importFormats": {},
             "maxImportSizes": {},
@@ -583,20 +657,23 @@ def _extension(name):
 
 
 def _capabilities(item):
+    writable = not item.read_only
     return {
         "canDownload": item.can_download,
         "canListChildren": item.is_folder,
-        "canAddChildren": item.is_folder,
-        "canEdit": True,
+        "canAddChildren": item.is_folder and writable,
+        "canEdit": writable,
         "canCopy": not item.is_folder,
         "canComment": True,
-        "canRename": True,
-        "canShare": True,
-        "canTrash": True,
-        "canUntrash": True,
-        "canDelete": True,
+        "canRename": writable,
+        "canShare": writable,
+        "canTrash": writable,
+        "canUntrash": writable,
+        "canDelete": writable,
         "canReadRevisions": not item.is_folder,
-        "canRemoveChildren": item.is_folder,
+        "canRemoveChildren": item.is_folder and writable,
+        "canModifyContent": writable and not item.is_folder,
+        "canMoveItemWithinDrive": writable,
     }
 
 
@@ -632,6 +709,9 @@ _FILE_FIELDS = {
     "starred": lambda d, i, b: False,
     "trashed": lambda d, i, b: i.trashed,
     "explicitlyTrashed": lambda d, i, b: i.explicitly_trashed,
+    "description": lambda d, i, b: i.description,
+    "properties": lambda d, i, b: dict(i.properties) or None,
+    "appProperties": lambda d, i, b: dict(i.app_properties) or None,
     "spaces": lambda d, i, b: ["drive"],
     "version": lambda d, i, b: str(i.version),
     "createdTime": lambda d, i, b: rfc3339(i.created_ms),

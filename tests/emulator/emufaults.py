@@ -12,7 +12,10 @@ SPEC is ``key=value`` pairs joined by commas::
 
 Which requests a rule sees:
     kind=K[|K...]   request kinds (files.list files.get media export about changes token revisions.get drives
-                    error) or ``*`` (default)
+                    error, and the writes: files.create files.update files.delete files.generateIds,
+                    upload = POST/PATCH /upload/... (media, multipart, the start of a resumable
+                    session), upload.chunk = PUT on a session URI (chunks and status queries)) or
+                    ``*`` (default; an outage with kind ``*`` covers uploads too)
     id=FILEID       only requests for this file id
 When it fires, counting the requests it sees:
     after=N         never on the first N (default 0)
@@ -39,6 +42,15 @@ What it does (one of):
                     stats count it in ``cancelled``.
     truncate=1      send only the first half of the body (Content-Length matches what is sent)
     bad_range=1     send a Content-Range one byte off the bytes actually sent
+    reset_in_body=B (upload and upload.chunk only) read B bytes of the request body, then reset the
+                    connection without an answer; a resumable session keeps what it received up to
+                    a 256 KiB boundary, like Drive. B >= the body's length: the request is carried
+                    out in full and only the answer is lost (a reset instead of the status line)
+    stall_ms=MS,stall_in_body=B   (upload kinds) pause MS ms after reading B bytes of the request
+                    body, before reading the rest
+For the upload kinds a ``status`` (and an ``outage``) answers before the request body is read (the
+body is read and dropped after the answer, so the connection stays usable); a stall of the first
+form comes before the body is read too.
 """
 
 import random
@@ -46,12 +58,14 @@ import threading
 import time
 
 KINDS = ("files.list", "files.get", "media", "export", "about", "changes", "token", "metadata", "revisions.get",
-         "drives", "error")
+         "drives", "error", "files.create", "files.update", "files.delete", "files.generateIds", "upload",
+         "upload.chunk")
+BODY_FAULT_KINDS = ("upload", "upload.chunk")
 _INT_KEYS = {"after", "every", "count", "status", "reset_after", "drop", "stall_ms", "stall_after",
-             "truncate", "bad_range"}
+             "truncate", "bad_range", "reset_in_body", "stall_in_body"}
 _FLOAT_KEYS = {"prob", "retry_after", "outage"}
 _STR_KEYS = {"kind", "id", "reason", "message"}
-_ACTIONS = ("status", "outage", "reset_after", "drop", "stall_ms", "truncate", "bad_range")
+_ACTIONS = ("status", "outage", "reset_after", "drop", "stall_ms", "truncate", "bad_range", "reset_in_body")
 
 
 class FaultSpecError(ValueError):
@@ -73,6 +87,8 @@ class Fault:
         self.stall_after = rule.stall_after
         self.truncate = bool(rule.truncate)
         self.bad_range = bool(rule.bad_range)
+        self.reset_in_body = rule.reset_in_body
+        self.stall_in_body = rule.stall_in_body
 
 
 class FaultRule:
@@ -99,13 +115,19 @@ class FaultRule:
         self.count = values.get("count", 1 if "outage" in values else None)
         self.prob = values.get("prob", 1.0)
         for key in ("status", "reason", "message", "retry_after", "outage", "reset_after", "drop",
-                    "stall_ms", "stall_after", "truncate", "bad_range"):
+                    "stall_ms", "stall_after", "truncate", "bad_range", "reset_in_body", "stall_in_body"):
             setattr(self, key, values.get(key))
         actions = [a for a in _ACTIONS if values.get(a) is not None]
         if "outage" in actions and "status" in actions:
             actions.remove("status")
         if len(actions) != 1:
             raise FaultSpecError(f"fault {spec!r} needs exactly one action of: {' '.join(_ACTIONS)}")
+        if self.stall_in_body is not None and (self.stall_ms is None or self.stall_after is not None):
+            raise FaultSpecError(f"fault {spec!r}: stall_in_body goes with stall_ms, not stall_after")
+        body_fault = self.reset_in_body is not None or self.stall_in_body is not None
+        if body_fault and (self.kinds is None or not self.kinds <= set(BODY_FAULT_KINDS)):
+            raise FaultSpecError(f"fault {spec!r}: reset_in_body and stall_in_body need "
+                                 f"kind={'|'.join(BODY_FAULT_KINDS)} (or one of them)")
         self.seen = 0
         self.fired = 0
         self.outage_until = 0.0
