@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "le.h"
 #include "log.h"
@@ -211,6 +212,25 @@ static int open_dbis(struct cfs_index *ix, MDB_txn *txn, void *arg)
 	return 0;
 }
 
+int cfs_index_pages_present(const char *path, uint64_t last_pgno, uint64_t psize)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -errno;
+	return (uint64_t)st.st_size >= (last_pgno + 1) * psize ? 0 : -EUCLEAN;
+}
+
+/* The meta page names pages the file does not have (a truncated or damaged
+ * file): touching them through the map would be SIGBUS, so it is refused. */
+static int pages_check(MDB_env *env, const char *path)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	if (mdb_env_info(env, &info) || mdb_env_stat(env, &st))
+		return -EUCLEAN;
+	return cfs_index_pages_present(path, (uint64_t)info.me_last_pgno, st.ms_psize);
+}
+
 int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct cfs_index **out)
 {
 	struct cfs_index *ix;
@@ -244,6 +264,12 @@ int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct
 	}
 	if (rc)
 		goto out;
+	if (pages_check(ix->env, path)) {
+		CFS_WARN("cache index %s: its last page is past the end of the file (truncated "
+			 "or damaged)", path);
+		cfs_index_close(ix);
+		return -EUCLEAN;
+	}
 	/* Reader slots of processes that died holding a read transaction (a
 	 * server killed by SIGKILL or the OOM killer, then restarted under the
 	 * same mount; a killed GPU loader) would pin old pages forever and,
@@ -404,6 +430,43 @@ int cfs_index_block_scan(struct cfs_index *ix, cfs_index_scan_fn fn, void *arg)
 	for (size_t i = 0; i < bad.n; i++)
 		free(bad.k[i].mv_data);
 	free(bad.k);
+	return rc;
+}
+
+int cfs_index_check(struct cfs_index *ix, int with_blocks, uint64_t *rows)
+{
+	MDB_txn *txn;
+	uint64_t seen, n = 0;
+	int rc = ix_begin(ix, MDB_RDONLY, &txn, &seen);
+	if (rc)
+		return rc;
+	for (int t = with_blocks ? 0 : 1; rc == 0 && t < CFS_IX_NTABLES; t++) {
+		MDB_cursor *cur = NULL;
+		MDB_val k, v;
+		volatile unsigned char sink = 0;
+		if ((rc = ix_err(mdb_cursor_open(txn, ix->dbi[t], &cur))) != 0)
+			break;
+		for (int op = MDB_FIRST;; op = MDB_NEXT) {
+			int mrc = mdb_cursor_get(cur, &k, &v, op);
+			if (mrc == MDB_NOTFOUND)
+				break;
+			if (mrc) {
+				rc = mrc == MDB_CORRUPTED || mrc == MDB_PAGE_NOTFOUND ? -EUCLEAN
+										      : ix_err(mrc);
+				break;
+			}
+			/* touch the first and last byte of the value: its overflow pages */
+			if (v.mv_size)
+				sink ^= ((const unsigned char *)v.mv_data)[0] ^
+					((const unsigned char *)v.mv_data)[v.mv_size - 1];
+			n++;
+		}
+		(void)sink;
+		mdb_cursor_close(cur);
+	}
+	ix_end(ix, txn);
+	if (rows)
+		*rows = n;
 	return rc;
 }
 

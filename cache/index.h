@@ -60,6 +60,17 @@ struct cfs_index_kv {
 /* map_size: initial map (bytes, multiple of the page size); map_max: the most
  * it may grow to. */
 int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct cfs_index **out);
+/* Reads every row of every table (keys and the ends of values, so every
+ * page of the file that holds data is touched once) in one read transaction;
+ * with_blocks 0 leaves out the blocks table (the store's rebuild reads it).
+ * -EUCLEAN when LMDB reports the file corrupt.  A damaged page can also crash
+ * the reading process (LMDB follows page numbers it trusts): the store opens
+ * the index inside a marker file for that reason (store.h).  *rows (may be
+ * NULL): rows read. */
+int cfs_index_check(struct cfs_index *ix, int with_blocks, uint64_t *rows);
+/* 0 if a file of path's size holds pages 0..last_pgno of psize bytes, else
+ * -EUCLEAN (or -errno from stat).  Used at open, here and by the GPU loader. */
+int cfs_index_pages_present(const char *path, uint64_t last_pgno, uint64_t psize);
 void cfs_index_close(struct cfs_index *ix); /* NULL-safe */
 uint64_t cfs_index_map_size(struct cfs_index *ix);
 

@@ -23,6 +23,18 @@
  * exists, or at a slot another row already took are dropped; slots no row
  * names are free (and punched).
  *
+ * A damaged index.  LMDB trusts the page numbers it finds, so a file with
+ * valid meta pages and damaged data pages can crash the process reading it
+ * (SIGBUS past the file's end, SIGSEGV on garbage), at every open.  So the
+ * open reads the whole index (every table; the blocks by the rebuild) while
+ * the marker file "index.checking" exists, and removes it when done.  An open
+ * that finds the marker knows the last one died reading: it moves index.mdb
+ * aside (index.mdb.damaged), removes the arenas and starts empty; so does an
+ * open that finds pages past the file's end or LMDB saying the file is
+ * corrupt.  Each such reset is logged and counted ("index.resets", shown as
+ * index_resets).  The GPU loader refuses an index while the marker exists or
+ * its pages are missing.
+ *
  * On-disk layout (cache folder, all files 0600; integers little-endian unless
  * said otherwise):
  *   index.mdb, index.mdb-lock   LMDB environment (MDB_NOSUBDIR), named dbs:
@@ -41,6 +53,9 @@
  *     "dirs", "inodes", "inos", "meta"   namespace rows (cfs_store_meta_*)
  *   heat.dat    access counts per slot for the GPU loader (heat.h)
  *   store.lock  flock'd by the process that has the store open (writer)
+ *   index.checking  exists while an open reads the index (see above)
+ *   index.resets    how many damaged indexes were moved aside (decimal)
+ *   index.mdb.damaged  the last one moved aside
  *   arena-<class>.dat   one per class ("arena-4k.dat" ... "arena-1m.dat"):
  *               slot i of a class of size S is bytes [i*S, i*S + len).
  * A reader in another process (the GPU loader) opens the environment
@@ -61,6 +76,7 @@
 #include <stdint.h>
 
 #define CFS_STORE_KEY_MAX 200
+#define CFS_STORE_CHECK_MARKER "index.checking" /* exists while an open reads the index */
 
 struct cfs_store;
 
@@ -138,6 +154,7 @@ struct cfs_store_stats {
 	uint64_t arena_bytes;    /* size of the arena files (sparse) */
 	uint64_t counted_blocks; /* blocks with an access count in heat.dat (heat.h) */
 	uint64_t counted_hits;   /* hits counted there since open */
+	uint64_t index_resets;   /* damaged indexes this folder had moved aside, ever */
 };
 void cfs_store_stats(struct cfs_store *s, struct cfs_store_stats *out);
 

@@ -26,6 +26,7 @@ struct cfs_store {
 	uint64_t budget;
 	uint64_t limit;       /* effective budget (<= budget) while memory is short; 0: none */
 	int verify_always;
+	int index_reset;      /* this open moved a damaged index aside */
 	uint64_t used;        /* class bytes of slots in use: live, reserved, dying, leaked */
 	uint64_t epoch, seq;
 	struct cfs_store_stats st; /* the counters; cfs_store_stats fills in the rest */

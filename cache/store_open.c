@@ -59,26 +59,99 @@ static int lock_dir(struct cfs_store *s, const char *dir)
 	return 0;
 }
 
-/* Opens index.mdb; one that is not a valid environment is replaced by an
- * empty one (with the arenas it described). */
+/* The index is moved aside (index.mdb.damaged, replacing an older one) and
+ * the arenas it described removed: their rows are gone. */
+static int index_aside(struct cfs_store *s, const char *dir, const char *path, const char *lock)
+{
+	char aside[PATH_MAX];
+	int rc = path_in(dir, "index.mdb.damaged", aside, sizeof(aside));
+	if (rc)
+		return rc;
+	if (rename(path, aside) < 0 && errno != ENOENT)
+		return -errno;
+	unlink(lock);
+	s->index_reset = 1;
+	return cfs_arenas_remove(dir);
+}
+
+/* Opens index.mdb inside the marker "index.checking" (store.h): one that is
+ * not a valid environment, names pages past its end, reads as corrupt, or
+ * whose last open never finished (the process died reading it) is moved aside
+ * and replaced by an empty one. */
 static int open_index(struct cfs_store *s, const char *dir)
 {
-	char path[PATH_MAX], lock[PATH_MAX];
+	char path[PATH_MAX], lock[PATH_MAX], marker[PATH_MAX];
 	int rc;
 
 	if ((rc = path_in(dir, "index.mdb", path, sizeof(path))) != 0 ||
-	    (rc = path_in(dir, "index.mdb-lock", lock, sizeof(lock))) != 0)
+	    (rc = path_in(dir, "index.mdb-lock", lock, sizeof(lock))) != 0 ||
+	    (rc = path_in(dir, CFS_STORE_CHECK_MARKER, marker, sizeof(marker))) != 0)
 		return rc;
+	if (access(marker, F_OK) == 0) {
+		CFS_WARN("cache: the last open of %s never finished (the process died reading it: a "
+			 "damaged index?); moving it aside to %s.damaged and starting with an empty "
+			 "cache",
+			 path, path);
+		if ((rc = index_aside(s, dir, path, lock)) != 0)
+			return rc;
+	}
+	int fd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	close(fd);
 	rc = cfs_index_open(path, MAP_INITIAL, MAP_MAX, &s->ix);
+	if (rc == 0 && (rc = cfs_index_check(s->ix, 0, NULL)) == -EUCLEAN) {
+		cfs_index_close(s->ix);
+		s->ix = NULL;
+	}
 	if (rc != -EUCLEAN)
 		return rc;
-	CFS_WARN("cache: %s is not a valid index; starting with an empty cache", path);
-	if (unlink(path) < 0 && errno != ENOENT)
-		return -errno;
-	unlink(lock);
-	if ((rc = cfs_arenas_remove(dir)) != 0)
+	CFS_WARN("cache: %s is damaged or not an index; moving it aside to %s.damaged and "
+		 "starting with an empty cache",
+		 path, path);
+	if ((rc = index_aside(s, dir, path, lock)) != 0)
 		return rc;
 	return cfs_index_open(path, MAP_INITIAL, MAP_MAX, &s->ix);
+}
+
+/* "index.resets" holds how many times this folder's index was moved aside
+ * (a decimal number): the count must outlive the index it counts. */
+static uint64_t resets_bump(const char *dir, int add)
+{
+	char path[PATH_MAX], buf[32] = "";
+	unsigned long long n = 0;
+	if (path_in(dir, "index.resets", path, sizeof(path)))
+		return 0;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return 0;
+	ssize_t k = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (k > 0) {
+		buf[k] = 0;
+		char *end;
+		n = strtoull(buf, &end, 10);
+	}
+	if (add) {
+		n++;
+		int len = snprintf(buf, sizeof(buf), "%llu\n", n);
+		if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)len, 0) != len)
+			CFS_WARN("cache: cannot record the index reset in %s", path);
+	}
+	close(fd);
+	return n;
+}
+
+/* The open got through the index: drop the marker; count a reset. */
+static int index_opened(struct cfs_store *s, const char *dir)
+{
+	char marker[PATH_MAX];
+	int rc = path_in(dir, CFS_STORE_CHECK_MARKER, marker, sizeof(marker));
+	if (rc)
+		return rc;
+	s->st.index_resets = resets_bump(dir, s->index_reset);
+	if (unlink(marker) < 0 && errno != ENOENT)
+		return -errno;
+	return 0;
 }
 
 /* Checks the header row: a missing one, or one for another format or block
@@ -246,7 +319,7 @@ int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out)
 	if ((rc = lock_dir(s, o->dir)) != 0 || (rc = cfs_table_init(&s->tab)) != 0 ||
 	    (rc = open_index(s, o->dir)) != 0 ||
 	    (rc = check_header(s, o->dir)) != 0 || (rc = cfs_arenas_open(&s->ar, o->dir, bs)) != 0 ||
-	    (rc = rebuild(s)) != 0)
+	    (rc = rebuild(s)) != 0 || (rc = index_opened(s, o->dir)) != 0)
 		goto fail;
 	s->budget = o->budget;
 	if (!s->budget && (rc = auto_budget(s, o->dir, &s->budget)) != 0)

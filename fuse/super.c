@@ -27,6 +27,8 @@
 #define CFS_HAS_RESEND_BIT2 (1u << 7) /* FUSE_HAS_RESEND, bit 39: flags2 bit 7 */
 #define CFS_NOTIFY_RESEND 7
 #define GUARD_MAX 1024
+#define CFS_SUPER_START_TRIES 3 /* a new mount: servers killed while starting before it fails */
+#define CFS_SUPER_START_LIMIT 5 /* a live mount: servers in a row dead before serving */
 
 struct guard_ent {
 	struct cfs_reqlog_info r; /* unique as the kernel knows it now */
@@ -44,8 +46,10 @@ struct sup {
 	int sigfd;
 	pid_t child;
 	int64_t child_started_ms;
-	int ready_fd;                /* write end for the first child, else -1 */
+	int ready_fd;                /* write end of the pipe to `colabfs mount` until a
+				      * server served (or the mount failed), else -1 */
 	int ever_ready;
+	int start_deaths;            /* servers in a row that died before serving */
 	int stopping, failed;
 	int quick_deaths;            /* children in a row that died young */
 	int64_t respawn_at_ms;       /* 0: none pending */
@@ -207,10 +211,6 @@ static void spawn(struct sup *s)
 	s->child = pid;
 	s->child_started_ms = mono_ms();
 	s->respawn_at_ms = 0;
-	if (s->ready_fd >= 0) { /* only the first child reports to the terminal */
-		close(s->ready_fd);
-		s->ready_fd = -1;
-	}
 	CFS_DEBUG("supervisor: server %d started", (int)pid);
 }
 
@@ -308,8 +308,29 @@ static void child_died(struct sup *s, int status)
 		s->stopping = s->failed = 1;
 		return;
 	}
+	s->start_deaths = was_ready ? 0 : s->start_deaths + 1;
 	if (!s->ever_ready) {
+		/* killed while starting (a damaged cache index crashes the process
+		 * reading it; the next start finds the store's marker and repairs it):
+		 * try again; a server that exits has said why already */
+		if (WIFSIGNALED(status) && s->start_deaths < CFS_SUPER_START_TRIES && !s->stopping) {
+			CFS_WARN("supervisor: the server %s before it served; starting another "
+				 "(%d of %d)",
+				 how, s->start_deaths + 1, CFS_SUPER_START_TRIES);
+			s->respawn_at_ms = mono_ms() + 100;
+			return;
+		}
 		CFS_ERROR("supervisor: the server %s before it served; ending the mount", how);
+		if (s->ready_fd >= 0 && WIFSIGNALED(status))
+			dprintf(s->ready_fd, "ERR the server was %s before it served, %d times in a row "
+				"(see the log)\n", how, s->start_deaths);
+		s->stopping = s->failed = 1;
+		return;
+	}
+	if (s->start_deaths >= CFS_SUPER_START_LIMIT && !s->stopping) {
+		CFS_ERROR("supervisor: %d servers in a row died before serving (the last %s); ending "
+			  "the mount, so that readers get an error instead of waiting",
+			  s->start_deaths, how);
 		s->stopping = s->failed = 1;
 		return;
 	}
@@ -372,6 +393,12 @@ static void loop(struct sup *s)
 	while (!(s->stopping && !s->child)) {
 		struct pollfd p = { .fd = s->sigfd, .events = POLLIN };
 		int timeout = -1;
+		if (s->ready_fd >= 0 && __atomic_load_n(&s->shm->ready, __ATOMIC_ACQUIRE)) {
+			close(s->ready_fd); /* a server served: `colabfs mount` may return */
+			s->ready_fd = -1;
+		}
+		if (s->ready_fd >= 0)
+			timeout = 20;
 		if (s->respawn_at_ms) {
 			int64_t left = s->respawn_at_ms - mono_ms();
 			timeout = left > 0 ? (int)left : 0;
@@ -551,6 +578,8 @@ int cfs_super_run(const struct cfs_super_opts *o)
 	s.shm->rec.super_pid = (int32_t)getpid();
 	spawn(&s);
 	loop(&s);
+	if (s.ready_fd >= 0)
+		close(s.ready_fd);
 	CFS_INFO("supervisor: unmounting %s", o->mountpoint);
 	fuse_session_unmount(s.se);
 	fuse_session_destroy(s.se);

@@ -21,6 +21,7 @@ struct cfs_nsdb {
 	enum cfs_nsdb_fh_where fh_where;
 	struct cfs_fhtab *fhtab;
 	uint64_t fh_overflowed; /* atomic */
+	uint64_t base;          /* first inode number of this index (see nsdb.h) */
 };
 
 int cfs_nsdb_new(struct cfs_store *s, struct cfs_nsdb **out)
@@ -29,10 +30,18 @@ int cfs_nsdb_new(struct cfs_store *s, struct cfs_nsdb **out)
 	if (!n)
 		return -ENOMEM;
 	n->store = s;
+	struct cfs_store_stats st;
+	cfs_store_stats(s, &st);
+	n->base = st.index_resets ? st.index_resets << CFS_NSDB_RESET_SHIFT : 2;
 	pthread_mutex_init(&n->lock, NULL);
 	pthread_mutex_init(&n->fh_lock, NULL);
 	*out = n;
 	return 0;
+}
+
+int cfs_nsdb_ino_older(const struct cfs_nsdb *n, uint64_t ino)
+{
+	return ino > 1 && ino < n->base;
 }
 
 void cfs_nsdb_free(struct cfs_nsdb *n)
@@ -96,7 +105,7 @@ int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint
 		free(v);
 	}
 	if (!rc && fresh) {
-		uint64_t next = 2; /* 1 is the root */
+		uint64_t next = n->base; /* 1 is the root */
 		void *v = NULL;
 		size_t vl = 0;
 		if (cfs_store_meta_get(n->store, "meta", "next_ino", 8, &v, &vl) == 0 && vl == 8)

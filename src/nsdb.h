@@ -33,6 +33,13 @@ struct cfs_nsdb;
 int cfs_nsdb_new(struct cfs_store *s, struct cfs_nsdb **out);
 void cfs_nsdb_free(struct cfs_nsdb *n);
 
+/* Inode numbers of an index that replaced a damaged one (store.h) start at
+ * resets << CFS_NSDB_RESET_SHIFT, so a number the kernel still holds from
+ * before the reset can never name another file now. */
+#define CFS_NSDB_RESET_SHIFT 40
+/* 1 if ino (not the root) predates this index: handed out before a reset. */
+int cfs_nsdb_ino_older(const struct cfs_nsdb *n, uint64_t ino);
+
 /* Fills inos[i] for ids[i]: the stored number, else a new one (stored in one
  * write transaction with the others).  Returns 0 or a store error. */
 int cfs_nsdb_inos(struct cfs_nsdb *n, const char *const *ids, size_t count, uint64_t *inos);

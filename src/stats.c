@@ -87,6 +87,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "cache_evictions_total", c.evictions },
 		{ "cache_evicted_bytes_total", c.evicted_bytes },
 		{ "cache_checksum_failures_total", c.crc_failures },
+		{ "cache_index_resets_total", c.index_resets },
 		{ "cache_full_retries_total", c.enospc_retries },
 		{ "cache_blocks_access_counted", c.counted_blocks },
 		{ "cache_access_counts_total", c.counted_hits },

@@ -28,6 +28,10 @@ static int resolve_at(struct cfs_vfs *v, uint64_t ino, int depth)
 	int rc = cfs_nsdb_get_parent(v->ns, ino, &parent);
 	if (!rc && parent == ino)
 		rc = -ENOENT;
+	/* a number from before the index was reset (a damaged one moved aside):
+	 * ESTALE makes the kernel walk the path again with fresh lookups */
+	if (rc == -ENOENT && depth == 0 && cfs_nsdb_ino_older(v->ns, ino))
+		return -ESTALE;
 	if (!rc)
 		rc = resolve_at(v, parent, depth + 1);
 	if (!rc) {
@@ -61,8 +65,10 @@ static int resolve_at(struct cfs_vfs *v, uint64_t ino, int depth)
  * the whole tree), which is what a lookup would say too.  -ESTALE would only
  * make the kernel retry a path walk with a fresh lookup, which ends in the
  * same ENOENT, and ENOENT is what the old process would answer for a name
- * that disappeared.  A Drive failure while listing is returned as is (the
- * item may well exist). */
+ * that disappeared.  The exception is a number handed out before the index
+ * was reset (nsdb.h): its item may well exist under a new number, so that is
+ * -ESTALE, and the kernel's retry finds it.  A Drive failure while listing is
+ * returned as is (the item may well exist). */
 int cfs_vfs_resolve_node(struct cfs_vfs *v, uint64_t ino)
 {
 	return resolve_at(v, ino, 0);
