@@ -44,7 +44,7 @@ static int lock_dir(struct cfs_store *s, const char *dir)
 	int rc = path_in(dir, "store.lock", path, sizeof(path));
 	if (rc)
 		return rc;
-	s->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	s->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->lockfd < 0)
 		return -errno;
 	for (int i = 0; flock(s->lockfd, LOCK_EX | LOCK_NB) < 0; i++) {

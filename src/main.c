@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "cachedir.h"
 #include "config.h"
 #include "ctl.h"
 #include "drive.h"
@@ -44,26 +45,6 @@ static int usage_error(const char *why)
 	return 2;
 }
 
-/* mkdir -p with mode 0700 for the folders it creates; an existing folder
- * must be ours and is narrowed to 0700. */
-static int make_private_dir(const char *path, char *why, size_t wcap)
-{
-	if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-		snprintf(why, wcap, "cannot create cache folder %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	struct stat st;
-	if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-		snprintf(why, wcap, "cache folder %s is not a folder owned by you", path);
-		return -EPERM;
-	}
-	if ((st.st_mode & 0777) != 0700 && chmod(path, 0700) != 0) {
-		snprintf(why, wcap, "cannot chmod 0700 %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	return 0;
-}
-
 /* Without --cache-dir each mountpoint gets its own folder under
  * /dev/shm/colabfs-UID, named after the mountpoint's path, so remounting the
  * same path finds its cache and two mounts never share one. */
@@ -71,7 +52,7 @@ static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
 {
 	char base[64], real[PATH_MAX], name[160], *dir;
 	snprintf(base, sizeof(base), "/dev/shm/colabfs-%u", (unsigned)getuid());
-	int rc = make_private_dir(base, why, wcap);
+	int rc = cfs_cachedir_prepare(base, 1, why, wcap);
 	if (rc)
 		return rc;
 	if (!realpath(c->mountpoint, real))
@@ -93,7 +74,7 @@ static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *
 {
 	int rc = c->cache_dir ? 0 : default_cache_dir(c, why, wcap);
 	if (!rc)
-		rc = make_private_dir(c->cache_dir, why, wcap);
+		rc = cfs_cachedir_prepare(c->cache_dir, 0, why, wcap);
 	if (rc)
 		return rc;
 	char tmp[PATH_MAX];

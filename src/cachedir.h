@@ -1,0 +1,36 @@
+/* cachedir: the rules for trusting a cache folder before anything is opened
+ * in it.
+ *
+ * The daemon runs as root on Colab and writes into its cache folder, so a
+ * folder another user can write to (symlinks planted there would make it
+ * truncate their targets), or an unrelated folder a typo named (--cache-dir=
+ * /tmp), must be refused, not "fixed" with a chmod.  The rules:
+ *  - a folder that does not exist is created, mode 0700 (and the folders
+ *    above it that are missing, 0700 too);
+ *  - an existing one must be a real folder (not a symlink), owned by the
+ *    effective user, and not writable by group or others; its mode is never
+ *    changed;
+ *  - it must be empty, or a colabfs cache folder: one holding the
+ *    CACHEDIR.TAG colabfs writes (the cache-directory tag backup tools
+ *    honour, https://bford.info/cachedir/), or an index.mdb of an earlier
+ *    version (which then gets the tag);
+ *  - files inside are opened with O_NOFOLLOW where colabfs opens them itself
+ *    (LMDB opens its files by path; the checks above are what keep those
+ *    safe: nobody else can create a name in the folder).
+ * The default folders (/dev/shm/colabfs-UID and one below it per mountpoint)
+ * follow the same rules, except that the per-user folder, named for us, is
+ * narrowed to 0700 when it is not (cfs_cachedir_prepare's own_base).
+ *
+ * Returns 0, or -errno with a sentence for the user in why. */
+#ifndef CFS_CACHEDIR_H
+#define CFS_CACHEDIR_H
+
+#include <stddef.h>
+
+#define CFS_CACHEDIR_TAG "CACHEDIR.TAG"
+
+/* Makes path a trusted cache folder as above.  own_base: path is colabfs's
+ * own per-user folder (may be narrowed to 0700; need not be empty). */
+int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap);
+
+#endif
