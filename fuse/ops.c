@@ -3,18 +3,20 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ctlname.h"
 #include "log.h"
 #include "reply.h"
 #include "vfs.h"
 
 #define READ_BLKSIZE CFS_MAX_READ
+#define CTL_REFUSALS_LOGGED 20
 
 static struct cfs_fs *fs_of(fuse_req_t req)
 {
@@ -26,14 +28,16 @@ static void reply_status(fuse_req_t req, int status)
 	fuse_reply_err(req, cfs_reply_errno(status));
 }
 
-static void to_stat(const struct cfs_vfs_attr *a, struct stat *st)
+/* Owner and modes are the mount's (--uid, --gid, --file-mode, --dir-mode,
+ * --umask), the same for every entry: Drive's sharing has no POSIX form. */
+static void to_stat(const struct cfs_fs *fs, const struct cfs_vfs_attr *a, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->ino;
-	st->st_mode = a->is_dir ? S_IFDIR | 0555 : S_IFREG | 0444;
+	st->st_mode = a->is_dir ? S_IFDIR | fs->dir_mode : S_IFREG | fs->file_mode;
 	st->st_nlink = a->is_dir ? 2 : 1;
-	st->st_uid = getuid();
-	st->st_gid = getgid();
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
 	st->st_size = a->size;
 	st->st_blksize = READ_BLKSIZE;
 	st->st_blocks = (a->size + 511) / 512;
@@ -101,7 +105,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	e.generation = 1;
 	e.attr_timeout = attr_ttl(fs, &a);
 	e.entry_timeout = entry_ttl(fs, &a);
-	to_stat(&a, &e.attr);
+	to_stat(fs, &a, &e.attr);
 	fuse_reply_entry(req, &e);
 }
 
@@ -130,7 +134,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	struct stat st;
-	to_stat(&a, &st);
+	to_stat(fs, &a, &st);
 	fuse_reply_attr(req, &st, attr_ttl(fs, &a));
 }
 
@@ -180,7 +184,7 @@ static int add_dirent(const char *name, uint64_t ino, int is_dir, off_t next, vo
 			e.generation = 1;
 			e.attr_timeout = attr_ttl(fs, &a);
 			e.entry_timeout = entry_ttl(fs, &a);
-			to_stat(&a, &e.attr);
+			to_stat(fs, &a, &e.attr);
 		} else {
 			e.attr.st_ino = ino;
 			e.attr.st_mode = is_dir ? S_IFDIR : S_IFREG;
@@ -305,80 +309,88 @@ static void reply_xattr_value(fuse_req_t req, const char *val, size_t n, size_t 
 		fuse_reply_buf(req, val, n);
 }
 
-/* Control attributes (see src/ctl.h): the daemon's pid, its stats, and
- * evictions, which are reads with an effect.  A size probe (size 0) of an
- * eviction only reports an upper bound and evicts nothing. */
+/* What an eviction or a warm reports.  A size probe (size 0) only gets an
+ * upper bound and changes nothing. */
+static void do_control(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino,
+		       const struct cfs_ctlname *c, size_t size)
+{
+	char val[160];
+	uint64_t bytes = 0, blocks = 0;
+	int rc, n;
+	if (size == 0) {
+		fuse_reply_xattr(req, sizeof(val));
+		return;
+	}
+	if (c->kind == CFS_CTL_WARM) {
+		rc = cfs_vfs_warm(fs->vfs, ino, (int64_t)c->off, c->len, &bytes);
+		n = snprintf(val, sizeof(val), "{\"fetched_bytes\":%" PRIu64 "}", bytes);
+	} else {
+		rc = c->kind == CFS_CTL_EVICT
+			     ? cfs_vfs_evict(fs->vfs, ino, &bytes, &blocks, inval_cb, fs)
+			     : cfs_vfs_evict_to(fs->vfs, c->target, &bytes, &blocks);
+		n = snprintf(val, sizeof(val), "{\"freed_bytes\":%" PRIu64 ",\"freed_blocks\":%" PRIu64 "}",
+			     bytes, blocks);
+	}
+	if (rc)
+		reply_status(req, rc);
+	else
+		reply_xattr_value(req, val, (size_t)n, size);
+}
+
+/* Evict and warm are the mount owner's and root's (ctlname.h).  The first
+ * refusals are logged, not all: any user could fill the log. */
+static int may_control(fuse_req_t req, struct cfs_fs *fs, const struct cfs_ctlname *c)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int rc = cfs_ctlname_allowed(c->kind, (uint32_t)ctx->uid, fs->owner);
+	if (rc) {
+		unsigned k = __atomic_add_fetch(&fs->ctl_refused, 1, __ATOMIC_RELAXED);
+		if (k <= CTL_REFUSALS_LOGGED)
+			CFS_WARN("control: %s refused to uid %u (pid %d): only the mount's owner "
+				 "(uid %u) and root may evict or warm%s",
+				 cfs_ctlname_verb(c->kind), (unsigned)ctx->uid, (int)ctx->pid,
+				 (unsigned)fs->owner,
+				 k == CTL_REFUSALS_LOGGED ? "; further refusals are not logged" : "");
+	}
+	return rc;
+}
+
+/* Control attributes (src/ctlname.h): the daemon's pid, its stats, and
+ * evictions and warms, which are reads with an effect. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct cfs_fs *fs = fs_of(req);
-	char val[160];
-	if (strcmp(name, CFS_XATTR_PID) == 0) {
+	struct cfs_ctlname c;
+	char val[32];
+	int rc = cfs_ctlname_parse(name, &c);
+	if (!rc)
+		rc = may_control(req, fs, &c);
+	if (rc) {
+		reply_status(req, rc);
+	} else if (c.kind == CFS_CTL_PID) {
 		/* supervised: the supervisor, whose exit ends the mount */
 		const struct cfs_stats_recovery *rec = fs->stats.recovery;
 		int pid = rec && rec->super_pid ? (int)rec->super_pid : (int)getpid();
 		int n = snprintf(val, sizeof(val), "%d", pid);
 		reply_xattr_value(req, val, (size_t)n, size);
-	} else if (strcmp(name, CFS_XATTR_STATS) == 0) {
+	} else if (c.kind == CFS_CTL_STATS) {
 		struct cfs_buf b = { 0 };
 		if (cfs_stats_json(&fs->stats, &b))
 			fuse_reply_err(req, ENOMEM);
 		else
 			reply_xattr_value(req, b.data, b.len, size);
 		cfs_buf_cleanup(&b);
-	} else if (strcmp(name, CFS_XATTR_EVICT) == 0 ||
-		   strncmp(name, CFS_XATTR_EVICT_TO, strlen(CFS_XATTR_EVICT_TO)) == 0) {
-		if (size == 0) {
-			fuse_reply_xattr(req, sizeof(val));
-			return;
-		}
-		uint64_t bytes = 0, blocks = 0;
-		int rc;
-		if (name[strlen(CFS_XATTR_EVICT)] == '\0') {
-			rc = cfs_vfs_evict(fs->vfs, ino, &bytes, &blocks, inval_cb, fs);
-		} else {
-			char *end;
-			const char *num = name + strlen(CFS_XATTR_EVICT_TO);
-			unsigned long long target = strtoull(num, &end, 10);
-			rc = (*num && !*end) ? cfs_vfs_evict_to(fs->vfs, target, &bytes, &blocks)
-					     : -EINVAL;
-		}
-		if (rc) {
-			reply_status(req, rc);
-			return;
-		}
-		int n = snprintf(val, sizeof(val), "{\"freed_bytes\":%llu,\"freed_blocks\":%llu}",
-				 (unsigned long long)bytes, (unsigned long long)blocks);
-		reply_xattr_value(req, val, (size_t)n, size);
-	} else if (strncmp(name, CFS_XATTR_WARM, strlen(CFS_XATTR_WARM)) == 0) {
-		if (size == 0) {
-			fuse_reply_xattr(req, sizeof(val));
-			return;
-		}
-		unsigned long long off, len, fetched = 0;
-		char tail;
-		if (sscanf(name + strlen(CFS_XATTR_WARM), "%llu.%llu%c", &off, &len, &tail) != 2) {
-			fuse_reply_err(req, EINVAL);
-			return;
-		}
-		uint64_t f = 0;
-		int rc = cfs_vfs_warm(fs->vfs, ino, (int64_t)off, len, &f);
-		fetched = f;
-		if (rc) {
-			reply_status(req, rc);
-			return;
-		}
-		int n = snprintf(val, sizeof(val), "{\"fetched_bytes\":%llu}", fetched);
-		reply_xattr_value(req, val, (size_t)n, size);
 	} else {
-		fuse_reply_err(req, ENODATA);
+		do_control(req, fs, ino, &c, size);
 	}
 }
 
+/* No names: the control attributes are asked for by name, and listing them
+ * would have `cp -a` and `rsync -X` copy them (and evict) onto every copy. */
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	(void)ino;
-	static const char names[] = CFS_XATTR_PID "\0" CFS_XATTR_STATS; /* with its NUL */
-	reply_xattr_value(req, names, sizeof(names), size);
+	reply_xattr_value(req, "", 0, size);
 }
 
 const struct fuse_lowlevel_ops cfs_ops = {

@@ -11,6 +11,8 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include <stdint.h>
+
 #include "stats.h"
 
 struct cfs_vfs;
@@ -24,6 +26,11 @@ struct cfs_fs {
 	struct cfs_stats_src stats;
 	struct fuse_session *se; /* for cache invalidation after evict */
 	long poll_interval;      /* Changes API polling, seconds (0: off) */
+	uint32_t owner;          /* who may evict and warm besides root: the uid that ran
+				  * `colabfs mount` (a supervised server runs as it too) */
+	uint32_t uid, gid;       /* what every entry reports (--uid, --gid) */
+	uint32_t file_mode, dir_mode; /* permission bits, --umask applied */
+	unsigned ctl_refused;    /* evict/warm calls refused (atomic), to bound the log */
 };
 
 extern const struct fuse_lowlevel_ops cfs_ops;

@@ -2,6 +2,8 @@
 #ifndef CFS_SESSION_H
 #define CFS_SESSION_H
 
+#include <stdint.h>
+
 #include "serve_io.h"
 #include "stats.h"
 
@@ -15,6 +17,8 @@ struct cfs_session_opts {
 	int max_threads;
 	double attr_timeout;
 	long poll_interval;
+	uint32_t uid, gid;            /* owner and group every entry reports */
+	uint32_t file_mode, dir_mode; /* their permission bits (umask applied) */
 	const char *log_file;    /* where logging moves when daemonized */
 	struct cfs_stats_src stats;
 	/* Called in the daemon after daemonizing (not with foreground): reopens

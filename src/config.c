@@ -13,7 +13,7 @@
 #include "log.h"
 #include "size.h"
 
-enum type { T_STR, T_LONG, T_FLAG, T_FUSE, T_SIZE };
+enum type { T_STR, T_LONG, T_FLAG, T_FUSE, T_SIZE, T_MODE };
 
 struct opt {
 	const char *name; /* long name, without "--" */
@@ -22,7 +22,7 @@ struct opt {
 	size_t off;
 	const char *metavar;
 	const char *help;
-	long min, max;    /* T_LONG bounds */
+	long min, max;    /* T_LONG bounds (T_MODE: always 0 to 0777) */
 };
 
 #define O(f) offsetof(struct cfs_config, f)
@@ -91,10 +91,22 @@ static const struct opt opts[] = {
 	  "server restart after a crash: auto (default), resend, forward, none or off" },
 	{ "crash-loop-limit", 0, T_LONG, O(crash_loop_limit), "N",
 	  "answer EIO to a request in flight at N server deaths in a row (default 3)", 1, 1000 },
+	{ "uid", 0, T_LONG, O(uid), "UID",
+	  "owner every file and folder shows (default: the user who mounts)", 0, 4294967294L },
+	{ "gid", 0, T_LONG, O(gid), "GID",
+	  "group every file and folder shows (default: the mounting user's group)", 0,
+	  4294967294L },
+	{ "file-mode", 0, T_MODE, O(file_mode), "MODE",
+	  "permission bits of files, octal (default 0444)" },
+	{ "dir-mode", 0, T_MODE, O(dir_mode), "MODE",
+	  "permission bits of folders, octal (default 0555)" },
+	{ "umask", 0, T_MODE, O(umask_bits), "MASK",
+	  "bits cleared from --file-mode and --dir-mode, octal (default 0)" },
 	{ "foreground", 'f', T_FLAG, O(foreground), NULL, "stay in the foreground" },
 	{ "debug", 'd', T_FLAG, O(debug), NULL, "debug log and FUSE request trace (implies -f)" },
 	{ "options", 'o', T_FUSE, O(fuse_opts), "OPT[,OPT]",
-	  "FUSE mount options, e.g. allow_other (repeatable)" },
+	  "FUSE mount options, e.g. allow_other (repeatable; allow_other brings "
+	  "default_permissions)" },
 	{ "help", 'h', T_FLAG, O(help), NULL, "show this help" },
 };
 #define NOPTS (sizeof(opts) / sizeof(opts[0]))
@@ -131,6 +143,23 @@ static int set_str(char **dst, const char *v)
 	return 0;
 }
 
+/* An octal mode: 1 to 4 octal digits, at most 0777 (no setuid, setgid or
+ * sticky bits).  Returns 0 or -EINVAL. */
+static int parse_mode(const char *s, long *out)
+{
+	long v = 0;
+	size_t n = 0;
+	for (; s[n]; n++) {
+		if (s[n] < '0' || s[n] > '7' || n == 4)
+			return -EINVAL;
+		v = v * 8 + (s[n] - '0');
+	}
+	if (n == 0 || v > 0777)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
 static int apply(struct cfs_config *c, const struct opt *o, const char *val, char *why,
 		 size_t wcap)
 {
@@ -157,6 +186,13 @@ static int apply(struct cfs_config *c, const struct opt *o, const char *val, cha
 		*(long *)(base + o->off) = v;
 		return 0;
 	}
+	case T_MODE:
+		if (parse_mode(val, (long *)(base + o->off))) {
+			snprintf(why, wcap, "--%s wants octal permission bits from 0 to 0777 (like "
+				 "0444 or 022), not \"%.40s\"", o->name, val);
+			return CFS_E_CONFIG;
+		}
+		return 0;
 	case T_SIZE:
 		if (cfs_config_parse_size(val, (unsigned long long *)(base + o->off))) {
 			snprintf(why, wcap, "--%s wants a size like 512M or 20G, not \"%.40s\"",
@@ -264,6 +300,31 @@ const char *cfs_config_root(const struct cfs_config *c)
 	return c->root_id;
 }
 
+/* 1 if list, comma-joined FUSE options, holds the option name. */
+static int has_fuse_opt(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+	for (const char *p = list; p && *p;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		if (n == len && strncmp(p, name, len) == 0)
+			return 1;
+		p = comma ? comma + 1 : NULL;
+	}
+	return 0;
+}
+
+/* A mount other users may enter gets the kernel to check the modes, or
+ * every user could read every file whatever --file-mode says. */
+static int add_default_permissions(struct cfs_config *c, char *why, size_t wcap)
+{
+	if (!has_fuse_opt(c->fuse_opts, "allow_other") && !has_fuse_opt(c->fuse_opts, "allow_root"))
+		return 0;
+	if (has_fuse_opt(c->fuse_opts, "default_permissions"))
+		return 0;
+	return apply(c, find_short('o'), "default_permissions", why, wcap);
+}
+
 static int validate(struct cfs_config *c, char *why, size_t wcap)
 {
 	int rc;
@@ -309,7 +370,8 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 		snprintf(why, wcap, "--recovery must be auto, resend, forward, none or off");
 		return CFS_E_CONFIG;
 	}
-	if ((rc = check_root(c, why, wcap)) || (rc = check_scope(c, why, wcap)))
+	if ((rc = check_root(c, why, wcap)) || (rc = check_scope(c, why, wcap)) ||
+	    (rc = add_default_permissions(c, why, wcap)))
 		return rc;
 	if (!c->help && !c->mountpoint) {
 		snprintf(why, wcap, "missing MOUNTPOINT");
@@ -331,6 +393,9 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->poll_interval_s = 60;
 	c->crash_loop_limit = 3;
 	c->min_free_memory = CFS_CONFIG_AUTO;
+	c->uid = c->gid = -1;
+	c->file_mode = 0444;
+	c->dir_mode = 0555;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
 	if (!rc)
 		rc = set_str(&c->recovery, "auto");

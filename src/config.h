@@ -2,7 +2,9 @@
  * the man page check (tests/check_man.sh).
  *
  * Options take the forms --name=VALUE, --name VALUE, and -o OPT[,OPT] for
- * FUSE mount options (repeatable).  Parsing never exits or prints: it fills
+ * FUSE mount options (repeatable).  With -o allow_other (or allow_root) the
+ * parser adds default_permissions, so the kernel enforces the modes that
+ * --uid, --gid, --file-mode, --dir-mode and --umask give every entry.  Parsing never exits or prints: it fills
  * struct cfs_config or returns CFS_E_CONFIG with a one-line reason. */
 #ifndef CFS_CONFIG_H
 #define CFS_CONFIG_H
@@ -47,6 +49,10 @@ struct cfs_config {
 	char *drive_id;       /* --drive-id: a shared drive to mount */
 	long shared_with_me;  /* --shared-with-me */
 	char *scope;          /* OAuth scope, always a full URL after parsing */
+	long uid, gid;        /* --uid, --gid: what entries report; -1: the mounting user's */
+	long file_mode;       /* --file-mode, --dir-mode: permission bits (0 to 0777) */
+	long dir_mode;
+	long umask_bits;      /* --umask: cleared from both */
 };
 
 #define CFS_CONFIG_AUTO (~0ull) /* a size option left to its automatic value */

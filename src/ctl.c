@@ -124,3 +124,16 @@ int cfs_ctl_get(const char *path, const char *name, char **out)
 	*out = buf;
 	return 0;
 }
+
+const char *cfs_ctl_strerror(int err)
+{
+	switch (err) {
+	case ENODATA:
+	case ENOTSUP:
+		return "not on a colabfs mount";
+	case EPERM:
+		return "not allowed: only the user who mounted it, and root, may evict or warm";
+	default:
+		return strerror(err);
+	}
+}

@@ -4,18 +4,15 @@
  * path identifies its daemon without sockets or pid files: its pid (so
  * `colabfs umount` can wait until it has really gone), its stats, and
  * evictions.  The mount is read-only, so setxattr cannot reach the daemon:
- * an eviction is a getxattr whose reply reports what was freed. */
+ * an eviction is a getxattr whose reply reports what was freed.  Evict and
+ * warm are for the mount's owner and root only (ctlname.h). */
 #ifndef CFS_CTL_H
 #define CFS_CTL_H
 
 #include <stddef.h>
 #include <sys/types.h>
 
-#define CFS_XATTR_PID "user.colabfs.pid"
-#define CFS_XATTR_STATS "user.colabfs.stats"
-#define CFS_XATTR_EVICT "user.colabfs.evict"       /* the file or folder at the path */
-#define CFS_XATTR_EVICT_TO "user.colabfs.evict.to." /* + a byte count: LRU down to it */
-#define CFS_XATTR_WARM "user.colabfs.warm."         /* + OFFSET.LENGTH of a file */
+#include "ctlname.h" /* the attributes, and who may use which */
 
 /* The pid of the daemon serving the mount at path.  Returns 0, -ENOTCONN or
  * -ECONNABORTED (a dead daemon left its mount behind), -ENODATA (not a colabfs mount), or
@@ -30,5 +27,11 @@ int cfs_ctl_umount(const char *mp, long timeout_ms, char *why, size_t wcap);
 /* Reads a control attribute of path into a malloc'd NUL-terminated string.
  * Returns 0 or -errno (-ENODATA/-ENOTSUP: not on a colabfs mount). */
 int cfs_ctl_get(const char *path, const char *name, char **out);
+
+/* What a failed control call means, for `colabfs stats/evict/warm` to
+ * print after "PATH: ": err is a positive errno from getxattr.  ENODATA and
+ * ENOTSUP: "not on a colabfs mount"; EPERM: who may evict and warm.
+ * Never NULL; the string is static. */
+const char *cfs_ctl_strerror(int err);
 
 #endif

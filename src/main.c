@@ -302,6 +302,10 @@ static void session_opts(struct mount *m, const char *log_path, struct cfs_sessi
 		.max_threads = (int)c->max_threads,
 		.attr_timeout = (double)c->attr_timeout_s,
 		.poll_interval = c->poll_interval_s,
+		.uid = c->uid >= 0 ? (uint32_t)c->uid : (uint32_t)getuid(),
+		.gid = c->gid >= 0 ? (uint32_t)c->gid : (uint32_t)getgid(),
+		.file_mode = (uint32_t)(c->file_mode & ~c->umask_bits),
+		.dir_mode = (uint32_t)(c->dir_mode & ~c->umask_bits),
 		.log_file = log_path,
 		.stats = { .drive = m->drive, .store = m->store, .vfs = m->vfs,
 			   .reader = cfs_vfs_reader(m->vfs),
@@ -592,10 +596,7 @@ static int cmd_umount(int argc, char **argv)
 
 static int ctl_error(const char *path, int rc)
 {
-	if (rc == -ENODATA || rc == -ENOTSUP)
-		fprintf(stderr, "colabfs: %s is not on a colabfs mount\n", path);
-	else
-		fprintf(stderr, "colabfs: %s: %s\n", path, strerror(-rc));
+	fprintf(stderr, "colabfs: %s: %s\n", path, cfs_ctl_strerror(-rc));
 	return 1;
 }
 
@@ -661,7 +662,7 @@ static int cmd_stats(int argc, char **argv)
 static int cmd_evict(int argc, char **argv)
 {
 	const char *usage = "usage: colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT";
-	char name[96];
+	char name[CFS_CTLNAME_MAX];
 	int first = 0;
 	if (argc == 2 && strcmp(argv[0], "--all") == 0) {
 		snprintf(name, sizeof(name), "%s", CFS_XATTR_EVICT);
@@ -679,7 +680,9 @@ static int cmd_evict(int argc, char **argv)
 		unsigned long long target;
 		if (cfs_config_parse_size(argv[1], &target))
 			return usage_error("--to wants a size like 1G");
-		snprintf(name, sizeof(name), "%s%llu", CFS_XATTR_EVICT_TO, target);
+		struct cfs_ctlname r = { .kind = CFS_CTL_EVICT_TO, .target = target };
+		if (cfs_ctlname_format(&r, name, sizeof(name)))
+			return usage_error("--to wants a size like 1G");
 		first = 2;
 	} else if (argc >= 1 && argv[0][0] != '-') {
 		snprintf(name, sizeof(name), "%s", CFS_XATTR_EVICT);

@@ -959,6 +959,8 @@ int cfs_reader_warm(struct cfs_reader *r, const struct cfs_reader_file *f, int64
 		return -ENAMETOOLONG;
 	if (off < 0 || off >= f->size || !len)
 		return 0;
+	if (len > (uint64_t)(f->size - off)) /* clamped to the file: off + len cannot wrap */
+		len = (uint64_t)(f->size - off);
 	uint64_t first = (uint64_t)off / r->bs;
 	uint64_t last = ((uint64_t)off + len - 1) / r->bs;
 	if (last >= nblocks(r, f->size))

@@ -30,6 +30,7 @@ struct warm {
 	size_t n, cap, next;
 	uint64_t total_bytes, done_bytes, fetched;
 	size_t files, files_done, failed;
+	size_t denied; /* ranges refused with EPERM (not the mount's owner) */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int running;
@@ -85,14 +86,16 @@ static int add_path(struct warm *w, const char *path)
 static void *worker(void *arg)
 {
 	struct warm *w = arg;
-	char name[96], val[160];
+	char name[CFS_CTLNAME_MAX], val[160];
 	pthread_mutex_lock(&w->lock);
 	while (w->next < w->n) {
 		struct item *it = &w->items[w->next++];
 		pthread_mutex_unlock(&w->lock);
-		snprintf(name, sizeof(name), "%s%" PRIu64 ".%" PRIu64, CFS_XATTR_WARM, it->off,
-			 it->len);
-		ssize_t r = getxattr(it->path, name, val, sizeof(val) - 1);
+		struct cfs_ctlname req = { .kind = CFS_CTL_WARM, .off = it->off, .len = it->len };
+		ssize_t r = -1;
+		errno = EINVAL;
+		if (cfs_ctlname_format(&req, name, sizeof(name)) == 0)
+			r = getxattr(it->path, name, val, sizeof(val) - 1);
 		int err = r < 0 ? errno : 0;
 		unsigned long long fetched = 0;
 		if (r >= 0) {
@@ -102,10 +105,16 @@ static void *worker(void *arg)
 		pthread_mutex_lock(&w->lock);
 		w->done_bytes += it->len;
 		w->fetched += fetched;
-		if (err) {
+		if (err == EPERM) {
+			/* every other range would be refused too: say it once, stop */
+			if (!w->denied++)
+				fprintf(stderr, "\ncolabfs: warm %s: %s\n", it->path,
+					cfs_ctl_strerror(err));
 			w->failed++;
-			fprintf(stderr, "\ncolabfs: warm %s: %s\n", it->path,
-				err == ENODATA || err == ENOTSUP ? "not on a colabfs mount" : strerror(err));
+			w->next = w->n;
+		} else if (err) {
+			w->failed++;
+			fprintf(stderr, "\ncolabfs: warm %s: %s\n", it->path, cfs_ctl_strerror(err));
 		}
 		if (it->last)
 			w->files_done++;
@@ -237,7 +246,7 @@ int cfs_warm_main(int argc, char **argv)
 		}
 	}
 	double t = now_s() - t0;
-	if (!bad)
+	if (!bad && !w.denied)
 		progress(&w, t, tty, 1);
 	pthread_mutex_unlock(&w.lock);
 	for (int i = 0; i < started; i++)
@@ -245,7 +254,7 @@ int cfs_warm_main(int argc, char **argv)
 	char total[32], fetched[32];
 	human(total, sizeof(total), (double)w.total_bytes);
 	human(fetched, sizeof(fetched), (double)w.fetched);
-	if (!bad)
+	if (!bad && !w.denied)
 		printf("warmed %zu files, %s (%s downloaded) in %.1f s, %.1f MB/s%s\n",
 		       w.files_done, total, fetched, t, t > 0 ? (double)w.fetched / t / 1e6 : 0,
 		       w.failed ? "; some ranges failed" : "");

@@ -9,6 +9,75 @@ static int parse(const char **argv, int argc, struct cfs_config *c, char *why, s
 	return cfs_config_parse(argc, (char **)argv, c, why, cap);
 }
 
+/* --uid, --gid, --file-mode, --dir-mode, --umask, and default_permissions
+ * with allow_other */
+static void permissions(void)
+{
+	struct cfs_config c;
+	char why[256];
+	const char *def[] = { "/m" };
+	CHECK_EQ(parse(def, 1, &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.uid, -1);
+	CHECK_EQ(c.gid, -1);
+	CHECK_EQ(c.file_mode, 0444);
+	CHECK_EQ(c.dir_mode, 0555);
+	CHECK_EQ(c.umask_bits, 0);
+	CHECK(c.fuse_opts == NULL); /* nothing added without allow_other */
+	cfs_config_cleanup(&c);
+	const char *set[] = { "--uid=1234", "--gid", "0", "--file-mode=640", "--dir-mode=0750",
+			      "--umask=027", "/m" };
+	CHECK_EQ(parse(set, 7, &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.uid, 1234);
+	CHECK_EQ(c.gid, 0);
+	CHECK_EQ(c.file_mode, 0640);
+	CHECK_EQ(c.dir_mode, 0750);
+	CHECK_EQ(c.umask_bits, 027);
+	cfs_config_cleanup(&c);
+	const char *bad[][2] = { { "--file-mode=0999", "/m" }, { "--dir-mode=1777", "/m" },
+				 { "--umask=-1", "/m" },	 { "--file-mode=", "/m" },
+				 { "--file-mode=0x1ff", "/m" },	 { "--dir-mode=07777", "/m" },
+				 { "--umask= 22", "/m" } };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK_EQ(parse(bad[i], 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+		CHECK(strstr(why, "wants octal permission bits from 0 to 0777") != NULL);
+		cfs_config_cleanup(&c);
+	}
+	const char *badid[][2] = { { "--uid=abc", "/m" }, { "--uid=-1", "/m" },
+				   { "--gid=4294967295", "/m" }, { "--gid=1.5", "/m" } };
+	for (size_t i = 0; i < sizeof(badid) / sizeof(badid[0]); i++) {
+		CHECK_EQ(parse(badid[i], 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+		CHECK(strstr(why, "wants a whole number from 0 to 4294967294") != NULL);
+		cfs_config_cleanup(&c);
+	}
+	const char *uidmsg[] = { "--uid=abc", "/m" };
+	parse(uidmsg, 2, &c, why, sizeof(why));
+	CHECK_STR(why, "--uid wants a whole number from 0 to 4294967294, not \"abc\"");
+	cfs_config_cleanup(&c);
+	const char *modemsg[] = { "--file-mode=0999", "/m" };
+	parse(modemsg, 2, &c, why, sizeof(why));
+	CHECK_STR(why, "--file-mode wants octal permission bits from 0 to 0777 (like 0444 or "
+		       "022), not \"0999\"");
+	cfs_config_cleanup(&c);
+
+	/* allow_other and allow_root bring default_permissions, once */
+	const char *ao[] = { "-o", "ro,allow_other", "/m" };
+	CHECK_EQ(parse(ao, 3, &c, why, sizeof(why)), 0);
+	CHECK_STR(c.fuse_opts, "ro,allow_other,default_permissions");
+	cfs_config_cleanup(&c);
+	const char *ar[] = { "-oallow_root", "/m" };
+	CHECK_EQ(parse(ar, 2, &c, why, sizeof(why)), 0);
+	CHECK_STR(c.fuse_opts, "allow_root,default_permissions");
+	cfs_config_cleanup(&c);
+	const char *both[] = { "-o", "default_permissions", "-o", "allow_other", "/m" };
+	CHECK_EQ(parse(both, 5, &c, why, sizeof(why)), 0);
+	CHECK_STR(c.fuse_opts, "default_permissions,allow_other");
+	cfs_config_cleanup(&c);
+	const char *lookalike[] = { "-o", "allow_otherx,noallow_other", "/m" };
+	CHECK_EQ(parse(lookalike, 3, &c, why, sizeof(why)), 0);
+	CHECK_STR(c.fuse_opts, "allow_otherx,noallow_other");
+	cfs_config_cleanup(&c);
+}
+
 int main(void)
 {
 	struct cfs_config c;
@@ -18,7 +87,7 @@ int main(void)
 	CHECK_EQ(parse(a1, 9, &c, why, sizeof(why)), 0);
 	CHECK_STR(c.root_id, "abc");
 	CHECK_STR(c.api_url, "http://127.0.0.1:9");
-	CHECK_STR(c.fuse_opts, "allow_other,ro");
+	CHECK_STR(c.fuse_opts, "allow_other,ro,default_permissions"); /* added: see below */
 	CHECK_STR(c.mountpoint, "/mnt/x");
 	CHECK_EQ(c.foreground, 1);
 	CHECK_EQ(c.io_timeout_s, 5);
@@ -123,5 +192,6 @@ int main(void)
 		CHECK(strstr(why, "--scope must be") != NULL);
 		cfs_config_cleanup(&c);
 	}
+	permissions();
 	return check_done("test_config");
 }
