@@ -25,7 +25,7 @@ struct cfs_cview;
 struct cfs_cview_txn; /* a read transaction */
 
 struct cfs_cview_row {
-	uint8_t log2;
+	uint8_t cls;       /* size class code (cache/classes.h) */
 	uint32_t len, crc;
 	uint64_t slot, gen;
 };
@@ -72,8 +72,5 @@ uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row);
  * registration): base and length; -ENOENT when there is none. */
 int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_cview_row *row, const void **base,
 		       size_t *len);
-
-/* "arena-1m.dat" for 1 MiB (the daemon's naming, cache/arena.c). */
-void cfs_cview_arena_name(uint32_t size, char *out, size_t cap);
 
 #endif
