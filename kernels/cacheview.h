@@ -12,6 +12,11 @@
  * stay until close, so a pointer handed out stays valid.  Reading a slot the
  * daemon punched gives zeros, never SIGBUS.
  *
+ * Rows are checked against the class scheme (cache/classes.h, recorded in the
+ * header row): a class code above the top one of the block size, or a length
+ * above its class's size, reads as a miss, so no pointer handed out reaches
+ * past its slot.  Arenas are by class code; a class no block used has none.
+ *
  * Every function may be called from any thread; a txn belongs to one thread.
  * Returns 0 or -errno (-ENOENT absent, -EIO for MDB errors, -EBUSY when this
  * process already has the folder open). */
