@@ -15,10 +15,12 @@ of the mix once and compares it with the source, waits until every block is cach
 the data bytes, cache_used_bytes (colabfs stats --json: the slot bytes the budget counts), what the
 arena files occupy on tmpfs (st_blocks, i.e. RAM), index.mdb and heat.dat, and the ratios to the data.
 Read path, on the small mix, both binaries mounted at once and measured in turns: warm sequential
-reads of every file (page cache dropped first, so the daemon serves them from its cache) and 4 KiB
+reads of every file (page cache dropped first, so the daemon serves them from its cache; passes
+over the set until 256 MiB were read) and 4 KiB
 random reads with O_DIRECT (each one a FUSE read served from the cache), next to the same reads of
-the tmpfs source (buffered: tmpfs has no O_DIRECT); the median of --reps (odd reps: the reference
-binary first, even ones: the other).  Everything it started is unmounted and stopped, and everything it
+the tmpfs source (buffered: tmpfs has no O_DIRECT), and the daemon's CPU time for them (utime +
+stime of the supervisor and the server: less sensitive to a busy machine than the rates); the median of
+--reps (odd reps: the reference binary first, even ones: the other).  Everything it started is unmounted and stopped, and everything it
 wrote deleted, at exit, on error and Ctrl-C included.  Needs root and /dev/fuse.
 """
 
@@ -34,11 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import open_bench  # noqa: E402  (emulator, unmount and cleanup)
-from run import (KiB, MiB, GiB, compare_files, drop_page_cache, is_mounted, seq_read,  # noqa: E402
-                 wait_until)
+import run  # noqa: E402
+from run import (KiB, MiB, GiB, compare_files, drop_page_cache, is_mounted, proc_cpu,  # noqa: E402
+                 seq_read, wait_until)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KB, MB = 1000, 1000 * 1000
@@ -106,6 +110,11 @@ def seq_all(paths):
     t0 = time.perf_counter()
     n = sum(seq_read(p)[0] for p in paths)
     return n, time.perf_counter() - t0
+
+
+def daemon_cpu(pids):
+    """CPU seconds of the supervisor and the server (colabfs serve, its child)."""
+    return sum(proc_cpu(p) or 0 for p in pids)
 
 
 def rand_4k(paths, sizes, count, direct, seed):
@@ -181,30 +190,41 @@ class Bench(open_bench.Bench):
         a = self.args
         lpaths = [os.path.join(self.src, p) for p in rel]
         sizes = [os.path.getsize(p) for p in lpaths]
+        passes = max(1, (256 * MiB) // sum(sizes))  # enough bytes for the CPU clock's 10 ms ticks
         sides = []
         for label, binary in (("before", a.bin_ref), ("after", a.bin)):
             mnt, cache = self.mount_bin(binary, label + "-read")
-            sides.append((label, mnt, cache, [os.path.join(mnt, p) for p in rel]))
+            pid = int(os.getxattr(mnt, "user.colabfs.pid").decode().strip("\0 \n"))
+            pids = {pid, run.Mount.server_pid(types.SimpleNamespace(pid=pid))}
+            sides.append((label, mnt, cache, [os.path.join(mnt, p) for p in rel], pids))
             for p in rel:
                 compare_files(os.path.join(mnt, p), os.path.join(self.src, p))
-        res = {label: {k: [] for k in ("seq_mnt", "seq_loc", "rand_mnt", "rand_loc")}
-               for label, _, _, _ in sides}
+        res = {label: {k: [] for k in ("seq_mnt", "seq_loc", "rand_mnt", "rand_loc", "seq_cpu",
+                                       "rand_cpu")} for label, _, _, _, _ in sides}
         try:
             for rep in range(a.reps):  # who goes first alternates: the second was slower
-                for label, mnt, cache, mpaths in (sides if rep % 2 == 0 else sides[::-1]):
+                for label, mnt, cache, mpaths, pids in (sides if rep % 2 == 0 else sides[::-1]):
                     r = res[label]
-                    for p in mpaths:
-                        drop_page_cache(p)
-                    n, secs = seq_all(mpaths)
+                    n = secs = cpu = 0
+                    for _ in range(passes):
+                        for p in mpaths:
+                            drop_page_cache(p)
+                        c0 = daemon_cpu(pids)
+                        got, t = seq_all(mpaths)
+                        cpu += daemon_cpu(pids) - c0
+                        n, secs = n + got, secs + t
                     r["seq_mnt"].append(n / secs)
-                    n, secs = seq_all(lpaths)
+                    r["seq_cpu"].append(cpu / (n / GiB))
+                    n, secs = seq_all(lpaths * passes)
                     r["seq_loc"].append(n / secs)
+                    c0 = daemon_cpu(pids)
                     r["rand_mnt"].append(rand_4k(mpaths, sizes, a.rand_reads, True, 100 + rep))
+                    r["rand_cpu"].append((daemon_cpu(pids) - c0) / a.rand_reads * 1e6)
                     r["rand_loc"].append(rand_4k(lpaths, sizes, a.rand_reads, False, 100 + rep))
         finally:
-            for label, mnt, cache, _ in sides:
+            for label, mnt, cache, _, _ in sides:
                 self.umount(mnt, cache)
-        for label, _, _, _ in sides:
+        for label, _, _, _, _ in sides:
             self.reads.append(dict(bin=label, **{k: statistics.median(v)
                                                  for k, v in res[label].items()}))
 
@@ -237,12 +257,14 @@ def print_tables(rows, reads):
         print()
         print("read path, small mix: warm sequential (page cache dropped: served by the daemon) and "
               "4 KiB random reads (mount: O_DIRECT), median")
-        print("%-6s %12s %12s %7s %12s %12s %7s" % ("binary", "seq MB/s", "tmpfs MB/s", "ratio",
-                                                    "rand/s", "tmpfs rand/s", "ratio"))
+        print("%-6s %9s %10s %6s %11s %8s %12s %6s %12s" % (
+            "binary", "seq MB/s", "tmpfs MB/s", "ratio", "daemon s/GiB", "rand/s", "tmpfs rand/s",
+            "ratio", "daemon us/rd"))
         for r in reads:
-            print("%-6s %12.0f %12.0f %7.2f %12.0f %12.0f %7.3f" % (
+            print("%-6s %9.0f %10.0f %6.2f %11.2f %8.0f %12.0f %6.3f %12.1f" % (
                 r["bin"], r["seq_mnt"] / MB, r["seq_loc"] / MB, r["seq_mnt"] / r["seq_loc"],
-                r["rand_mnt"], r["rand_loc"], r["rand_mnt"] / r["rand_loc"]))
+                r["seq_cpu"], r["rand_mnt"], r["rand_loc"], r["rand_mnt"] / r["rand_loc"],
+                r["rand_cpu"]))
 
 
 def main():
