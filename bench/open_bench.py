@@ -360,6 +360,19 @@ def print_table(rows, files):
             "%.2f" % r["requests_per_file"] if r["requests_per_file"] is not None else "-"))
 
 
+def run_and_clean(b):
+    """b.run(), then b.cleanup() whatever happens: an error, SIGTERM or Ctrl-C (ignored during the
+    cleanup, so that it cannot leave mounts behind)."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        b.run()
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        b.cleanup()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--files", type=int, default=2000)
@@ -379,14 +392,7 @@ def main():
             print("no torch: the DataLoader rows are skipped", file=sys.stderr)
             args.dataloader = False
     b = Bench(args)
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        b.run()
-    finally:
-        b.cleanup()
+    run_and_clean(b)
     print_table(b.rows, args.files)
     if args.json:
         with open(args.json, "w") as f:

@@ -12,29 +12,6 @@
 
 #define GROW_BYTES (16u << 20) /* grow a file by at least this much (or one slot) */
 
-unsigned cfs_arena_classes(uint32_t block_size, uint32_t *sizes)
-{
-	unsigned n = 0;
-	for (uint64_t s = 1u << CFS_ARENA_MIN_LOG2; s <= block_size; s <<= 2)
-		sizes[n++] = (uint32_t)s;
-	if (sizes[n - 1] != block_size)
-		sizes[n++] = block_size;
-	return n;
-}
-
-void cfs_arena_name(uint32_t size, char *out, size_t cap)
-{
-	if (size >= (1u << 20))
-		snprintf(out, cap, "arena-%um.dat", size >> 20);
-	else
-		snprintf(out, cap, "arena-%uk.dat", size >> 10);
-}
-
-static unsigned log2u(uint32_t v)
-{
-	return 31u - (unsigned)__builtin_clz(v);
-}
-
 static void arena_close(struct cfs_arena *a)
 {
 	if (a->fd >= 0)
@@ -50,40 +27,42 @@ static size_t words(uint64_t nslots)
 	return (size_t)((nslots + 63) / 64);
 }
 
-static int arena_open(struct cfs_arena *a, int dirfd, uint32_t size)
+/* Opens the file of a's class if it exists (create: makes it). */
+static int arena_open(struct cfs_arena *a, int dirfd, int create)
 {
-	char name[32];
+	char name[CFS_CLASS_NAME_MAX];
 	struct stat st;
 
-	a->size = size;
-	a->log2 = (uint8_t)log2u(size);
-	cfs_arena_name(size, name, sizeof(name));
-	a->fd = openat(dirfd, name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	cfs_class_arena_name(a->code, name, sizeof(name));
+	a->fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (a->fd < 0)
-		return -errno;
+		return !create && errno == ENOENT ? 0 : -errno;
 	if (fstat(a->fd, &st) < 0)
 		return -errno;
-	a->nslots = (uint64_t)st.st_size / size;
+	a->nslots = (uint64_t)st.st_size / a->size;
 	a->bits = calloc(words(a->nslots) ? words(a->nslots) : 1, sizeof(uint64_t));
 	return a->bits ? 0 : -ENOMEM;
 }
 
 int cfs_arenas_open(struct cfs_arenas *as, const char *dir, uint32_t block_size)
 {
-	uint32_t sizes[CFS_ARENA_MAX_CLASSES];
 	int rc = 0;
-	int dirfd;
 
 	memset(as, 0, sizeof(*as));
-	for (unsigned i = 0; i < CFS_ARENA_MAX_CLASSES; i++)
-		as->a[i].fd = -1;
-	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dirfd < 0)
+	for (unsigned c = 0; c < CFS_CLASS_CODES; c++) {
+		as->a[c].fd = -1;
+		as->a[c].code = (uint8_t)c;
+		as->a[c].size = cfs_class_size(c);
+	}
+	as->dirfd = -1;
+	if (!cfs_class_block_ok(block_size))
+		return -EINVAL;
+	as->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (as->dirfd < 0)
 		return -errno;
-	as->n = cfs_arena_classes(block_size, sizes);
-	for (unsigned i = 0; i < as->n && rc == 0; i++)
-		rc = arena_open(&as->a[i], dirfd, sizes[i]);
-	close(dirfd);
+	as->n = cfs_class_top(block_size) + 1;
+	for (unsigned c = 0; c < as->n && rc == 0; c++)
+		rc = arena_open(&as->a[c], as->dirfd, 0);
 	if (rc)
 		cfs_arenas_close(as);
 	return rc;
@@ -91,21 +70,25 @@ int cfs_arenas_open(struct cfs_arenas *as, const char *dir, uint32_t block_size)
 
 void cfs_arenas_close(struct cfs_arenas *as)
 {
+	/* n is set once dirfd is open: a zeroed struct closes nothing */
+	if (as->n && as->dirfd >= 0)
+		close(as->dirfd);
 	for (unsigned i = 0; i < as->n; i++)
 		arena_close(&as->a[i]);
 	as->n = 0;
+	as->dirfd = -1;
 }
 
 int cfs_arenas_remove(const char *dir)
 {
-	char name[32];
+	char name[CFS_CLASS_NAME_MAX];
 	int rc = 0;
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (dirfd < 0)
 		return -errno;
-	for (unsigned l = CFS_ARENA_MIN_LOG2; l <= CFS_ARENA_MAX_LOG2; l++) {
-		cfs_arena_name(1u << l, name, sizeof(name));
+	for (unsigned c = 0; c < CFS_CLASS_CODES; c++) {
+		cfs_class_arena_name(c, name, sizeof(name));
 		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT && !rc)
 			rc = -errno;
 	}
@@ -122,22 +105,6 @@ uint64_t cfs_arenas_allocated(const struct cfs_arenas *as)
 		if (as->a[i].fd >= 0 && fstat(as->a[i].fd, &st) == 0)
 			sum += (uint64_t)st.st_blocks * 512;
 	return sum;
-}
-
-int cfs_arenas_class_for(const struct cfs_arenas *as, uint32_t len)
-{
-	for (unsigned i = 0; i < as->n; i++)
-		if (len <= as->a[i].size)
-			return (int)i;
-	return -EINVAL;
-}
-
-int cfs_arenas_class_of_log2(const struct cfs_arenas *as, unsigned log2)
-{
-	for (unsigned i = 0; i < as->n; i++)
-		if (as->a[i].log2 == log2)
-			return (int)i;
-	return -ENOENT;
 }
 
 static int bit_get(const struct cfs_arena *a, uint64_t slot)
@@ -182,7 +149,7 @@ static int arena_grow(struct cfs_arena *a)
 	return 0;
 }
 
-int cfs_arena_alloc(struct cfs_arena *a, uint64_t *slot)
+static int arena_alloc(struct cfs_arena *a, uint64_t *slot)
 {
 	int rc;
 
@@ -203,9 +170,24 @@ int cfs_arena_alloc(struct cfs_arena *a, uint64_t *slot)
 	/* the hint was stale past the end: rescan from the start */
 	if (a->hint) {
 		a->hint = 0;
-		return cfs_arena_alloc(a, slot);
+		return arena_alloc(a, slot);
 	}
 	return -EIO; /* nused says a slot is free but none is: cannot happen */
+}
+
+int cfs_arenas_alloc(struct cfs_arenas *as, unsigned code, uint64_t *slot)
+{
+	struct cfs_arena *a;
+	int rc;
+
+	if (code >= as->n)
+		return -EINVAL;
+	a = &as->a[code];
+	if (a->fd < 0 && (rc = arena_open(a, as->dirfd, 1)) != 0) {
+		arena_close(a);
+		return rc;
+	}
+	return arena_alloc(a, slot);
 }
 
 void cfs_arena_clear(struct cfs_arena *a, uint64_t slot)
@@ -223,6 +205,14 @@ void cfs_arena_punch(const struct cfs_arena *a, uint64_t slot, uint64_t count)
 	/* Best effort: a file system without hole punching keeps the pages. */
 	(void)fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(slot * a->size),
 			(off_t)(count * a->size));
+}
+
+uint64_t cfs_arena_high(const struct cfs_arena *a)
+{
+	for (size_t w = words(a->nslots); w > 0; w--)
+		if (a->bits[w - 1])
+			return (uint64_t)(w - 1) * 64 + 64 - (unsigned)__builtin_clzll(a->bits[w - 1]);
+	return 0;
 }
 
 void cfs_arena_punch_free(const struct cfs_arena *a)

@@ -14,27 +14,52 @@
 
 static const char magic[8] = { 'C', 'F', 'S', 'H', 'E', 'A', 'T', '1' };
 
-int cfs_heat_create(struct cfs_heat *h, const char *dir, unsigned n, const uint8_t *log2,
-		    const uint64_t *nslots, uint64_t budget, uint64_t epoch)
+void cfs_heat_room(unsigned n, const uint64_t *high, uint64_t budget, uint64_t *room)
+{
+	uint64_t left = budget / 4096;
+
+	if (left < CFS_HEAT_MIN_TOTAL)
+		left = CFS_HEAT_MIN_TOTAL;
+	if (left > CFS_HEAT_MAX_TOTAL)
+		left = CFS_HEAT_MAX_TOTAL;
+	/* the largest class needs least: fill from the top, each taking its need or
+	 * an equal share of what is left */
+	for (unsigned c = n; c-- > 0;) {
+		uint64_t need = budget / cfs_class_size(c), share = left / (c + 1);
+		uint64_t take = need < share ? need : share;
+		left -= take;
+		room[c] = take > high[c] ? take : high[c];
+	}
+}
+
+/* Where the counters start: after the header and the class table. */
+static uint64_t table_end(unsigned n)
+{
+	return ((uint64_t)CFS_HEAT_HEADER + 16ull * n + 63) & ~(uint64_t)63;
+}
+
+static uint64_t next_at(uint64_t at, uint64_t room)
+{
+	return (at + room * 4 + 63) & ~(uint64_t)63;
+}
+
+int cfs_heat_create(struct cfs_heat *h, const char *dir, unsigned n, const uint64_t *high,
+		    uint64_t budget, uint64_t epoch)
 {
 	char path[4096], tmp[4100];
-	uint64_t off = CFS_HEAT_HEADER, room[CFS_HEAT_MAX_CLASSES];
+	uint64_t off, room[CFS_CLASS_CODES];
 	int fd, rc = 0;
 
 	memset(h, 0, sizeof(*h));
-	if (n == 0 || n > CFS_HEAT_MAX_CLASSES)
+	if (n == 0 || n > CFS_CLASS_CODES)
 		return -EINVAL;
 	if (snprintf(path, sizeof(path), "%s/%s", dir, CFS_HEAT_FILE) >= (int)sizeof(path) ||
 	    snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t b = budget >> log2[i];
-		if (b > CFS_HEAT_MAX_ROOM)
-			b = CFS_HEAT_MAX_ROOM;
-		room[i] = (nslots[i] > b ? nslots[i] : b) + CFS_HEAT_SLACK;
-		off += room[i] * 4;
-		off = (off + 63) & ~(uint64_t)63;
-	}
+	cfs_heat_room(n, high, budget, room);
+	off = table_end(n);
+	for (unsigned i = 0; i < n; i++)
+		off = next_at(off, room[i]);
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
@@ -51,17 +76,16 @@ int cfs_heat_create(struct cfs_heat *h, const char *dir, unsigned n, const uint8
 	}
 	unsigned char *b = m;
 	memcpy(b, magic, 8);
-	cfs_le_put(b + 8, 1, 4);
+	cfs_le_put(b + 8, CFS_HEAT_VERSION, 4);
 	cfs_le_put(b + 12, n, 4);
 	cfs_le_put(b + 16, epoch, 8);
-	uint64_t at = CFS_HEAT_HEADER;
+	cfs_le_put(b + 24, CFS_CLASS_SCHEME, 4);
+	uint64_t at = table_end(n);
 	for (unsigned i = 0; i < n; i++) {
-		unsigned char *e = b + 24 + 24 * i;
-		cfs_le_put(e, log2[i], 4);
-		cfs_le_put(e + 8, room[i], 8);
-		cfs_le_put(e + 16, at, 8);
-		at += room[i] * 4;
-		at = (at + 63) & ~(uint64_t)63;
+		unsigned char *e = b + CFS_HEAT_HEADER + 16 * i;
+		cfs_le_put(e, room[i], 8);
+		cfs_le_put(e + 8, at, 8);
+		at = next_at(at, room[i]);
 	}
 	if (rename(tmp, path) < 0) {
 		rc = -errno;
@@ -91,17 +115,17 @@ int cfs_heat_parse(const void *map, size_t len, struct cfs_heat *h)
 {
 	const unsigned char *b = map;
 	memset(h, 0, sizeof(*h));
-	if (!map || len < CFS_HEAT_HEADER || memcmp(b, magic, 8) != 0 || cfs_le_get(b + 8, 4) != 1)
+	if (!map || len < CFS_HEAT_HEADER || memcmp(b, magic, 8) != 0 ||
+	    cfs_le_get(b + 8, 4) != CFS_HEAT_VERSION || cfs_le_get(b + 24, 4) != CFS_CLASS_SCHEME)
 		return -EPROTO;
 	unsigned n = (unsigned)cfs_le_get(b + 12, 4);
-	if (n == 0 || n > CFS_HEAT_MAX_CLASSES)
+	if (n == 0 || n > CFS_CLASS_CODES || len < table_end(n))
 		return -EPROTO;
 	for (unsigned i = 0; i < n; i++) {
-		const unsigned char *e = b + 24 + 24 * i;
-		uint64_t ns = cfs_le_get(e + 8, 8), at = cfs_le_get(e + 16, 8);
-		if (at < CFS_HEAT_HEADER || (at & 3) || at > len || ns > (len - at) / 4)
+		const unsigned char *e = b + CFS_HEAT_HEADER + 16 * i;
+		uint64_t ns = cfs_le_get(e, 8), at = cfs_le_get(e + 8, 8);
+		if (at < table_end(n) || (at & 3) || at > len || ns > (len - at) / 4)
 			return -EPROTO;
-		h->cls[i].log2 = (uint32_t)cfs_le_get(e, 4);
 		h->cls[i].nslots = ns;
 		h->cls[i].c = (uint32_t *)(void *)((unsigned char *)map + at);
 	}
@@ -109,13 +133,5 @@ int cfs_heat_parse(const void *map, size_t len, struct cfs_heat *h)
 	h->epoch = cfs_le_get(b + 16, 8);
 	h->map = (unsigned char *)map;
 	h->len = len;
-	return 0;
-}
-
-uint32_t cfs_heat_count(const struct cfs_heat *h, unsigned log2, uint64_t slot)
-{
-	for (unsigned i = 0; i < h->n; i++)
-		if (h->cls[i].log2 == log2)
-			return cfs_heat_get(h, i, slot);
 	return 0;
 }

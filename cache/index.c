@@ -68,8 +68,8 @@ int cfs_index_table(const char *name)
 void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_INDEX_ROW_SIZE])
 {
 	memset(out, 0, CFS_INDEX_ROW_SIZE);
-	out[0] = 1; /* version */
-	out[1] = r->log2;
+	out[0] = CFS_INDEX_ROW_VERSION;
+	out[1] = r->cls;
 	cfs_le_put(out + 4, r->len, 4);
 	cfs_le_put(out + 8, r->crc, 4);
 	cfs_le_put(out + 16, r->slot, 8);
@@ -79,9 +79,9 @@ void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_I
 int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r)
 {
 	const unsigned char *b = p;
-	if (n != CFS_INDEX_ROW_SIZE || b[0] != 1)
+	if (n != CFS_INDEX_ROW_SIZE || b[0] != CFS_INDEX_ROW_VERSION)
 		return -EINVAL;
-	r->log2 = b[1];
+	r->cls = b[1];
 	r->len = (uint32_t)cfs_le_get(b + 4, 4);
 	r->crc = (uint32_t)cfs_le_get(b + 8, 4);
 	r->slot = cfs_le_get(b + 16, 8);

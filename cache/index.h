@@ -22,6 +22,7 @@
 
 #define CFS_INDEX_KEY_MAX 200  /* longest content key */
 #define CFS_INDEX_ROW_SIZE 32
+#define CFS_INDEX_ROW_VERSION 2 /* 1: byte 1 was log2 of the slot size */
 
 enum cfs_index_table {
 	CFS_IX_BLOCKS,
@@ -37,7 +38,7 @@ struct cfs_index;
 
 /* A block row (see store.h for its 32 bytes on disk). */
 struct cfs_index_row {
-	uint8_t log2;    /* size class: slot size 1 << log2 */
+	uint8_t cls;     /* size class code (classes.h) */
 	uint32_t len;    /* bytes stored */
 	uint32_t crc;    /* crc32c of those bytes */
 	uint64_t slot;   /* slot number in the class's arena file */
@@ -79,7 +80,7 @@ uint64_t cfs_index_map_size(struct cfs_index *ix);
 int cfs_index_table(const char *name);
 
 void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_INDEX_ROW_SIZE]);
-/* -EINVAL if the bytes are not a version-1 row. */
+/* -EINVAL if the bytes are not a row of CFS_INDEX_ROW_VERSION. */
 int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r);
 
 /* Block rows.  key: 1..CFS_INDEX_KEY_MAX bytes, NUL-terminated. */

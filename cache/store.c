@@ -167,7 +167,7 @@ static int reserve(struct cfs_store *s, int cls, uint64_t *slot)
 		pthread_mutex_lock(&s->mu);
 		uint64_t cap = store_cap(s);
 		if (s->used + a->size <= cap) {
-			rc = cfs_arena_alloc(a, slot);
+			rc = cfs_arenas_alloc(&s->ar, (unsigned)cls, slot);
 			if (rc == 0)
 				s->used += a->size;
 			pthread_mutex_unlock(&s->mu);
@@ -201,7 +201,7 @@ static void unreserve(struct cfs_store *s, int cls, uint64_t slot)
 static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls, uint64_t slot,
 		   uint32_t len, uint32_t crc)
 {
-	struct cfs_index_row row = { .log2 = s->ar.a[cls].log2, .len = len, .crc = crc, .slot = slot };
+	struct cfs_index_row row = { .cls = (uint8_t)cls, .len = len, .crc = crc, .slot = slot };
 	struct cfs_tent *e, *old = NULL;
 	int rc;
 
@@ -252,9 +252,7 @@ int cfs_store_put(struct cfs_store *s, const char *key, uint64_t block, const vo
 
 	if (!s || !key_ok(key) || !data || len == 0 || len > s->block_size)
 		return -EINVAL;
-	cls = cfs_arenas_class_for(&s->ar, len);
-	if (cls < 0)
-		return cls;
+	cls = (int)cfs_class_for(len); /* <= the top class: len <= block_size */
 	if (s->ar.a[cls].size > s->budget)
 		return -ENOSPC;
 	crc = cfs_crc32c(0, data, len);

@@ -2,9 +2,10 @@
  * the namespace rows kept next to it, in one cache folder.
  *
  * Policy.  Blocks are fixed-size pieces of a file's content (the last one may
- * be shorter); each goes into the smallest size class that holds it (see
- * arena.h), and the budget counts class sizes, so it matches what the arenas
- * really occupy.  A put that would exceed the budget first evicts the least
+ * be shorter); each goes into the smallest size class that holds it
+ * (classes.h: eight per doubling from 64 B, so a slot wastes at most 1/8 of
+ * itself above 512 B), and the budget counts class sizes, so it matches what
+ * the arenas really occupy.  A put that would exceed the budget first evicts the least
  * recently used blocks; blocks being read (pinned) and blocks of held keys
  * (cfs_store_hold) are never evicted by it.  When the file system is full
  * (ENOSPC on tmpfs) or the index map cannot grow, the put evicts more and
@@ -19,9 +20,9 @@
  * Crash safety.  A put writes the slot, then commits the row; an eviction
  * commits the row's deletion before the slot is reused.  So a row never names
  * a slot that holds another block's bytes; a torn write is caught by the crc.
- * At open, rows that point past an arena's end, into a class that no longer
- * exists, or at a slot another row already took are dropped; slots no row
- * names are free (and punched).
+ * At open, rows that point past an arena's end, into a class above the block
+ * size, hold more than their class, or name a slot another row already took
+ * are dropped; slots no row names are free (and punched).
  *
  * A damaged index.  LMDB trusts the page numbers it finds, so a file with
  * valid meta pages and damaged data pages can crash the process reading it
@@ -38,13 +39,16 @@
  * On-disk layout (cache folder, all files 0600; integers little-endian unless
  * said otherwise):
  *   index.mdb, index.mdb-lock   LMDB environment (MDB_NOSUBDIR), named dbs:
- *     "store"   key "header" -> 64 bytes: "CFSSTOR1", u32 version (1),
- *               u32 block_size, u64 epoch (opens so far), u32 nclasses,
- *               u32 class size[9] (smallest first, unused ones 0).  A header
- *               with another block size or version resets the block cache.
+ *     "store"   key "header" -> 64 bytes: "CFSSTOR1", u32 version (2),
+ *               u32 block_size, u64 epoch (opens so far), u32 class scheme
+ *               (CFS_CLASS_SCHEME, classes.h), u32 class codes (top + 1),
+ *               zeros to 64.  A header with another block size, version or
+ *               scheme resets the block cache (logged): version 1 had
+ *               power-of-4 classes (u32 nclasses, u32 class size[9] at 24).
  *     "blocks"  key "<content key>\0<u64 block number, big-endian>" (so all
  *               blocks of a key sort together, in order) -> 32-byte row:
- *                 0 u8 version (1)    1 u8 log2 of the slot (class) size
+ *                 0 u8 version (2)    1 u8 class code (classes.h; version 1:
+ *                                       log2 of the slot size)
  *                 2 u16 flags (0)     4 u32 len (bytes stored, >= 1)
  *                 8 u32 crc32c of those bytes       12 u32 reserved (0)
  *                16 u64 slot number  24 u64 generation (epoch << 40 | count:
@@ -56,8 +60,9 @@
  *   index.checking  exists while an open reads the index (see above)
  *   index.resets    how many damaged indexes were moved aside (decimal)
  *   index.mdb.damaged  the last one moved aside
- *   arena-<class>.dat   one per class ("arena-4k.dat" ... "arena-1m.dat"):
- *               slot i of a class of size S is bytes [i*S, i*S + len).
+ *   arena-<size>.dat   one per class that holds a block ("arena-576.dat",
+ *               "arena-4k.dat", "arena-1m.dat"; naming in classes.h): slot i
+ *               of a class of size S is bytes [i*S, i*S + len).
  * A reader in another process (the GPU loader) opens the environment
  * read-only, maps the arenas read-only, looks a block up in "blocks", copies
  * len bytes from the slot and then checks the crc, or that the row is

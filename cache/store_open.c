@@ -22,7 +22,7 @@
 #define MAP_MAX (64ull << 30)
 #define MIN_AUTO_BUDGET (64ull << 20)
 #define HEADER_SIZE 64
-#define HEADER_VERSION 1
+#define HEADER_VERSION 2
 #define DROP_BATCH 1024
 #define LOCK_WAIT_MS 3000
 
@@ -154,16 +154,15 @@ static int index_opened(struct cfs_store *s, const char *dir)
 	return 0;
 }
 
-/* Checks the header row: a missing one, or one for another format or block
- * size, empties the block cache.  Then writes it back with the next epoch. */
+/* Checks the header row: a missing one, or one for another format, block
+ * size or class scheme, empties the block cache.  Then writes it back with
+ * the next epoch. */
 static int check_header(struct cfs_store *s, const char *dir)
 {
 	unsigned char h[HEADER_SIZE] = { 0 };
-	uint32_t sizes[CFS_ARENA_MAX_CLASSES];
 	uint64_t epoch = 0;
 	void *v;
 	size_t vl;
-	unsigned n;
 	int reset = 1, rc;
 
 	rc = cfs_index_get(s->ix, CFS_IX_STORE, header_key, strlen(header_key), &v, &vl);
@@ -172,7 +171,8 @@ static int check_header(struct cfs_store *s, const char *dir)
 		if (vl == HEADER_SIZE && memcmp(b, header_magic, 8) == 0) {
 			epoch = cfs_le_get(b + 16, 8);
 			reset = cfs_le_get(b + 8, 4) != HEADER_VERSION ||
-				cfs_le_get(b + 12, 4) != s->block_size;
+				cfs_le_get(b + 12, 4) != s->block_size ||
+				cfs_le_get(b + 24, 4) != CFS_CLASS_SCHEME;
 		}
 		free(v);
 		if (reset)
@@ -187,10 +187,8 @@ static int check_header(struct cfs_store *s, const char *dir)
 	cfs_le_put(h + 8, HEADER_VERSION, 4);
 	cfs_le_put(h + 12, s->block_size, 4);
 	cfs_le_put(h + 16, s->epoch, 8);
-	n = cfs_arena_classes(s->block_size, sizes);
-	cfs_le_put(h + 24, n, 4);
-	for (unsigned i = 0; i < n; i++)
-		cfs_le_put(h + 28 + 4 * i, sizes[i], 4);
+	cfs_le_put(h + 24, CFS_CLASS_SCHEME, 4);
+	cfs_le_put(h + 28, cfs_class_top(s->block_size) + 1, 4);
 	return cfs_index_put(s->ix, CFS_IX_STORE, header_key, strlen(header_key), h, sizeof(h));
 }
 
@@ -226,20 +224,17 @@ static int rebuild_row(void *arg, const char *key, uint64_t block, const void *p
 	struct cfs_index_row r;
 	struct cfs_arena *a;
 	struct cfs_tent *e;
-	int cls = -1;
 
-	if (cfs_index_row_decode(p, n, &r) == 0)
-		cls = cfs_arenas_class_of_log2(&s->ar, r.log2);
-	if (cls < 0 || r.len == 0 || r.len > s->ar.a[cls].size || r.len > s->block_size ||
-	    cfs_arena_claim(&s->ar.a[cls], r.slot) != 0)
+	if (cfs_index_row_decode(p, n, &r) != 0 || r.cls >= s->ar.n || r.len == 0 ||
+	    r.len > s->ar.a[r.cls].size || cfs_arena_claim(&s->ar.a[r.cls], r.slot) != 0)
 		return drop_row(rb, key, block);
-	a = &s->ar.a[cls];
+	a = &s->ar.a[r.cls];
 	e = cfs_table_new(&s->tab, key, block);
 	if (!e) {
 		cfs_arena_clear(a, r.slot);
 		return -ENOMEM;
 	}
-	e->cls = (uint8_t)cls;
+	e->cls = r.cls;
 	e->slot = r.slot;
 	e->len = r.len;
 	e->crc = r.crc;
@@ -284,13 +279,10 @@ static int auto_budget(struct cfs_store *s, const char *dir, uint64_t *out)
  * before, so a failure is only logged. */
 static void open_heat(struct cfs_store *s, const char *dir)
 {
-	uint8_t log2[CFS_ARENA_MAX_CLASSES];
-	uint64_t nslots[CFS_ARENA_MAX_CLASSES];
-	for (unsigned i = 0; i < s->ar.n; i++) {
-		log2[i] = s->ar.a[i].log2;
-		nslots[i] = s->ar.a[i].nslots;
-	}
-	int rc = cfs_heat_create(&s->heat, dir, s->ar.n, log2, nslots, s->budget, s->epoch);
+	uint64_t high[CFS_CLASS_CODES];
+	for (unsigned i = 0; i < s->ar.n; i++)
+		high[i] = cfs_arena_high(&s->ar.a[i]);
+	int rc = cfs_heat_create(&s->heat, dir, s->ar.n, high, s->budget, s->epoch);
 	if (rc)
 		CFS_WARN("cache: no access counts for the GPU loader (%s/%s): %s", dir,
 			 CFS_HEAT_FILE, cfs_strerror(rc));
@@ -306,7 +298,7 @@ int cfs_store_open(const struct cfs_store_opts *o, struct cfs_store **out)
 	if (!o || !o->dir)
 		return -EINVAL;
 	bs = o->block_size ? o->block_size : 1u << 20;
-	if (bs < (64u << 10) || bs > (1u << CFS_ARENA_MAX_LOG2) || (bs & (bs - 1)))
+	if (!cfs_class_block_ok(bs))
 		return -EINVAL;
 	s = calloc(1, sizeof(*s));
 	if (!s)

@@ -36,7 +36,7 @@ struct cfs_tent {
 	struct cfs_tkey *key;
 	uint64_t hash, block, slot, gen;
 	uint32_t len, crc, pins;
-	uint8_t cls;       /* class index in the store's arenas */
+	uint8_t cls;       /* size class code (classes.h), the index of its arena */
 	uint8_t state;     /* enum cfs_tent_state */
 	uint8_t verified;  /* crc checked since open */
 	uint8_t leak;      /* its row could not be deleted: never reuse the slot */

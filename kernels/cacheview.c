@@ -1,5 +1,6 @@
 /* cacheview: read-only access to a daemon's cache folder (see cacheview.h). */
 #include "cacheview.h"
+#include "classes.h"
 #include "heat.h"
 
 #include <errno.h>
@@ -15,10 +16,9 @@
 #include <unistd.h>
 
 #define KEY_MAX 200    /* CFS_STORE_KEY_MAX */
-#define MIN_LOG2 12    /* CFS_ARENA_MIN_LOG2 */
-#define MAX_LOG2 26    /* CFS_ARENA_MAX_LOG2 */
-#define NLOG2 (MAX_LOG2 - MIN_LOG2 + 1)
 #define HEADER_SIZE 64
+#define HEADER_VERSION 2
+#define ROW_VERSION 2  /* CFS_INDEX_ROW_VERSION */
 
 struct old_map {
 	void *p;
@@ -50,7 +50,7 @@ struct cfs_cview {
 	uint64_t epoch;          /* latest header epoch seen (atomic) */
 	dev_t idx_dev;
 	ino_t idx_ino;
-	struct arena_map ar[NLOG2];
+	struct arena_map ar[CFS_CLASS_CODES]; /* by class code */
 	pthread_mutex_t heat_lock;
 	struct cfs_heat heat;    /* heat.dat mapped read-only, or map NULL */
 	dev_t heat_dev;
@@ -128,15 +128,8 @@ static uint64_t get_le64(const unsigned char *b)
 	return (uint64_t)get_le32(b) | (uint64_t)get_le32(b + 4) << 32;
 }
 
-void cfs_cview_arena_name(uint32_t size, char *out, size_t cap)
-{
-	if (size >= (1u << 20))
-		snprintf(out, cap, "arena-%um.dat", size >> 20);
-	else
-		snprintf(out, cap, "arena-%uk.dat", size >> 10);
-}
-
-/* Reads the header row in txn: block size and epoch. */
+/* Reads the header row in txn (layout in store.h): block size and epoch.
+ * -EPROTO for another version or class scheme, or a bad block size. */
 static int read_header(struct cfs_cview *v, MDB_txn *txn, uint32_t *bs, uint64_t *epoch)
 {
 	MDB_val k = { .mv_size = 6, .mv_data = (void *)"header" }, d;
@@ -146,7 +139,9 @@ static int read_header(struct cfs_cview *v, MDB_txn *txn, uint32_t *bs, uint64_t
 	if (rc)
 		return rc;
 	const unsigned char *b = d.mv_data;
-	if (d.mv_size != HEADER_SIZE || memcmp(b, "CFSSTOR1", 8) != 0 || get_le32(b + 8) != 1)
+	if (d.mv_size != HEADER_SIZE || memcmp(b, "CFSSTOR1", 8) != 0 ||
+	    get_le32(b + 8) != HEADER_VERSION || get_le32(b + 24) != CFS_CLASS_SCHEME ||
+	    !cfs_class_block_ok(get_le32(b + 12)))
 		return -EPROTO;
 	*bs = get_le32(b + 12);
 	*epoch = get_le64(b + 16);
@@ -193,7 +188,7 @@ int cfs_cview_open(const char *dir, struct cfs_cview **out)
 		return -ENOMEM;
 	pthread_rwlock_init(&v->resize, NULL);
 	pthread_mutex_init(&v->heat_lock, NULL);
-	for (int i = 0; i < NLOG2; i++) {
+	for (int i = 0; i < CFS_CLASS_CODES; i++) {
 		pthread_mutex_init(&v->ar[i].lock, NULL);
 		v->ar[i].fd = -1;
 	}
@@ -260,7 +255,7 @@ void cfs_cview_close(struct cfs_cview *v)
 {
 	if (!v)
 		return;
-	for (int i = 0; i < NLOG2; i++) {
+	for (int i = 0; i < CFS_CLASS_CODES; i++) {
 		struct arena_map *a = &v->ar[i];
 		if (a->map)
 			munmap((void *)a->map, a->maplen);
@@ -321,7 +316,7 @@ void cfs_cview_end(struct cfs_cview_txn *t)
 	free(t);
 }
 
-static int decode_row(const unsigned char *b, size_t n, struct cfs_cview_row *row);
+static int decode_row(const unsigned char *b, size_t n, uint32_t bs, struct cfs_cview_row *row);
 
 int cfs_cview_block(struct cfs_cview_txn *t, const char *key, uint64_t block,
 		    struct cfs_cview_row *row)
@@ -340,20 +335,21 @@ int cfs_cview_block(struct cfs_cview_txn *t, const char *key, uint64_t block,
 	int rc = mdb_err(mdb_get(t->txn, t->v->dbi[T_BLOCKS], &k, &d));
 	if (rc)
 		return rc;
-	return decode_row(d.mv_data, d.mv_size, row);
+	return decode_row(d.mv_data, d.mv_size, t->v->block_size, row);
 }
 
-static int decode_row(const unsigned char *b, size_t n, struct cfs_cview_row *row)
+/* A row of block size bs, checked so that it never reads outside its slot: a
+ * class of this cache (code <= the top one) and 1 <= len <= the class size. */
+static int decode_row(const unsigned char *b, size_t n, uint32_t bs, struct cfs_cview_row *row)
 {
-	if (n != 32 || b[0] != 1)
+	if (n != 32 || b[0] != ROW_VERSION)
 		return -ENOENT; /* a row we do not understand reads as a miss */
-	row->log2 = b[1];
+	row->cls = b[1];
 	row->len = get_le32(b + 4);
 	row->crc = get_le32(b + 8);
 	row->slot = get_le64(b + 16);
 	row->gen = get_le64(b + 24);
-	if (row->log2 < MIN_LOG2 || row->log2 > MAX_LOG2 || row->len == 0 ||
-	    row->len > (1u << row->log2))
+	if (row->cls > cfs_class_top(bs) || row->len == 0 || row->len > cfs_class_size(row->cls))
 		return -ENOENT;
 	return 0;
 }
@@ -410,11 +406,11 @@ int cfs_cview_scan_meta(struct cfs_cview_txn *t, const char *prefix, cfs_cview_r
 
 /* Maps arena a again at the file's current size (reopening the path when the
  * cache was reset and the file replaced).  Called with a->lock held. */
-static int remap(struct cfs_cview *v, struct arena_map *a, unsigned log2)
+static int remap(struct cfs_cview *v, struct arena_map *a, unsigned code)
 {
-	char name[32], path[4096];
+	char name[CFS_CLASS_NAME_MAX], path[4096];
 	struct stat st, pst;
-	cfs_cview_arena_name(1u << log2, name, sizeof(name));
+	cfs_class_arena_name(code, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", v->dir, name);
 	if (stat(path, &pst) < 0)
 		return -errno;
@@ -454,10 +450,10 @@ static int remap(struct cfs_cview *v, struct arena_map *a, unsigned log2)
 
 const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_cview_row *row)
 {
-	if (row->log2 < MIN_LOG2 || row->log2 > MAX_LOG2)
+	if (row->cls >= CFS_CLASS_CODES || row->len > cfs_class_size(row->cls))
 		return NULL;
-	struct arena_map *a = &v->ar[row->log2 - MIN_LOG2];
-	uint64_t size = 1ull << row->log2;
+	struct arena_map *a = &v->ar[row->cls];
+	uint64_t size = cfs_class_size(row->cls);
 	if (row->slot > (UINT64_MAX - size) / size)
 		return NULL;
 	uint64_t start = row->slot * size, end = start + row->len;
@@ -466,7 +462,7 @@ const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_cview_
 	pthread_mutex_lock(&a->lock);
 	if (!a->map || end > a->maplen || a->epoch != ep) {
 		a->epoch = ep;
-		if (remap(v, a, row->log2) != 0 && !a->map)
+		if (remap(v, a, row->cls) != 0 && !a->map)
 			goto out;
 	}
 	if (end <= a->maplen)
@@ -492,7 +488,7 @@ int cfs_cview_scan_blocks(struct cfs_cview_txn *t, cfs_cview_block_fn fn, void *
 		struct cfs_cview_row row;
 		size_t kl = k.mv_size;
 		if (kl >= 10 && kl - 9 <= KEY_MAX && kb[kl - 9] == 0 &&
-		    decode_row(d.mv_data, d.mv_size, &row) == 0) {
+		    decode_row(d.mv_data, d.mv_size, t->v->block_size, &row) == 0) {
 			uint64_t block = 0;
 			for (int i = 0; i < 8; i++)
 				block = block << 8 | kb[kl - 8 + i];
@@ -550,7 +546,7 @@ uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row)
 	uint32_t n;
 	pthread_mutex_lock(&v->heat_lock);
 	heat_refresh(v);
-	n = cfs_heat_count(&v->heat, row->log2, row->slot);
+	n = cfs_heat_get(&v->heat, row->cls, row->slot);
 	pthread_mutex_unlock(&v->heat_lock);
 	return n;
 }
@@ -559,9 +555,9 @@ int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_cview_row *row, con
 		       size_t *len)
 {
 	const unsigned char *p = cfs_cview_slot(v, row);
-	if (!p || row->log2 < MIN_LOG2 || row->log2 > MAX_LOG2)
+	if (!p)
 		return -ENOENT;
-	struct arena_map *a = &v->ar[row->log2 - MIN_LOG2];
+	struct arena_map *a = &v->ar[row->cls];
 	int rc = -ENOENT;
 	pthread_mutex_lock(&a->lock);
 	if (a->map && p >= a->map && p < a->map + a->maplen) {

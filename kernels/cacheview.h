@@ -12,6 +12,11 @@
  * stay until close, so a pointer handed out stays valid.  Reading a slot the
  * daemon punched gives zeros, never SIGBUS.
  *
+ * Rows are checked against the class scheme (cache/classes.h, recorded in the
+ * header row): a class code above the top one of the block size, or a length
+ * above its class's size, reads as a miss, so no pointer handed out reaches
+ * past its slot.  Arenas are by class code; a class no block used has none.
+ *
  * Every function may be called from any thread; a txn belongs to one thread.
  * Returns 0 or -errno (-ENOENT absent, -EIO for MDB errors, -EBUSY when this
  * process already has the folder open). */
@@ -25,7 +30,7 @@ struct cfs_cview;
 struct cfs_cview_txn; /* a read transaction */
 
 struct cfs_cview_row {
-	uint8_t log2;
+	uint8_t cls;       /* size class code (cache/classes.h) */
 	uint32_t len, crc;
 	uint64_t slot, gen;
 };
@@ -72,8 +77,5 @@ uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row);
  * registration): base and length; -ENOENT when there is none. */
 int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_cview_row *row, const void **base,
 		       size_t *len);
-
-/* "arena-1m.dat" for 1 MiB (the daemon's naming, cache/arena.c). */
-void cfs_cview_arena_name(uint32_t size, char *out, size_t cap);
 
 #endif

@@ -148,12 +148,12 @@ int cfs_hot_set_add(struct cfs_hot_set *s, const struct cfs_hot_ent *e)
 }
 
 const struct cfs_hot_ent *cfs_hot_set_find(const struct cfs_hot_set *s, uint64_t gen,
-					   uint64_t slot, uint8_t log2, uint32_t len, uint32_t crc)
+					   uint64_t slot, uint8_t cls, uint32_t len, uint32_t crc)
 {
 	if (!s->cap || !gen)
 		return NULL;
 	const struct cfs_hot_ent *e = &s->e[gen_slot(s, gen)];
-	if (e->gen != gen || e->slot != slot || e->log2 != log2 || e->len != len || e->crc != crc)
+	if (e->gen != gen || e->slot != slot || e->cls != cls || e->len != len || e->crc != crc)
 		return NULL;
 	return e;
 }

@@ -51,7 +51,7 @@ void cfs_hot_counts_free(struct cfs_hot_counts *t);
 struct cfs_hot_ent {
 	uint64_t gen, slot, off; /* off: where its bytes are in the hot buffer */
 	uint32_t len, crc;
-	uint8_t log2;
+	uint8_t cls;             /* size class code */
 };
 
 /* The hot set: entries by generation (open addressing). */
@@ -63,7 +63,7 @@ int cfs_hot_set_init(struct cfs_hot_set *s, size_t n);
 int cfs_hot_set_add(struct cfs_hot_set *s, const struct cfs_hot_ent *e);
 /* The entry of this write if every field matches, else NULL. */
 const struct cfs_hot_ent *cfs_hot_set_find(const struct cfs_hot_set *s, uint64_t gen,
-					   uint64_t slot, uint8_t log2, uint32_t len, uint32_t crc);
+					   uint64_t slot, uint8_t cls, uint32_t len, uint32_t crc);
 void cfs_hot_set_free(struct cfs_hot_set *s);
 
 #endif

@@ -30,7 +30,7 @@
 #include "stage_int.h"
 
 #define RING_MAX 16
-#define REG_MAX 64
+#define REG_MAX 512 /* mappings: one per arena (up to 144 classes) and per growth */
 
 struct reg_map {
 	const void *base;
@@ -225,14 +225,16 @@ static int ensure_registered(struct cfs_stage_ring *r, const void *base, size_t 
 }
 
 /* Keeps the direct pieces whose mapping is (now) registered; a registration
- * failure turns the direct path off for later batches. */
+ * failure turns the direct path off for later batches (a full table only
+ * sends that mapping's pieces through the ring). */
 static size_t direct_register(struct cfs_stage_ring *r, struct cfs_stage_direct *d, size_t nd)
 {
 	size_t k = 0;
 	for (size_t i = 0; i < nd; i++) {
-		if (r->direct && ensure_registered(r, d[i].map, d[i].maplen) == 0)
+		int rc = r->direct ? ensure_registered(r, d[i].map, d[i].maplen) : -EIO;
+		if (rc == 0)
 			d[k++] = d[i];
-		else
+		else if (rc != -ENOSPC)
 			r->direct = 0;
 	}
 	return k;

@@ -656,7 +656,7 @@ static int hot_refresh_locked(struct cfs_stage *s)
 	for (size_t i = 0; i < k; i++) {
 		struct hot_row *r = &h.r[h.c[i].idx];
 		const struct cfs_hot_ent *old = cfs_hot_set_find(&s->hot, r->row.gen, r->row.slot,
-								 r->row.log2, r->row.len,
+								 r->row.cls, r->row.len,
 								 r->row.crc);
 		if (old) {
 			memcpy(mem + at, s->hot_mem + old->off, r->row.len);
@@ -673,7 +673,7 @@ static int hot_refresh_locked(struct cfs_stage *s)
 		}
 		struct cfs_hot_ent e = { .gen = r->row.gen, .slot = r->row.slot, .off = at,
 					 .len = r->row.len, .crc = r->row.crc,
-					 .log2 = r->row.log2 };
+					 .cls = r->row.cls };
 		if ((rc = cfs_hot_set_add(&set, &e)) != 0)
 			goto out;
 		at += r->row.len;
@@ -690,11 +690,11 @@ static int hot_refresh_locked(struct cfs_stage *s)
 		if (!r->arena)
 			continue;
 		if (cfs_cview_block(t, r->key, r->block, &now) == 0 && now.slot == r->row.slot &&
-		    now.gen == r->row.gen && now.log2 == r->row.log2 && now.len == r->row.len)
+		    now.gen == r->row.gen && now.cls == r->row.cls && now.len == r->row.len)
 			continue;
 		STAT_ADD(s, hot_dropped, 1);
 		struct cfs_hot_ent *e = (struct cfs_hot_ent *)cfs_hot_set_find(
-			&set, r->row.gen, r->row.slot, r->row.log2, r->row.len, r->row.crc);
+			&set, r->row.gen, r->row.slot, r->row.cls, r->row.len, r->row.crc);
 		if (e)
 			e->len = 0; /* never matches a row again (rows have len >= 1): dead */
 	}
@@ -787,7 +787,7 @@ static int hot_copy(struct cfs_stage *s, struct cfs_stage_plan *p, size_t first,
 			continue;
 		}
 		const struct cfs_hot_ent *e =
-			cfs_hot_set_find(&s->hot, pc->row.gen, pc->row.slot, pc->row.log2,
+			cfs_hot_set_find(&s->hot, pc->row.gen, pc->row.slot, pc->row.cls,
 					 pc->row.len, pc->row.crc);
 		if (!e) {
 			misses++;
@@ -1023,7 +1023,7 @@ int cfs_stage_copy_part_skip(struct cfs_stage *s, struct cfs_stage_plan *p, uint
 			const char *key = p->r[pc->range].key;
 			if (cfs_cview_block(t, key, pc->block, &now) == 0 &&
 			    now.slot == pc->row.slot && now.gen == pc->row.gen &&
-			    now.log2 == pc->row.log2 && now.len == pc->row.len) {
+			    now.cls == pc->row.cls && now.len == pc->row.len) {
 				state[i] = 2;
 				continue;
 			}
@@ -1106,7 +1106,7 @@ int cfs_stage_direct_list(struct cfs_stage *s, struct cfs_stage_plan *p,
 	for (size_t i = 0; i < p->np; i++) {
 		const struct piece *pc = &p->p[i];
 		if (!pc->resident || pc->boff != 0 || pc->len != pc->row.len ||
-		    cfs_hot_set_find(&s->hot, pc->row.gen, pc->row.slot, pc->row.log2,
+		    cfs_hot_set_find(&s->hot, pc->row.gen, pc->row.slot, pc->row.cls,
 				     pc->row.len, pc->row.crc))
 			continue;
 		const unsigned char *src = cfs_cview_slot(s->cv, &pc->row);
@@ -1144,7 +1144,7 @@ int cfs_stage_direct_check(struct cfs_stage *s, struct cfs_stage_plan *p,
 		struct cfs_cview_row now;
 		ok[i] = cfs_cview_block(t, p->r[pc->range].key, pc->block, &now) == 0 &&
 			now.slot == pc->row.slot && now.gen == pc->row.gen &&
-			now.log2 == pc->row.log2 && now.len == pc->row.len;
+			now.cls == pc->row.cls && now.len == pc->row.len;
 		if (ok[i]) {
 			STAT_ADD(s, blocks_cached, 1);
 			STAT_ADD(s, bytes_cached, pc->len);

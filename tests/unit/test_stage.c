@@ -37,6 +37,7 @@
 
 #include "cacheview.h"
 #include "check.h"
+#include "classes.h"
 #include "lrow.h"
 #include "nsdb.h"
 #include "stage.h"
@@ -460,11 +461,11 @@ static int corrupt_b(void)
 	cfs_cview_close(v);
 	if (rc)
 		return rc;
-	cfs_cview_arena_name(1u << row.log2, name, sizeof(name));
+	cfs_class_arena_name(row.cls, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", cdir, name);
 	int fd = open(path, O_RDWR);
 	unsigned char c = 0;
-	off_t at = (off_t)(row.slot << row.log2) + 100;
+	off_t at = (off_t)(row.slot * cfs_class_size(row.cls)) + 100;
 	if (fd < 0 || pread(fd, &c, 1, at) != 1)
 		return -EIO;
 	c ^= 0x40;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "classes.h"
 #include "index.h"
 #include "log.h"
 #include "store.h"
@@ -74,7 +75,7 @@ static void test_roundtrip(void)
 	CHECK_EQ(st.puts, 3);
 	CHECK_EQ(st.hits, 5);
 	CHECK_EQ(st.misses, 2);
-	CHECK_EQ(st.used_bytes, 3u << 20);
+	CHECK_EQ(st.used_bytes, (2u << 20) + 327680); /* 300000 takes a 10 << 15 slot */
 	/* bad arguments */
 	char longkey[CFS_STORE_KEY_MAX + 2];
 	memset(longkey, 'k', sizeof(longkey) - 1);
@@ -93,7 +94,7 @@ static void test_roundtrip(void)
 	CHECK(got == 500 && same(buf, "other", 9, 0, 500, 500));
 	st = stats(s);
 	CHECK_EQ(st.blocks, 4);
-	CHECK_EQ(st.used_bytes, (2u << 20) + (4u << 10) + (4u << 10));
+	CHECK_EQ(st.used_bytes, (1u << 20) + 327680 + 64 + 512); /* the 10-byte block: 64 */
 	CHECK_EQ(cfs_store_cached_bytes(s, "A@r1"), (1u << 20) + 300000 + 500);
 	cfs_store_close(s);
 	cfs_store_close(NULL);
@@ -105,37 +106,46 @@ static void test_classes(void)
 	char dir[64];
 	struct {
 		uint32_t len, slot;
-	} c[] = { { 1, 4 << 10 },		 { 4096, 4 << 10 },	    { 4097, 16 << 10 },
-		  { 16384, 16 << 10 },		 { 16385, 64 << 10 },	    { 100 << 10, 256 << 10 },
-		  { (256 << 10) + 1, 1 << 20 }, { 1 << 20, 1 << 20 } };
+		const char *file;
+	} c[] = { { 1, 64, "arena-64.dat" },
+		  { 64, 64, "arena-64.dat" },
+		  { 65, 128, "arena-128.dat" },
+		  { 513, 576, "arena-576.dat" },
+		  { 4096, 4096, "arena-4k.dat" },
+		  { 4097, 4608, "arena-4608.dat" },
+		  { 100 << 10, 104 << 10, "arena-104k.dat" },
+		  { (256 << 10) + 1, 288 << 10, "arena-288k.dat" },
+		  { 1 << 20, 1 << 20, "arena-1m.dat" } };
 	mkdir_tmp(dir, sizeof(dir));
 	struct cfs_store *s = open_store(dir, 1u << 20, 64u << 20, 0);
+	CHECK(!file_exists(dir, "arena-1m.dat")); /* made by the first put of its class */
 	uint64_t used = 0;
 	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
 		CHECK_EQ(put(s, "cls@1", i, c[i].len), 0);
 		used += c[i].slot;
 		CHECK_EQ(stats(s).used_bytes, used);
 		CHECK(read_ok(s, "cls@1", i, c[i].len));
+		CHECK(file_exists(dir, c[i].file));
 	}
-	CHECK(file_exists(dir, "arena-4k.dat") && file_exists(dir, "arena-16k.dat") &&
-	      file_exists(dir, "arena-64k.dat") && file_exists(dir, "arena-256k.dat") &&
-	      file_exists(dir, "arena-1m.dat") && !file_exists(dir, "arena-2m.dat"));
+	CHECK(!file_exists(dir, "arena-192.dat") && !file_exists(dir, "arena-2m.dat") &&
+	      !file_exists(dir, "arena-16k.dat"));
 	cfs_store_close(s);
 
-	/* 2 MiB blocks: a class of their own after 1 MiB; the cache is reset */
+	/* 2 MiB blocks: a class of their own after 1 MiB; the cache is reset and
+	 * the old arenas go */
 	s = open_store(dir, 2u << 20, 64u << 20, 0);
 	CHECK_EQ(stats(s).blocks, 0);
-	CHECK(file_exists(dir, "arena-2m.dat"));
-	CHECK_EQ(put(s, "big@1", 0, 1536u << 10), 0);
-	CHECK_EQ(stats(s).used_bytes, 2u << 20);
-	CHECK_EQ(put(s, "big@1", 1, 1u << 20), 0);
-	CHECK_EQ(stats(s).used_bytes, 3u << 20);
+	CHECK(!file_exists(dir, "arena-1m.dat") && !file_exists(dir, "arena-576.dat"));
+	CHECK_EQ(put(s, "big@1", 0, 1536u << 10), 0); /* 12 << 17: a class exactly */
+	CHECK_EQ(stats(s).used_bytes, 1536u << 10);
+	CHECK_EQ(put(s, "big@1", 1, 2u << 20), 0);
+	CHECK_EQ(stats(s).used_bytes, (1536u << 10) + (2u << 20));
+	CHECK(file_exists(dir, "arena-1536k.dat") && file_exists(dir, "arena-2m.dat"));
 	cfs_store_close(s);
 
-	/* 64 KiB blocks: 4k 16k 64k only, and the old arenas are gone */
+	/* 64 KiB blocks: the 2 MiB cache's arenas are gone */
 	s = open_store(dir, K64, 64u << 20, 0);
-	CHECK(!file_exists(dir, "arena-1m.dat") && !file_exists(dir, "arena-2m.dat"));
-	CHECK(file_exists(dir, "arena-64k.dat") && !file_exists(dir, "arena-256k.dat"));
+	CHECK(!file_exists(dir, "arena-1536k.dat") && !file_exists(dir, "arena-2m.dat"));
 	cfs_store_close(s);
 
 	uint32_t bad[] = { 3000, 32u << 10, 128u << 20, 3 * K64 };
@@ -147,6 +157,126 @@ static void test_classes(void)
 	/* automatic budget: at least 64 MiB */
 	s = open_store(dir, K64, 0, 0);
 	CHECK(cfs_store_budget(s) >= (64u << 20));
+	cfs_store_close(s);
+	rm_dir(dir);
+}
+
+/* Blocks of every class of 1 MiB blocks (and lengths in between), evicted
+ * and put back, survive a reopen: rows rebuilt, slots claimed, bytes intact,
+ * the used bytes the sum of the class sizes. */
+static void test_many_classes(void)
+{
+	char dir[64], key[32];
+	mkdir_tmp(dir, sizeof(dir));
+	struct cfs_store *s = open_store(dir, 1u << 20, 256u << 20, 0);
+	uint32_t lens[600];
+	uint64_t used = 0, bytes = 0;
+	size_t n = sizeof(lens) / sizeof(lens[0]);
+
+	for (size_t i = 0; i < n; i++) {
+		/* one length at the top of each class, then pseudo-random ones */
+		lens[i] = i < 96 ? cfs_class_size((unsigned)i)
+				 : (uint32_t)(mix(i) % (1u << (6 + mix(i * 7) % 15))) + 1;
+		snprintf(key, sizeof(key), "many%zu@r", i % 50);
+		CHECK_EQ(put(s, key, i, lens[i]), 0);
+		used += cfs_class_size(cfs_class_for(lens[i]));
+		bytes += lens[i];
+	}
+	CHECK_EQ(stats(s).used_bytes, used);
+	CHECK_EQ(stats(s).blocks, n);
+	/* waste over the whole set: the slots hold the bytes within 1/8 (small
+	 * lengths below 512 B aside, which are few here) */
+	CHECK(used < bytes + bytes / 8 + 600 * 64);
+	/* evict every tenth key and put it back with another length */
+	uint64_t freed = 0;
+	CHECK_EQ(cfs_store_evict_prefix(s, "many1", &freed, NULL), 0); /* many1, many10..19 */
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "many%zu@r", i % 50);
+		if (key[4] != '1' || (key[5] != '@' && key[6] != '@'))
+			continue;
+		used -= cfs_class_size(cfs_class_for(lens[i]));
+		lens[i] = lens[i] % 3000 + 1;
+		CHECK_EQ(put(s, key, i, lens[i]), 0);
+		used += cfs_class_size(cfs_class_for(lens[i]));
+	}
+	CHECK(freed > 0);
+	CHECK_EQ(stats(s).used_bytes, used);
+	cfs_store_close(s);
+
+	s = open_store(dir, 1u << 20, 256u << 20, 0);
+	CHECK_EQ(stats(s).blocks, n);
+	CHECK_EQ(stats(s).used_bytes, used);
+	int all = 1;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "many%zu@r", i % 50);
+		all &= read_ok(s, key, i, lens[i]);
+	}
+	CHECK(all);
+	CHECK_EQ(stats(s).crc_failures, 0);
+	/* new puts take the free slots, not past them */
+	CHECK_EQ(put(s, "after@r", 0, 100), 0);
+	CHECK(read_ok(s, "after@r", 0, 100));
+	cfs_store_close(s);
+	rm_dir(dir);
+}
+
+/* A cache written with the power-of-4 classes (header and rows of version 1,
+ * "arena-4k.dat" ...) is emptied at open, its arenas removed and the header
+ * rewritten for the current scheme. */
+static void test_old_format_reset(void)
+{
+	char dir[64], p[600];
+	unsigned char h[64] = "CFSSTOR1", row[CFS_INDEX_ROW_SIZE] = { 1, 12 };
+	struct cfs_index *ix;
+	void *v;
+	size_t vl;
+
+	mkdir_tmp(dir, sizeof(dir));
+	snprintf(p, sizeof(p), "%s/index.mdb", dir);
+	CHECK_EQ(cfs_index_open(p, 1 << 20, 1 << 30, &ix), 0);
+	h[8] = 1;                    /* version 1 */
+	h[13] = 0x10;                /* block size 1 MiB, little-endian */
+	h[16] = 7;                   /* epoch */
+	h[24] = 5;                   /* nclasses, then sizes 4k 16k 64k 256k 1m */
+	uint32_t sizes[] = { 4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20 };
+	for (int i = 0; i < 5; i++)
+		for (int b = 0; b < 4; b++)
+			h[28 + 4 * i + b] = (unsigned char)(sizes[i] >> (8 * b));
+	CHECK_EQ(cfs_index_put(ix, CFS_IX_STORE, "header", 6, h, sizeof(h)), 0);
+	/* a 100-byte block in slot 0 of the 4k arena, as version 1 wrote it */
+	row[4] = 100;
+	static const unsigned char okey[14] = { 'o', 'l', 'd', '@', 'r' }; /* "old@r\0", block 0 */
+	CHECK_EQ(cfs_index_put(ix, CFS_IX_BLOCKS, okey, sizeof(okey), row, sizeof(row)), 0);
+	cfs_index_close(ix);
+	snprintf(p, sizeof(p), "%s/arena-4k.dat", dir);
+	int fd = open(p, O_CREAT | O_WRONLY, 0600);
+	CHECK(fd >= 0 && pwrite(fd, "x", 1, 4095) == 1);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/arena-256k.dat", dir);
+	fd = open(p, O_CREAT | O_WRONLY, 0600);
+	close(fd);
+
+	struct cfs_store *s = open_store(dir, 1u << 20, 64u << 20, 0);
+	CHECK_EQ(stats(s).blocks, 0);
+	CHECK_EQ(stats(s).used_bytes, 0);
+	CHECK(!cfs_store_has(s, "old@r", 0));
+	CHECK(!file_exists(dir, "arena-4k.dat") && !file_exists(dir, "arena-256k.dat"));
+	CHECK_EQ(put(s, "new@r", 0, 100), 0);
+	cfs_store_close(s);
+
+	snprintf(p, sizeof(p), "%s/index.mdb", dir);
+	CHECK_EQ(cfs_index_open(p, 1 << 20, 1 << 30, &ix), 0);
+	CHECK_EQ(cfs_index_get(ix, CFS_IX_STORE, "header", 6, &v, &vl), 0);
+	const unsigned char *b = v;
+	CHECK(vl == 64 && memcmp(b, "CFSSTOR1", 8) == 0);
+	CHECK_EQ(b[8], 2);                  /* version */
+	CHECK_EQ(b[16], 8);                 /* the epoch went on */
+	CHECK_EQ(b[24], CFS_CLASS_SCHEME);
+	CHECK_EQ(b[28], 96);                /* class codes of 1 MiB blocks */
+	free(v);
+	cfs_index_close(ix);
+	s = open_store(dir, 1u << 20, 64u << 20, 0);
+	CHECK(read_ok(s, "new@r", 0, 100)); /* the new format is kept */
 	cfs_store_close(s);
 	rm_dir(dir);
 }
@@ -220,14 +350,14 @@ static void test_reopen_and_corruption(void)
 
 	/* a row that names a slot another row took is dropped at open */
 	struct cfs_index *ix;
-	struct cfs_index_row row = { .log2 = 16, .len = K64, .crc = 1, .slot = 0, .gen = 1 };
+	struct cfs_index_row row = { .cls = 63, .len = K64, .crc = 1, .slot = 0, .gen = 1 };
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
 	CHECK_EQ(cfs_index_open(p, 1 << 20, 1 << 30, &ix), 0);
 	CHECK_EQ(cfs_index_block_put(ix, "zzz@dup", 0, &row), 0);
 	row.slot = 1u << 30; /* past the end */
 	CHECK_EQ(cfs_index_block_put(ix, "zzz@far", 0, &row), 0);
 	row.slot = 0;
-	row.log2 = 21; /* no such class */
+	row.cls = 96; /* no such class for 64 KiB blocks (top: 63) */
 	CHECK_EQ(cfs_index_block_put(ix, "zzz@cls", 0, &row), 0);
 	cfs_index_close(ix);
 	s = open_store(dir, K64, 64u << 20, 0);
@@ -333,19 +463,19 @@ static void test_evict(void)
 
 	put(s, "F1@r1", 0, K64);
 	put(s, "F1@r1", 1, K64);
-	put(s, "F1@r1", 2, 10000);   /* 16k slot */
+	put(s, "F1@r1", 2, 10000);   /* 10k slot */
 	put(s, "F1@r2", 0, K64);
 	put(s, "F2@r1", 0, K64);
-	put(s, "F2@r1", 1, 100);     /* 4k slot */
+	put(s, "F2@r1", 1, 100);     /* 128 B slot */
 	CHECK_EQ(cfs_store_evict_prefix(s, "F1@", &bytes, &blocks), 0);
 	CHECK_EQ(blocks, 4);
-	CHECK_EQ(bytes, 3 * K64 + (16u << 10));
+	CHECK_EQ(bytes, 3 * K64 + (10u << 10));
 	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r1"), 0);
 	CHECK_EQ(cfs_store_cached_bytes(s, "F2@r1"), K64 + 100);
 	CHECK_EQ(cfs_store_evict_prefix(s, "nomatch", &bytes, &blocks), 0);
 	CHECK(bytes == 0 && blocks == 0);
 	struct cfs_store_stats st = stats(s);
-	CHECK_EQ(st.used_bytes, K64 + (4u << 10));
+	CHECK_EQ(st.used_bytes, K64 + 128);
 	CHECK_EQ(st.keys, 1);
 	CHECK_EQ(st.evictions, 4);
 
@@ -354,7 +484,7 @@ static void test_evict(void)
 	put(s, "G@1", 1, K64);
 	CHECK(read_ok(s, "F2@r1", 0, K64)); /* F2@r1 block 1 is now the oldest */
 	CHECK_EQ(cfs_store_evict_to(s, 3 * K64, &bytes, &blocks), 0);
-	CHECK(bytes == (4u << 10) && blocks == 1);
+	CHECK(bytes == 128 && blocks == 1);
 	CHECK_EQ(cfs_store_cached_bytes(s, "F2@r1"), K64);
 	CHECK_EQ(cfs_store_evict_to(s, K64 + 1, &bytes, &blocks), 0);
 	CHECK(bytes == 2 * K64 && blocks == 2);
@@ -363,7 +493,7 @@ static void test_evict(void)
 	CHECK(bytes == 0 && blocks == 0);
 	put(s, "H@1", 0, 5);
 	CHECK_EQ(cfs_store_evict_prefix(s, "", &bytes, &blocks), 0);
-	CHECK(bytes == K64 + (4u << 10) && blocks == 2);
+	CHECK(bytes == K64 + 64 && blocks == 2);
 	CHECK_EQ(stats(s).used_bytes, 0);
 	CHECK_EQ(stats(s).blocks, 0);
 	put(s, "I@1", 0, 5);
@@ -372,7 +502,7 @@ static void test_evict(void)
 	s = open_store(dir, K64, 64u << 20, 0);
 	CHECK_EQ(stats(s).blocks, 1);
 	CHECK_EQ(cfs_store_evict_to(s, 0, &bytes, &blocks), 0);
-	CHECK(bytes == (4u << 10) && blocks == 1);
+	CHECK(bytes == 64 && blocks == 1);
 	cfs_store_close(s);
 	s = open_store(dir, K64, 64u << 20, 0);
 	CHECK_EQ(stats(s).blocks, 0);
@@ -433,6 +563,8 @@ int main(void)
 	test_roundtrip();
 	test_lock_wait();
 	test_classes();
+	test_many_classes();
+	test_old_format_reset();
 	test_reopen_and_corruption();
 	test_lru();
 	test_evict();
