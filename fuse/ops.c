@@ -373,6 +373,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		int pid = rec && rec->super_pid ? (int)rec->super_pid : (int)getpid();
 		int n = snprintf(val, sizeof(val), "%d", pid);
 		reply_xattr_value(req, val, (size_t)n, size);
+	} else if (c.kind == CFS_CTL_CACHE_DIR) {
+		if (fs->cache_dir)
+			reply_xattr_value(req, fs->cache_dir, strlen(fs->cache_dir), size);
+		else
+			reply_status(req, -ENODATA);
 	} else if (c.kind == CFS_CTL_STATS) {
 		struct cfs_buf b = { 0 };
 		if (cfs_stats_json(&fs->stats, &b))

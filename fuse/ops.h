@@ -31,6 +31,7 @@ struct cfs_fs {
 	uint32_t uid, gid;       /* what every entry reports (--uid, --gid) */
 	uint32_t file_mode, dir_mode; /* permission bits, --umask applied */
 	unsigned ctl_refused;    /* evict/warm calls refused (atomic), to bound the log */
+	const char *cache_dir;   /* user.colabfs.cache_dir */
 };
 
 extern const struct fuse_lowlevel_ops cfs_ops;

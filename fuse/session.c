@@ -107,7 +107,7 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats,
 			     .poll_interval = o->poll_interval, .owner = (uint32_t)getuid(),
 			     .uid = o->uid, .gid = o->gid, .file_mode = o->file_mode,
-			     .dir_mode = o->dir_mode };
+			     .dir_mode = o->dir_mode, .cache_dir = o->cache_dir };
 	int rc = 0;
 	struct fuse_session *se = cfs_session_fuse_new(o->fuse_opts, o->debug, &fs);
 	if (!se) {

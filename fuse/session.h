@@ -20,6 +20,7 @@ struct cfs_session_opts {
 	uint32_t uid, gid;            /* owner and group every entry reports */
 	uint32_t file_mode, dir_mode; /* their permission bits (umask applied) */
 	const char *log_file;    /* where logging moves when daemonized */
+	const char *cache_dir;   /* the cache folder, told to the GPU loader (ctlname.h) */
 	struct cfs_stats_src stats;
 	/* Called in the daemon after daemonizing (not with foreground): reopens
 	 * what cannot cross a fork and hands back the vfs to serve. */

@@ -2,6 +2,7 @@
 #include "cacheview.h"
 #include "classes.h"
 #include "heat.h"
+#include "store.h" /* CFS_STORE_CHECK_MARKER */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -174,6 +175,24 @@ static void txn_end(struct cfs_cview *v, MDB_txn *txn)
 	pthread_rwlock_unlock(&v->resize);
 }
 
+/* Never touch an index the daemon is still checking, or one whose meta page
+ * names pages the file does not have: reading those through the map is
+ * SIGBUS (the store's rule, cache/store.h "A damaged index"). */
+static int index_sane(MDB_env *env, const char *dir, const struct stat *st)
+{
+	char marker[4096];
+	MDB_envinfo info;
+	MDB_stat ms;
+	snprintf(marker, sizeof(marker), "%s/%s", dir, CFS_STORE_CHECK_MARKER);
+	if (access(marker, F_OK) == 0)
+		return -EAGAIN; /* being opened (or damaged): the daemon decides */
+	if (mdb_env_info(env, &info) || mdb_env_stat(env, &ms))
+		return -EPROTO;
+	if ((uint64_t)st->st_size < ((uint64_t)info.me_last_pgno + 1) * ms.ms_psize)
+		return -EPROTO;
+	return 0;
+}
+
 int cfs_cview_open(const char *dir, struct cfs_cview **out)
 {
 	*out = NULL;
@@ -211,6 +230,8 @@ int cfs_cview_open(const char *dir, struct cfs_cview **out)
 	if ((rc = mdb_err(mdb_env_set_maxdbs(v->env, 8))) != 0 ||
 	    (rc = mdb_err(mdb_env_open(v->env, path, MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS,
 				       0600))) != 0)
+		goto fail;
+	if ((rc = index_sane(v->env, dir, &st)) != 0)
 		goto fail;
 	if ((rc = txn_begin(v, &txn)) != 0)
 		goto fail;

@@ -17,6 +17,11 @@
  * above its class's size, reads as a miss, so no pointer handed out reaches
  * past its slot.  Arenas are by class code; a class no block used has none.
  *
+ * An index is never read while the daemon's marker says an open is checking
+ * it (-EAGAIN: try again once the mount serves), nor when its meta page names
+ * pages past the file's end (-EPROTO: a truncated index, which the daemon
+ * moves aside); either would be SIGBUS through the map (store.h).
+ *
  * Every function may be called from any thread; a txn belongs to one thread.
  * Returns 0 or -errno (-ENOENT absent, -EIO for MDB errors, -EBUSY when this
  * process already has the folder open). */

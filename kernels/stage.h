@@ -76,8 +76,12 @@ struct cfs_stage_range {
 	uint64_t len;
 };
 
-/* cache_dir NULL: the daemon's default folder for this mountpoint
- * (/dev/shm/colabfs-UID/<mountpoint path>.<hash>). */
+/* cache_dir NULL: the folder the mount serving mountpoint names
+ * (user.colabfs.cache_dir; never a path worked out here, which another user
+ * could plant): -ENODATA when the mount does not say, -EPERM when that folder
+ * is not a real folder of this user or root that only its owner can write.
+ * -EAGAIN while the daemon is still checking the index, -EPROTO for a
+ * damaged index (cacheview.h). */
 CFS_GPU_API int cfs_stage_open(const char *cache_dir, const char *mountpoint, unsigned flags,
 			       struct cfs_stage **out);
 CFS_GPU_API void cfs_stage_close(struct cfs_stage *s); /* NULL-safe; no plan may be in use */

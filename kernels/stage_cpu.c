@@ -117,17 +117,21 @@ static uint64_t fnv1a(const char *s)
 	return h;
 }
 
-/* The daemon's default cache folder for a mountpoint (src/main.c). */
-static int default_cache_dir(const char *real, char *out, size_t cap)
+/* The cache folder, as the mount serving mnt says (user.colabfs.cache_dir,
+ * src/ctlname.h): never a path recomputed here, which another user could
+ * have planted.  It must be a real folder owned by this user or root and
+ * writable by no one else. */
+static int mount_cache_dir(const char *mnt, char *out, size_t cap)
 {
-	char name[160];
-	size_t o = 0;
-	for (const char *p = real + 1; *p && o < 100; p++)
-		name[o++] = (*p == '/' || *p == '.') ? '-' : *p;
-	snprintf(name + o, sizeof(name) - o, "%s%.8llx", o ? "." : "root.",
-		 (unsigned long long)(fnv1a(real) >> 32));
-	int n = snprintf(out, cap, "/dev/shm/colabfs-%u/%s", (unsigned)getuid(), name);
-	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+	ssize_t n = getxattr(mnt, "user.colabfs.cache_dir", out, cap - 1);
+	if (n < 0)
+		return errno == ENODATA || errno == ENOTSUP ? -ENODATA : -errno;
+	out[n] = 0;
+	struct stat st;
+	if (out[0] != '/' || lstat(out, &st) != 0 || !S_ISDIR(st.st_mode) ||
+	    (st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022))
+		return -EPERM;
+	return 0;
 }
 
 static void hot_mem_free(unsigned char *p, int cuda)
@@ -163,7 +167,7 @@ int cfs_stage_open(const char *cache_dir, const char *mountpoint, unsigned flags
 		goto fail;
 	}
 	if (!cache_dir) {
-		if ((rc = default_cache_dir(real, dbuf, sizeof(dbuf))) != 0)
+		if ((rc = mount_cache_dir(real, dbuf, sizeof(dbuf))) != 0)
 			goto fail;
 		cache_dir = dbuf;
 	}

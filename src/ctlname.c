@@ -41,6 +41,8 @@ int cfs_ctlname_parse(const char *name, struct cfs_ctlname *out)
 		out->kind = CFS_CTL_PID;
 	} else if (strcmp(name, CFS_XATTR_STATS) == 0) {
 		out->kind = CFS_CTL_STATS;
+	} else if (strcmp(name, CFS_XATTR_CACHE_DIR) == 0) {
+		out->kind = CFS_CTL_CACHE_DIR;
 	} else if (strcmp(name, CFS_XATTR_EVICT) == 0) {
 		out->kind = CFS_CTL_EVICT;
 	} else if (starts(name, CFS_XATTR_EVICT_TO)) {
@@ -75,6 +77,9 @@ int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap)
 	case CFS_CTL_EVICT:
 		n = snprintf(buf, cap, "%s", CFS_XATTR_EVICT);
 		break;
+	case CFS_CTL_CACHE_DIR:
+		n = snprintf(buf, cap, "%s", CFS_XATTR_CACHE_DIR);
+		break;
 	case CFS_CTL_EVICT_TO:
 		if (r->target > CFS_CTLNAME_NUM_MAX)
 			return -EINVAL;
@@ -93,7 +98,7 @@ int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap)
 
 int cfs_ctlname_allowed(enum cfs_ctlname_kind kind, uint32_t caller, uint32_t owner)
 {
-	if (kind == CFS_CTL_PID || kind == CFS_CTL_STATS)
+	if (kind == CFS_CTL_PID || kind == CFS_CTL_STATS || kind == CFS_CTL_CACHE_DIR)
 		return 0;
 	return caller == 0 || caller == owner ? 0 : -EPERM;
 }
@@ -106,6 +111,7 @@ const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind)
 	case CFS_CTL_EVICT: return "evict";
 	case CFS_CTL_EVICT_TO: return "evict to";
 	case CFS_CTL_WARM: return "warm";
+	case CFS_CTL_CACHE_DIR: return "cache dir";
 	}
 	return "?";
 }

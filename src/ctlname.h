@@ -6,6 +6,8 @@
  *
  *   user.colabfs.pid                  the daemon's pid              anyone
  *   user.colabfs.stats                its counters, one JSON object anyone
+ *   user.colabfs.cache_dir            the cache folder's path        anyone
+ *                                     (for the GPU loader: it must not guess it)
  *   user.colabfs.evict                drop the path's cached blocks owner, root
  *   user.colabfs.evict.to.BYTES       LRU eviction down to BYTES    owner, root
  *   user.colabfs.warm.OFFSET.LENGTH   fetch a range of a file       owner, root
@@ -31,6 +33,7 @@
 
 #define CFS_XATTR_PID "user.colabfs.pid"
 #define CFS_XATTR_STATS "user.colabfs.stats"
+#define CFS_XATTR_CACHE_DIR "user.colabfs.cache_dir"
 #define CFS_XATTR_EVICT "user.colabfs.evict"       /* the file or folder at the path */
 #define CFS_XATTR_EVICT_TO "user.colabfs.evict.to." /* + a byte count: LRU down to it */
 #define CFS_XATTR_WARM "user.colabfs.warm."         /* + OFFSET.LENGTH of a file */
@@ -44,6 +47,7 @@ enum cfs_ctlname_kind {
 	CFS_CTL_EVICT,
 	CFS_CTL_EVICT_TO,
 	CFS_CTL_WARM,
+	CFS_CTL_CACHE_DIR,
 };
 
 struct cfs_ctlname {
@@ -68,7 +72,8 @@ int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap);
  * for evict and warm by anyone but the owner and root. */
 int cfs_ctlname_allowed(enum cfs_ctlname_kind kind, uint32_t caller, uint32_t owner);
 
-/* A word for log lines: "pid", "stats", "evict", "evict to", "warm". */
+/* A word for log lines: "pid", "stats", "evict", "evict to", "warm",
+ * "cache dir". */
 const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind);
 
 #endif

@@ -77,6 +77,16 @@ static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *
 		rc = cfs_cachedir_prepare(c->cache_dir, 0, why, wcap);
 	if (rc)
 		return rc;
+	char real[PATH_MAX]; /* absolute: the GPU loader asks the mount for it */
+	if (!realpath(c->cache_dir, real)) {
+		snprintf(why, wcap, "cache folder %s: %s", c->cache_dir, strerror(errno));
+		return -errno;
+	}
+	char *abs = strdup(real);
+	if (!abs)
+		return -ENOMEM;
+	free(c->cache_dir);
+	c->cache_dir = abs;
 	char tmp[PATH_MAX];
 	const char *lf = c->log_file;
 	if (!lf) {
@@ -307,6 +317,7 @@ static void session_opts(struct mount *m, const char *log_path, struct cfs_sessi
 		.file_mode = (uint32_t)(c->file_mode & ~c->umask_bits),
 		.dir_mode = (uint32_t)(c->dir_mode & ~c->umask_bits),
 		.log_file = log_path,
+		.cache_dir = c->cache_dir,
 		.stats = { .drive = m->drive, .store = m->store, .vfs = m->vfs,
 			   .reader = cfs_vfs_reader(m->vfs),
 			   .started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 },

@@ -544,7 +544,7 @@ class Loader:
     device      None: the first CUDA device if there is one, else "cpu";
                 "cpu"; or a device number
     mountpoint  default: the FUSE mount holding the first item
-    cache_dir   default: the daemon's default cache folder of that mount
+    cache_dir   default: the cache folder the mount names (user.colabfs.cache_dir)
     verify      check every cached block's crc32c (default True)
     """
 

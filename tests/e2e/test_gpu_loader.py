@@ -196,3 +196,17 @@ def test_corrupt_arena_block_is_refetched(mnt, gtree):
     # the daemon refetched the block: the next read from the arenas is clean
     assert check_batches(loader, gtree) == 1
     assert loader.stage.stats()["crc_errors"] == s1["crc_errors"]
+
+
+def test_loader_learns_the_cache_folder_from_the_mount(mnt, gtree, tmp_path):
+    """No cache_dir: the loader asks the mount (user.colabfs.cache_dir) instead of
+    working out a default path another user could have planted."""
+    told = os.getxattr(mnt.mnt, "user.colabfs.cache_dir").decode()
+    assert told == os.path.realpath(mnt.cache_dir), told
+    names = sorted(r for r in gtree.data if r.startswith("imgs/"))[:8]
+    for rel in names:
+        assert read_through(mnt, rel) == gtree.data[rel]
+    loader = colabfs.Loader([mnt.path(r) for r in names], batch_size=4, device="cpu",
+                            mountpoint=mnt.mnt)
+    assert check_batches(loader, gtree) == len(names)
+    assert loader.stage.stats()["blocks_cached"] >= len(names)  # from the arenas it was told

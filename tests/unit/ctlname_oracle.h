@@ -40,6 +40,8 @@ static int oracle_parse(const char *name, struct cfs_ctlname *r)
 		r->kind = CFS_CTL_PID;
 	else if (!strcmp(name, "user.colabfs.stats"))
 		r->kind = CFS_CTL_STATS;
+	else if (!strcmp(name, "user.colabfs.cache_dir"))
+		r->kind = CFS_CTL_CACHE_DIR;
 	else if (!strcmp(name, "user.colabfs.evict"))
 		r->kind = CFS_CTL_EVICT;
 	else if (!strncmp(name, evict_to, sizeof(evict_to) - 1)) {

@@ -25,6 +25,8 @@ static void fixed_cases(void)
 	CHECK_EQ(r.kind, CFS_CTL_PID);
 	CHECK_EQ(parse("user.colabfs.stats", &r), 0);
 	CHECK_EQ(r.kind, CFS_CTL_STATS);
+	CHECK_EQ(parse("user.colabfs.cache_dir", &r), 0);
+	CHECK_EQ(r.kind, CFS_CTL_CACHE_DIR);
 	CHECK_EQ(parse("user.colabfs.evict", &r), 0);
 	CHECK_EQ(r.kind, CFS_CTL_EVICT);
 	CHECK_EQ(parse(ET "0", &r), 0);
@@ -91,10 +93,10 @@ static void formatting(void)
 static void permissions(void)
 {
 	const uint32_t owner = 1000, other = 65534;
-	static const enum cfs_ctlname_kind reads[] = { CFS_CTL_PID, CFS_CTL_STATS };
+	static const enum cfs_ctlname_kind reads[] = { CFS_CTL_PID, CFS_CTL_STATS, CFS_CTL_CACHE_DIR };
 	static const enum cfs_ctlname_kind controls[] = { CFS_CTL_EVICT, CFS_CTL_EVICT_TO,
 							  CFS_CTL_WARM };
-	for (size_t i = 0; i < 2; i++) {
+	for (size_t i = 0; i < 3; i++) {
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], other, owner), 0);
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], owner, owner), 0);
 	}

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cacheview.h"
 #include "index.h"
 #include "log.h"
 #include "nsdb.h"
@@ -76,9 +77,22 @@ static void truncated_and_marker(void)
 	CHECK(rows >= 22); /* 20 blocks, the dirs row, the header */
 	cfs_index_close(ix);
 
+	/* the GPU loader's view opens it; not while an open is checking it */
+	struct cfs_cview *cv = NULL;
+	CHECK_EQ(cfs_cview_open(dir, &cv), 0);
+	cfs_cview_close(cv);
+	char mk[128];
+	snprintf(mk, sizeof(mk), "%s/%s", dir, CFS_STORE_CHECK_MARKER);
+	int mfd = open(mk, O_WRONLY | O_CREAT, 0600);
+	CHECK(mfd >= 0);
+	close(mfd);
+	CHECK_EQ(cfs_cview_open(dir, &cv), -EAGAIN);
+	unlink(mk);
+
 	/* truncated: the meta pages name pages that are gone (SIGBUS if touched) */
 	CHECK_EQ(truncate(p, 8192), 0);
 	CHECK_EQ(cfs_index_open(p, 1u << 20, 1u << 30, &ix), -EUCLEAN);
+	CHECK_EQ(cfs_cview_open(dir, &cv), -EPROTO); /* and the loader does not touch them */
 	s = open_at(dir);
 	CHECK_EQ(st_of(s).index_resets, 1);
 	CHECK_EQ(st_of(s).blocks, 0);
