@@ -137,6 +137,20 @@ static inline int64_t cfs_vfs_clock_ms(clockid_t c)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Waits on cond (mutex held, cond on CLOCK_MONOTONIC) for at most ms < 1000
+ * milliseconds. */
+static inline void cfs_vfs_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, long ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += ms * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_cond_timedwait(cond, mu, &ts);
+}
+
 static inline int64_t cfs_vfs_now_ms(void)
 {
 	return cfs_vfs_clock_ms(CLOCK_MONOTONIC);

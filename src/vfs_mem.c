@@ -60,14 +60,7 @@ static void *watcher(void *arg)
 			m->evicted_bytes += bytes;
 			m->evicted_blocks += blocks;
 		}
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += CFS_MEMWATCH_TICK_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+		cfs_vfs_wait_ms(&m->cond, &m->lock, CFS_MEMWATCH_TICK_MS);
 	}
 	pthread_mutex_unlock(&m->lock);
 	return NULL;

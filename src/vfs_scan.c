@@ -252,14 +252,7 @@ static void *scanner(void *arg)
 		for (int k = 0; k < CFS_SCAN_TREES; k++)
 			if (s->runs[k])
 				run_fill(v, s, s->runs[k]);
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_nsec += TICK_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+		cfs_vfs_wait_ms(&s->cond, &s->lock, TICK_MS);
 	}
 	for (int k = 0; k < CFS_SCAN_TREES; k++)
 		run_end(s, k, "unmount");
