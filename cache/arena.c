@@ -34,7 +34,7 @@ static int arena_open(struct cfs_arena *a, int dirfd, int create)
 	struct stat st;
 
 	cfs_class_arena_name(a->code, name, sizeof(name));
-	a->fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	a->fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
 	if (a->fd < 0)
 		return !create && errno == ENOENT ? 0 : -errno;
 	if (fstat(a->fd, &st) < 0)
@@ -57,7 +57,7 @@ int cfs_arenas_open(struct cfs_arenas *as, const char *dir, uint32_t block_size)
 	as->dirfd = -1;
 	if (!cfs_class_block_ok(block_size))
 		return -EINVAL;
-	as->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	as->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	if (as->dirfd < 0)
 		return -errno;
 	as->n = cfs_class_top(block_size) + 1;
@@ -83,7 +83,7 @@ int cfs_arenas_remove(const char *dir)
 {
 	char name[CFS_CLASS_NAME_MAX];
 	int rc = 0;
-	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (dirfd < 0)
 		return -errno;

@@ -60,7 +60,7 @@ int cfs_heat_create(struct cfs_heat *h, const char *dir, unsigned n, const uint6
 	off = table_end(n);
 	for (unsigned i = 0; i < n; i++)
 		off = next_at(off, room[i]);
-	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
 	/* allocated now, not on the first count: a store to a hole of a full tmpfs
