@@ -47,6 +47,11 @@ struct cfs_config {
 	char *drive_id;       /* --drive-id: a shared drive to mount */
 	long shared_with_me;  /* --shared-with-me */
 	char *scope;          /* OAuth scope, always a full URL after parsing */
+	/* mountpoint and start-up (mnt.h) */
+	long force;           /* --force: detach a dead mount at the mountpoint first */
+	long start_timeout_s; /* --start-timeout: the first server must serve by then */
+	unsigned long long log_max; /* --log-max: the log rotates at this size; 0: never */
+	int mountpoint_argi;  /* argv index the mountpoint came from */
 };
 
 #define CFS_CONFIG_AUTO (~0ull) /* a size option left to its automatic value */

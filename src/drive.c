@@ -151,6 +151,11 @@ static void backoff_wait(struct cfs_drive *d, long wait_ms, int wakeable)
 	pthread_mutex_unlock(&d->wake_lock);
 }
 
+long cfs_drive_set_io_timeout(struct cfs_drive *d, long ms)
+{
+	return __atomic_exchange_n(&d->io_timeout_ms, ms, __ATOMIC_RELAXED);
+}
+
 void cfs_drive_cancel(struct cfs_drive *d)
 {
 	pthread_mutex_lock(&d->wake_lock);
@@ -198,7 +203,7 @@ static int perform(struct cfs_drive *d, struct cfs_http_req *r)
 int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
 		   resume_fn resume, void *ctx, int prio)
 {
-	int64_t deadline = cfs_drive_now_ms() + d->io_timeout_ms;
+	int64_t deadline = cfs_drive_now_ms() + __atomic_load_n(&d->io_timeout_ms, __ATOMIC_RELAXED);
 	int auth_retry = 0;
 	uint64_t rng = (uint64_t)cfs_drive_now_ms() ^ (uint64_t)(uintptr_t)r;
 	char token[4096];
@@ -231,6 +236,14 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 				rc = cfs_retry_classify(r->status, reason);
 				if (rc == -ERANGE && !v) /* 416 only means something to reads */
 					rc = CFS_E_PROTO;
+				if (r->status >= 300 && r->status <= 399) {
+					/* not followed (see http.h): final, and said once */
+					CFS_ERROR("%s: Drive answered HTTP %ld, a redirect to %s; "
+						  "colabfs does not follow redirects of API calls "
+						  "(is --api-url right?)",
+						  what, r->status, r->location[0] ? r->location : "?");
+					rc = CFS_E_CONFIG;
+				}
 			}
 			if (r->status) /* a reply: the pacer watches the share refused */
 				cfs_pace_reply(&d->pace, cfs_drive_now_ms() * 1000, rc == CFS_E_RATE);

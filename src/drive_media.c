@@ -327,6 +327,7 @@ int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, in
 		r.sink = cfs_drive_media_bytes;
 		r.sink_arg = &c;
 		r.dst_cap = len;
+		r.follow_redirects = 1; /* a GET without a body: Drive may send it on */
 		r.timeout_ms = 600000;
 		rc = cfs_drive_call(d, &r, what, validate_range, resume_range, &c, prio);
 		if (!rc)

@@ -157,6 +157,7 @@ import emuapi     # noqa: E402
 import emuauth    # noqa: E402
 import emudrive   # noqa: E402
 import emufaults  # noqa: E402
+import emuknobs   # noqa: E402
 import emuquota   # noqa: E402
 import emusample  # noqa: E402
 
@@ -414,7 +415,7 @@ class Handler(BaseHTTPRequestHandler):
             if fault and fault.status:
                 resp = emuapi.fault_error(fault.status, fault.reason, fault.message,
                                           fault.retry_after).response()
-            else:
+            elif (resp := emu.knobs.intercept(req, route)) is None:
                 try:
                     resp = emu.api.call(req, route)
                 except Exception:                                # a bug: answer 500, keep serving
@@ -631,8 +632,9 @@ class Emulator:
     def __init__(self, drive, auth=None, *, ttfb_ms=0, bandwidth=0, total_bandwidth=0, page_size_cap=0,
                  short_pages=False, seed=0, faults=(), log_path=None,
                  export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
-                 user_rate_status=403, verbose=False):
+                 user_rate_status=403, verbose=False, knobs=None):
         self.drive = drive
+        self.knobs = knobs or emuknobs.Knobs()
         self.auth = auth or emuauth.Auth(seed=seed)
         self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
         self.api = emuapi.DriveApi(drive, self.auth, page_size_cap=page_size_cap, short_pages=short_pages,
@@ -782,6 +784,10 @@ def parse_args(argv):
                         "rateLimitExceeded")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="a fault rule (repeatable; syntax in emufaults.py)")
+    p.add_argument("--token-redirect", metavar="URL",
+                   help="the token endpoint answers 307 to URL (see emuknobs.py)")
+    p.add_argument("--revision-404", action="append", default=[], metavar="ID",
+                   help="revision downloads of file ID answer 404 (see emuknobs.py)")
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request to FILE")
     p.add_argument("--verbose", action="store_true", help="print each request to stderr")
     args = p.parse_args(argv)
@@ -824,7 +830,8 @@ def main(argv=None):
                        short_pages=args.short_pages, seed=args.seed, faults=args.fault,
                        log_path=args.log, export_limit=args.export_limit, user_rate=args.user_rate,
                        user_burst=args.user_burst, user_rate_status=args.user_rate_status,
-                       verbose=args.verbose)
+                       verbose=args.verbose,
+                       knobs=emuknobs.Knobs(args.token_redirect, args.revision_404))
         emu.start(args.host, args.port, args.tls_dir)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")
