@@ -37,6 +37,7 @@
 #include "stats.h"
 #include "store.h"
 #include "super.h"
+#include "testhook.h"
 #include "vfs.h"
 #include "warm.h"
 
@@ -172,7 +173,7 @@ struct mount {
  * watcher gives read-ahead and the budget back; 0: the default. */
 static int64_t test_hold_ms(void)
 {
-	const char *p = getenv("COLABFS_TEST_MEMWATCH_HOLD_MS");
+	const char *p = cfs_test_env("COLABFS_TEST_MEMWATCH_HOLD_MS");
 	char *end;
 	long long v = p ? strtoll(p, &end, 10) : 0;
 	return p && *p && !*end && v > 0 && v < 86400000 ? (int64_t)v : 0;
@@ -581,7 +582,7 @@ static void on_serving(void *arg)
  * writing milliseconds there; the server that reads it removes it. */
 static void test_slow_start(void)
 {
-	const char *p = getenv("COLABFS_TEST_SLOW_START_FILE");
+	const char *p = cfs_test_env("COLABFS_TEST_SLOW_START_FILE");
 	FILE *f = p ? fopen(p, "re") : NULL;
 	long ms = 0;
 	if (!f)
@@ -841,7 +842,8 @@ int main(int argc, char **argv)
 		return usage_error("missing command (try colabfs --help)");
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-		printf("colabfs %s\n", CFS_VERSION);
+		printf("colabfs %s%s\n", CFS_VERSION,
+		       CFS_TEST_HOOKS_ON ? " (test build: test hooks on)" : "");
 		return 0;
 	}
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
