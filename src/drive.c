@@ -60,6 +60,7 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 		      cfs_drive_now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
 	pthread_mutex_init(&d->hedge_lock, NULL);
+	pthread_mutex_init(&d->unpin_lock, NULL);
 	cfs_hedge_init(&d->hedge, o->hedge_percent == 0  ? CFS_HEDGE_PERCENT
 				  : o->hedge_percent < 0 ? 0
 							 : o->hedge_percent);
@@ -90,6 +91,7 @@ void cfs_drive_free(struct cfs_drive *d)
 	pthread_cond_destroy(&d->wake);
 	pthread_mutex_destroy(&d->corpus_lock);
 	pthread_mutex_destroy(&d->hedge_lock);
+	pthread_mutex_destroy(&d->unpin_lock);
 	free(d->root_id);
 	free(d->api);
 	free(d);

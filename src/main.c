@@ -842,8 +842,8 @@ int main(int argc, char **argv)
 		return usage_error("missing command (try colabfs --help)");
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-		printf("colabfs %s%s\n", CFS_VERSION,
-		       CFS_TEST_HOOKS_ON ? " (test build: test hooks on)" : "");
+		printf("colabfs %s\n%s", CFS_VERSION,
+		       CFS_TEST_HOOKS_ON ? "test build: test hooks on\n" : "");
 		return 0;
 	}
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import helpers as H
+from conftest import SESSION_TOKEN
 
 pytestmark = pytest.mark.deadline(180)
 
@@ -278,3 +279,49 @@ def test_log_rotates_at_its_cap(emulator, mount_factory):
     assert Path(m.log_file).stat().st_size <= 64 * 1024 + 4096
     assert 64 * 1024 <= old.stat().st_size <= 64 * 1024 + 4096
     assert "colabfs[" in Path(m.log_file).read_text() + old.read_text()
+
+
+def test_revision_refused_for_one_file_reads_its_current_content(emulator_factory, mount_factory,
+                                                                  tree):
+    """Drive answers 404 to a download of file A's head revision (and 403 to file B's): both
+    read their current bytes, and file C is still read by revision (pinning stays on)."""
+    a, b, c = tree.ids["l2"], tree.ids["l1"], tree.ids["deep"]
+    emu = emulator_factory(tree.small_spec_path, "emu-rev",
+                           access_token=SESSION_TOKEN,
+                           extra=["--revision-404", a, "--revision-403", b])
+    m = mount_factory.new(emu)
+    model = tree.small_model
+    for rel in ("level1/level2/l2.bin", "level1/l1.txt", "level1/level2/level3/deep.txt"):
+        with open(m.path(rel), "rb") as f:
+            H.assert_same_bytes(f.read(), model.lookup(rel).read_source(), rel)
+    media = [r for r in emu.log() if r["kind"] == "media"]
+    assert any(r["id"] == a and "/revisions/" in r["path"] and r["status"] == 404 for r in media)
+    assert any(r["id"] == b and "/revisions/" in r["path"] and r["status"] == 403 for r in media)
+    assert [r for r in media if r["id"] == c] and \
+        all("/revisions/" in r["path"] for r in media if r["id"] == c)
+    log = Path(m.log_file).read_text()
+    assert ("media %s: Drive answers 404 (while it reports it as the head) to reading revision "
+            % a) in log
+
+
+def test_odd_ids_dropped_and_control_characters_escaped(emulator_factory, mount_factory,
+                                                        tmp_path):
+    good = H.mkid("newline")
+    spec = {"root": {"id": H.ROOT_ID, "name": "My Drive"}, "items": [
+        {"id": good, "name": "line1\nline2.txt", "parent": H.ROOT_ID, "content": "two lines\n"},
+        {"id": H.mkid("tab"), "name": "a\tb\x7f", "parent": H.ROOT_ID, "content": "tab\n"},
+        {"id": "bad/../../id", "name": "slashed-id.txt", "parent": H.ROOT_ID, "content": "x\n"},
+        {"id": "bad id", "name": "spaced-id.txt", "parent": H.ROOT_ID, "content": "y\n"},
+    ]}
+    p = tmp_path / "spec.json"
+    p.write_text(json.dumps(spec))
+    emu = emulator_factory(p, "emu-odd", access_token=SESSION_TOKEN)
+    m = mount_factory.new(emu)
+    names = sorted(os.listdir(m.mnt))
+    assert names == ["a\u2409b\u2421", "line1\u240aline2.txt"], names
+    assert Path(m.path("line1\u240aline2.txt")).read_text() == "two lines\n"
+    # `ls` output stays one name a line
+    out = subprocess.run(["ls", "-1", m.mnt], capture_output=True, timeout=30, text=True).stdout
+    assert out.splitlines() == names
+    listed = [r for r in emu.log() if r["kind"] == "media"]
+    assert all(r["id"] in (good, H.mkid("tab")) for r in listed)

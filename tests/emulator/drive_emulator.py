@@ -788,6 +788,8 @@ def parse_args(argv):
                    help="the token endpoint answers 307 to URL (see emuknobs.py)")
     p.add_argument("--revision-404", action="append", default=[], metavar="ID",
                    help="revision downloads of file ID answer 404 (see emuknobs.py)")
+    p.add_argument("--revision-403", action="append", default=[], metavar="ID",
+                   help="revision downloads of file ID answer 403 (see emuknobs.py)")
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request to FILE")
     p.add_argument("--verbose", action="store_true", help="print each request to stderr")
     args = p.parse_args(argv)
@@ -831,7 +833,8 @@ def main(argv=None):
                        log_path=args.log, export_limit=args.export_limit, user_rate=args.user_rate,
                        user_burst=args.user_burst, user_rate_status=args.user_rate_status,
                        verbose=args.verbose,
-                       knobs=emuknobs.Knobs(args.token_redirect, args.revision_404))
+                       knobs=emuknobs.Knobs(args.token_redirect, args.revision_404,
+                                            args.revision_403))
         emu.start(args.host, args.port, args.tls_dir)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")

@@ -10,19 +10,27 @@ replaces the API's, or None:
   (``/files/ID/revisions/REV?alt=media``) answers 404 notFound although files.get still reports
   REV as the head revision (Drive does this for some shared files); the file's current content
   (``/files/ID?alt=media``) downloads as usual.
+* ``revision_403`` (``--revision-403 ID``, repeatable): the same with 403 insufficientFilePermissions
+  (revisions are for editors on some shared files).
 """
 
 from emuapi import ApiError, Response
 
 
 class Knobs:
-    def __init__(self, token_redirect=None, revision_404=()):
+    def __init__(self, token_redirect=None, revision_404=(), revision_403=()):
         self.token_redirect = token_redirect
         self.revision_404 = set(revision_404)
+        self.revision_403 = set(revision_403)
 
     def intercept(self, req, route):
         if self.token_redirect and route.kind == "token":
             return Response(307, b"", "text/html", headers=[("Location", self.token_redirect)])
-        if route.kind == "media" and req.file_id in self.revision_404 and "/revisions/" in req.path:
+        if route.kind != "media" or "/revisions/" not in req.path:
+            return None
+        if req.file_id in self.revision_404:
             return ApiError(404, "notFound", "Revision not found.", "revisionId").response()
+        if req.file_id in self.revision_403:
+            return ApiError(403, "insufficientFilePermissions",
+                            "The user does not have sufficient permissions for this file.").response()
         return None
