@@ -3,7 +3,7 @@
 #   ./dev.sh run [MOUNTPOINT]  install, build, mount (the emulator's sample Drive,
 #                              or your real Drive when credentials are given)
 #   ./dev.sh test              install, build, run the whole test suite
-#   ./dev.sh build             install and build only
+#   ./dev.sh build             install and build only (a test build: see build())
 set -eu
 cd "$(dirname "$0")"
 top=$(pwd)
@@ -24,11 +24,21 @@ install_packages() {
 	apt-get install -y -q $missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $missing >/dev/null; }
 }
 
+# build [yes|no]: a test build (the COLABFS_TEST_* hooks compiled in, for
+# `test` and `build`) or a user build (`run`, like a plain ./configure).  The
+# tree is configured again, and rebuilt from clean, when it was configured
+# the other way.
 build() {
+	want=${1:-yes}
 	install_packages
 	echo "== building"
 	[ -x configure ] || autoreconf -fi >/dev/null
-	[ -f Makefile ] || ./configure -q
+	have=no
+	[ -f config.status ] && ./config.status --config | grep -q -- '--enable-test-hooks' && have=yes
+	if [ ! -f Makefile ] || [ "$have" != "$want" ]; then
+		[ -f Makefile ] && make -s clean >/dev/null 2>&1
+		if [ "$want" = yes ]; then ./configure -q --enable-test-hooks; else ./configure -q; fi
+	fi
 	make -s -j"$(nproc)" >/dev/null
 }
 
@@ -42,7 +52,7 @@ wait_for_file() { # path, seconds
 }
 
 cmd_run() {
-	build
+	build no
 	mnt=${1:-/tmp/colabfs-demo/mnt}
 	mkdir -p "$mnt"
 	if [ -n "${COLABFS_CREDENTIALS:-}${GOOGLE_APPLICATION_CREDENTIALS:-}${COLABFS_ACCESS_TOKEN:-}" ]; then
@@ -84,7 +94,7 @@ asan_check() {
 	rm -rf build-asan &&
 		mkdir -p build-asan/obj &&
 		make -s distdir distdir=build-asan/src top_distdir=build-asan/src >/dev/null &&
-		(cd build-asan/obj && ../src/configure -q --enable-sanitizers &&
+		(cd build-asan/obj && ../src/configure -q --enable-sanitizers --enable-test-hooks &&
 			make -s -j"$(nproc)" && make -s -j"$(nproc)" check)
 }
 

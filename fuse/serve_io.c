@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "testhook.h"
 
 /* The unique of the replayed INIT: never one the kernel hands out (those
  * are even and far smaller). */
@@ -263,7 +264,7 @@ int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts 
 			CFS_INFO("serving again %zu requests the last server had read", g.nreplay);
 		}
 	}
-	const char *d = getenv("COLABFS_TEST_REQUEST_DELAY_US");
+	const char *d = cfs_test_env("COLABFS_TEST_REQUEST_DELAY_US");
 	g.delay_us = d ? (unsigned)strtoul(d, NULL, 10) : 0;
 	static const struct fuse_custom_io io = { .writev = io_writev, .read = io_read };
 	/* libfuse closes this descriptor at fuse_session_destroy: give it a

@@ -46,8 +46,9 @@ struct sup {
 	int sigfd;
 	pid_t child;
 	int64_t child_started_ms;
-	int ready_fd;                /* write end of the pipe to `colabfs mount` until a
-				      * server served (or the mount failed), else -1 */
+	int ready_fd;                /* write end to the waiting terminal until the first
+				      * server serves or fails, else -1 */
+	int spawned;                 /* servers started */
 	int ever_ready;
 	int start_deaths;            /* servers in a row that died before serving */
 	int stopping, failed;
@@ -185,7 +186,7 @@ static void spawn(struct sup *s)
 	argv[n++] = nfd;
 	argv[n++] = "--shm-fd";
 	argv[n++] = nshm;
-	if (s->ready_fd >= 0) {
+	if (s->ready_fd >= 0 && !s->spawned) { /* only the first one reports to the terminal */
 		argv[n++] = "--ready-fd";
 		argv[n++] = nready;
 	}
@@ -197,7 +198,8 @@ static void spawn(struct sup *s)
 		sigset_t all;
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
-		if (clear_cloexec(s->fd) || clear_cloexec(s->shm_fd) || clear_cloexec(s->ready_fd))
+		if (clear_cloexec(s->fd) || clear_cloexec(s->shm_fd) ||
+		    clear_cloexec(s->spawned ? -1 : s->ready_fd))
 			_exit(127);
 		execv("/proc/self/exe", argv);
 		_exit(127);
@@ -211,6 +213,7 @@ static void spawn(struct sup *s)
 	s->child = pid;
 	s->child_started_ms = mono_ms();
 	s->respawn_at_ms = 0;
+	s->spawned++;
 	CFS_DEBUG("supervisor: server %d started", (int)pid);
 }
 
@@ -287,6 +290,46 @@ static int connection_gone(struct sup *s)
 	return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP | POLLNVAL));
 }
 
+/* The first server's start is over: said to the terminal once (a line the
+ * server wrote itself comes first and is the one shown). */
+static void start_failed(struct sup *s, const char *msg)
+{
+	if (s->ready_fd < 0)
+		return;
+	if (s->o->foreground)
+		fprintf(stderr, "colabfs: %s\n", msg);
+	else
+		dprintf(s->ready_fd, "ERR %s\n", msg);
+	close(s->ready_fd);
+	s->ready_fd = -1;
+}
+
+/* While the first server starts: done once it serves; past the deadline it
+ * is killed (SIGKILL: it may be stuck in a request to its own mount) and
+ * the mount ends.  Returns how long to wait for the next look (-1: none). */
+static int watch_start(struct sup *s)
+{
+	if (s->ready_fd < 0 || !s->child)
+		return -1;
+	if (__atomic_load_n(&s->shm->ready, __ATOMIC_ACQUIRE)) {
+		close(s->ready_fd); /* the server writes its own OK line */
+		s->ready_fd = -1;
+		return -1;
+	}
+	int64_t left = s->child_started_ms + s->o->start_timeout_ms - mono_ms();
+	if (s->o->start_timeout_ms <= 0 || left > 0)
+		return s->o->start_timeout_ms <= 0 || left > 100 ? 100 : (int)left;
+	char msg[256];
+	snprintf(msg, sizeof(msg), "the server did not start serving within %ld s "
+		 "(--start-timeout); the mount was ended (see the log %s)",
+		 s->o->start_timeout_ms / 1000, s->o->log_file ? s->o->log_file : "");
+	CFS_ERROR("supervisor: %s", msg);
+	start_failed(s, msg);
+	kill(s->child, SIGKILL);
+	s->stopping = s->failed = 1;
+	return -1;
+}
+
 static void child_died(struct sup *s, int status)
 {
 	char how[96];
@@ -321,9 +364,10 @@ static void child_died(struct sup *s, int status)
 			return;
 		}
 		CFS_ERROR("supervisor: the server %s before it served; ending the mount", how);
-		if (s->ready_fd >= 0 && WIFSIGNALED(status))
-			dprintf(s->ready_fd, "ERR the server was %s before it served, %d times in a row "
-				"(see the log)\n", how, s->start_deaths);
+		char msg[256];
+		snprintf(msg, sizeof(msg), "the server %s before it served (see the log %s)", how,
+			 s->o->log_file ? s->o->log_file : "");
+		start_failed(s, msg);
 		s->stopping = s->failed = 1;
 		return;
 	}
@@ -392,16 +436,10 @@ static void loop(struct sup *s)
 {
 	while (!(s->stopping && !s->child)) {
 		struct pollfd p = { .fd = s->sigfd, .events = POLLIN };
-		int timeout = -1;
-		if (s->ready_fd >= 0 && __atomic_load_n(&s->shm->ready, __ATOMIC_ACQUIRE)) {
-			close(s->ready_fd); /* a server served: `colabfs mount` may return */
-			s->ready_fd = -1;
-		}
-		if (s->ready_fd >= 0)
-			timeout = 20;
+		int timeout = watch_start(s);
 		if (s->respawn_at_ms) {
 			int64_t left = s->respawn_at_ms - mono_ms();
-			timeout = left > 0 ? (int)left : 0;
+			timeout = left > 0 && (timeout < 0 || left < timeout) ? (int)left : 0;
 		}
 		int r = poll(&p, 1, timeout);
 		if (r < 0 && errno != EINTR)
@@ -472,6 +510,9 @@ static int wait_ready(int rfd, pid_t daemon)
 		fputs(msg + 3, stderr);
 		return 0;
 	}
+	char *nl = strchr(msg, '\n');
+	if (nl)
+		nl[1] = '\0'; /* the first reason is the one that counts */
 	fprintf(stderr, "colabfs: %s%s",
 		strncmp(msg, "ERR ", 4) == 0 ? msg + 4
 					     : "the server died while starting (see the log)",

@@ -72,6 +72,7 @@ struct cfs_super_opts {
 	int crash_loop_limit;
 	const char *log_file;     /* where the daemon logs */
 	int log_level;
+	long start_timeout_ms;    /* the first server must serve by then, else the mount ends */
 	/* the words after "mount", passed on to `colabfs serve` */
 	int argc;
 	char **argv;

@@ -34,6 +34,7 @@ struct cfs_auth {
 	struct cfs_http *http;
 	enum kind kind;
 	struct cfs_cred cred;
+	struct cfs_key *key; /* service_account: parsed at load; the PEM is wiped */
 	char *token_url;
 	char *scope;
 	char source[512];
@@ -134,6 +135,19 @@ static int load_file(struct cfs_auth *a, const char *path, char *why, size_t wca
 		return CFS_E_CONFIG;
 	}
 	a->kind = a->cred.type == CFS_CRED_SERVICE_ACCOUNT ? K_JWT : K_REFRESH;
+	if (a->kind == K_JWT) {
+		rc = cfs_crypto_key_load(a->cred.private_key, &a->key);
+		explicit_bzero(a->cred.private_key, strlen(a->cred.private_key));
+		if (rc == -ENOKEY)
+			snprintf(why, wcap, "credentials file %s: the service account's private_key "
+				 "is encrypted (passphrase-protected); colabfs needs the "
+				 "unencrypted key that Google issues", path);
+		else if (rc)
+			snprintf(why, wcap, "credentials file %s: the private_key is not a usable "
+				 "PEM RSA private key", path);
+		if (rc)
+			return rc == -ENOMEM ? rc : CFS_E_CONFIG;
+	}
 	snprintf(a->source, sizeof(a->source), "credentials file %s (%s)", path,
 		 a->kind == K_JWT ? "service_account" : "authorized_user");
 	return 0;
@@ -263,6 +277,13 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 	const char *url = o->token_url ? o->token_url
 			  : a->cred.token_uri ? a->cred.token_uri
 					       : DEFAULT_TOKEN_URL;
+	if (!rc && a->kind != K_METADATA && a->kind != K_STATIC && cfs_wire_url_check(url)) {
+		snprintf(why, wcap, "%s %.200s: plain http to another machine would send the "
+			 "credentials in the clear; colabfs sends them only over https (or plain "
+			 "http to localhost)", o->token_url ? "--token-url" : "the credentials' token_uri",
+			 url);
+		rc = CFS_E_CONFIG;
+	}
 	if (!rc && a->kind != K_METADATA && !(a->token_url = strdup(url)))
 		rc = -ENOMEM;
 	if (rc) {
@@ -278,6 +299,7 @@ void cfs_auth_free(struct cfs_auth *a)
 	if (!a)
 		return;
 	cfs_cred_cleanup(&a->cred);
+	cfs_crypto_key_free(a->key);
 	explicit_bzero(a->token, sizeof(a->token));
 	free(a->token_url);
 	free(a->scope);
@@ -311,10 +333,9 @@ static int make_jwt(struct cfs_auth *a, struct cfs_buf *out)
 	size_t n = cfs_auth_b64url((unsigned char *)hdr, hl, signing);
 	signing[n++] = '.';
 	n += cfs_auth_b64url((unsigned char *)claims, cl, signing + n);
-	rc = cfs_crypto_rs256(a->cred.private_key, signing, n, &sig, &slen);
+	rc = cfs_crypto_rs256(a->key, signing, n, &sig, &slen);
 	if (rc) {
-		CFS_ERROR("cannot sign the service account JWT: the private key is not a usable "
-			  "PEM RSA key");
+		CFS_ERROR("cannot sign the service account JWT with its private key");
 		rc = CFS_E_AUTH;
 		goto out;
 	}
@@ -414,6 +435,12 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in)
 		rc = cfs_json_parse_token(reply.data, reply.len, tok, expires_in, err, sizeof(err));
 		if (rc == CFS_E_PROTO)
 			CFS_WARN("token endpoint %s: malformed reply", a->token_url);
+	} else if (r.status >= 300 && r.status <= 399) {
+		/* not followed (http.h): a 307/308 would post the secrets on */
+		CFS_ERROR("token endpoint %s answered HTTP %ld, a redirect to %s; colabfs does not "
+			  "follow redirects of token requests", a->token_url, r.status,
+			  r.location[0] ? r.location : "?");
+		rc = CFS_E_AUTH;
 	} else if (r.status == 400 || r.status == 401 || r.status == 403) {
 		char *t = NULL;
 		int64_t e;

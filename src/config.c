@@ -12,6 +12,7 @@
 #include "hedge.h"
 #include "log.h"
 #include "size.h"
+#include "wire.h"
 
 enum type { T_STR, T_LONG, T_FLAG, T_FUSE, T_SIZE, T_MODE };
 
@@ -102,6 +103,14 @@ static const struct opt opts[] = {
 	  "permission bits of folders, octal (default 0555)" },
 	{ "umask", 0, T_MODE, O(umask_bits), "MASK",
 	  "bits cleared from --file-mode and --dir-mode, octal (default 0)" },
+	/* mountpoint checks, start-up and the log */
+	{ "force", 0, T_FLAG, O(force), NULL,
+	  "detach a dead mount (its daemon gone) found at the mountpoint, then mount" },
+	{ "start-timeout", 0, T_LONG, O(start_timeout_s), "SECONDS",
+	  "give up when the server has not started serving after this long (default 60)", 1,
+	  3600 },
+	{ "log-max", 0, T_SIZE, O(log_max), "SIZE",
+	  "the log file is rotated (to FILE.1) when it reaches SIZE (default 16M; 0: never)" },
 	{ "foreground", 'f', T_FLAG, O(foreground), NULL, "stay in the foreground" },
 	{ "debug", 'd', T_FLAG, O(debug), NULL, "debug log and FUSE request trace (implies -f)" },
 	{ "options", 'o', T_FUSE, O(fuse_opts), "OPT[,OPT]",
@@ -325,20 +334,28 @@ static int add_default_permissions(struct cfs_config *c, char *why, size_t wcap)
 	return apply(c, find_short('o'), "default_permissions", why, wcap);
 }
 
+/* --api-url and --token-url get tokens and secrets: https, or plain http
+ * only to this machine (the emulator, a local proxy). */
+static int check_url(const char *opt, const char *url, char *why, size_t wcap)
+{
+	int rc = cfs_wire_url_check(url);
+	if (rc == -EINVAL)
+		snprintf(why, wcap, "--%s must start with https:// (or http:// to localhost)", opt);
+	else if (rc)
+		snprintf(why, wcap, "--%s %.200s: plain http to another machine would send the "
+				    "access token in the clear; use https:// (plain http only to "
+				    "localhost or 127.0.0.1)", opt, url);
+	return rc ? CFS_E_CONFIG : 0;
+}
+
 static int validate(struct cfs_config *c, char *why, size_t wcap)
 {
 	int rc;
 	enum cfs_log_level lvl;
 	struct cfs_export_map m;
-	if (strncmp(c->api_url, "http://", 7) != 0 && strncmp(c->api_url, "https://", 8) != 0) {
-		snprintf(why, wcap, "--api-url must start with http:// or https://");
-		return CFS_E_CONFIG;
-	}
-	if (c->token_url && strncmp(c->token_url, "http://", 7) != 0 &&
-	    strncmp(c->token_url, "https://", 8) != 0) {
-		snprintf(why, wcap, "--token-url must start with http:// or https://");
-		return CFS_E_CONFIG;
-	}
+	if ((rc = check_url("api-url", c->api_url, why, wcap)) ||
+	    (c->token_url && (rc = check_url("token-url", c->token_url, why, wcap))))
+		return rc;
 	if (cfs_log_parse_level(c->log_level, &lvl)) {
 		snprintf(why, wcap, "--log-level must be debug, info, warn or error");
 		return CFS_E_CONFIG;
@@ -356,6 +373,10 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 	}
 	if (c->max_request && (c->max_request < (64u << 10) || c->max_request > (256u << 20))) {
 		snprintf(why, wcap, "--max-request must be from 64K to 256M");
+		return CFS_E_CONFIG;
+	}
+	if (c->log_max && c->log_max < (64u << 10)) {
+		snprintf(why, wcap, "--log-max must be 0 (never rotate) or at least 64K");
 		return CFS_E_CONFIG;
 	}
 	if (c->cache_size && c->cache_size < (16u << 20)) {
@@ -396,6 +417,8 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->uid = c->gid = -1;
 	c->file_mode = 0444;
 	c->dir_mode = 0555;
+	c->start_timeout_s = 60;
+	c->log_max = 16u << 20;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
 	if (!rc)
 		rc = set_str(&c->recovery, "auto");
@@ -438,6 +461,7 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 			val = a + 2; /* -oallow_other */
 		} else if (!c->mountpoint) {
 			rc = set_str(&c->mountpoint, a);
+			c->mountpoint_argi = i;
 			continue;
 		} else {
 			snprintf(why, wcap, "unexpected argument \"%.60s\"", a);

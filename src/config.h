@@ -53,6 +53,11 @@ struct cfs_config {
 	long file_mode;       /* --file-mode, --dir-mode: permission bits (0 to 0777) */
 	long dir_mode;
 	long umask_bits;      /* --umask: cleared from both */
+	/* mountpoint and start-up (mnt.h) */
+	long force;           /* --force: detach a dead mount at the mountpoint first */
+	long start_timeout_s; /* --start-timeout: the first server must serve by then */
+	unsigned long long log_max; /* --log-max: the log rotates at this size; 0: never */
+	int mountpoint_argi;  /* argv index the mountpoint came from */
 };
 
 #define CFS_CONFIG_AUTO (~0ull) /* a size option left to its automatic value */

@@ -1,8 +1,10 @@
 /* crypto: OpenSSL owner (see crypto.h). */
+#define _GNU_SOURCE /* ENOKEY */
 #include "crypto.h"
 
 #include <errno.h>
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <stdio.h>
@@ -12,16 +14,60 @@ struct cfs_digest {
 	EVP_MD_CTX *ctx;
 };
 
-int cfs_crypto_rs256(const char *pem_key, const void *msg, size_t n, unsigned char **sig,
+struct cfs_key {
+	EVP_PKEY *pkey;
+};
+
+/* Asked for a passphrase: there is none to give (no prompt on the terminal,
+ * which is what OpenSSL's default callback does). */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	(void)buf;
+	(void)size;
+	(void)rwflag;
+	*(int *)u = 1;
+	return -1;
+}
+
+int cfs_crypto_key_load(const char *pem, struct cfs_key **out)
+{
+	*out = NULL;
+	int asked = 0;
+	BIO *bio = BIO_new_mem_buf(pem, -1);
+	if (!bio)
+		return -ENOMEM;
+	EVP_PKEY *pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, &asked);
+	BIO_free(bio);
+	ERR_clear_error();
+	if (!pkey)
+		return asked ? -ENOKEY : -EINVAL;
+	struct cfs_key *k = NULL;
+	if (EVP_PKEY_base_id(pkey) != EVP_PKEY_RSA || !(k = malloc(sizeof(*k)))) {
+		int rc = EVP_PKEY_base_id(pkey) != EVP_PKEY_RSA ? -EINVAL : -ENOMEM;
+		EVP_PKEY_free(pkey);
+		return rc;
+	}
+	k->pkey = pkey;
+	*out = k;
+	return 0;
+}
+
+void cfs_crypto_key_free(struct cfs_key *k)
+{
+	if (!k)
+		return;
+	EVP_PKEY_free(k->pkey);
+	free(k);
+}
+
+int cfs_crypto_rs256(const struct cfs_key *k, const void *msg, size_t n, unsigned char **sig,
 		     size_t *slen)
 {
 	*sig = NULL;
 	int rc = -EINVAL;
-	BIO *bio = BIO_new_mem_buf(pem_key, -1);
-	EVP_PKEY *key = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
-	EVP_MD_CTX *md = key ? EVP_MD_CTX_new() : NULL;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
 	size_t len = 0;
-	if (md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, key) == 1 &&
+	if (md && EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, k->pkey) == 1 &&
 	    EVP_DigestSign(md, NULL, &len, msg, n) == 1) {
 		rc = -ENOMEM;
 		*sig = malloc(len);
@@ -37,8 +83,6 @@ int cfs_crypto_rs256(const char *pem_key, const void *msg, size_t n, unsigned ch
 		*sig = NULL;
 	}
 	EVP_MD_CTX_free(md);
-	EVP_PKEY_free(key);
-	BIO_free(bio);
 	return rc;
 }
 

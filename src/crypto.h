@@ -2,15 +2,22 @@
  *
  * RS256 for the service-account JWT, and MD5/SHA-256 to check a completely
  * cached file against the checksums Drive publishes.  Returns 0, -EINVAL for
- * an unusable key or algorithm, or -ENOMEM. */
+ * an unusable key or algorithm, or -ENOMEM (and -ENOKEY, see below). */
 #ifndef CFS_CRYPTO_H
 #define CFS_CRYPTO_H
 
 #include <stddef.h>
 
-/* Signs msg with the PEM private key (RSASSA-PKCS1-v1_5 with SHA-256).
- * *sig is malloc'd. */
-int cfs_crypto_rs256(const char *pem_key, const void *msg, size_t n, unsigned char **sig,
+/* A service-account private key, parsed once when the credentials are
+ * loaded (so the PEM text can be wiped).  cfs_crypto_key_load returns 0,
+ * -ENOKEY for a passphrase-protected key (never asked for on the terminal),
+ * -EINVAL for anything but a PEM RSA private key, or -ENOMEM. */
+struct cfs_key;
+int cfs_crypto_key_load(const char *pem, struct cfs_key **out);
+void cfs_crypto_key_free(struct cfs_key *k);
+
+/* Signs msg with k (RSASSA-PKCS1-v1_5 with SHA-256).  *sig is malloc'd. */
+int cfs_crypto_rs256(const struct cfs_key *k, const void *msg, size_t n, unsigned char **sig,
 		     size_t *slen);
 
 struct cfs_digest;

@@ -60,6 +60,7 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 		      cfs_drive_now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
 	pthread_mutex_init(&d->hedge_lock, NULL);
+	pthread_mutex_init(&d->unpin_lock, NULL);
 	cfs_hedge_init(&d->hedge, o->hedge_percent == 0  ? CFS_HEDGE_PERCENT
 				  : o->hedge_percent < 0 ? 0
 							 : o->hedge_percent);
@@ -90,6 +91,7 @@ void cfs_drive_free(struct cfs_drive *d)
 	pthread_cond_destroy(&d->wake);
 	pthread_mutex_destroy(&d->corpus_lock);
 	pthread_mutex_destroy(&d->hedge_lock);
+	pthread_mutex_destroy(&d->unpin_lock);
 	free(d->root_id);
 	free(d->api);
 	free(d);
@@ -151,6 +153,11 @@ static void backoff_wait(struct cfs_drive *d, long wait_ms, int wakeable)
 	pthread_mutex_unlock(&d->wake_lock);
 }
 
+long cfs_drive_set_io_timeout(struct cfs_drive *d, long ms)
+{
+	return __atomic_exchange_n(&d->io_timeout_ms, ms, __ATOMIC_RELAXED);
+}
+
 void cfs_drive_cancel(struct cfs_drive *d)
 {
 	pthread_mutex_lock(&d->wake_lock);
@@ -198,7 +205,7 @@ static int perform(struct cfs_drive *d, struct cfs_http_req *r)
 int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
 		   resume_fn resume, void *ctx, int prio)
 {
-	int64_t deadline = cfs_drive_now_ms() + d->io_timeout_ms;
+	int64_t deadline = cfs_drive_now_ms() + __atomic_load_n(&d->io_timeout_ms, __ATOMIC_RELAXED);
 	int auth_retry = 0;
 	uint64_t rng = (uint64_t)cfs_drive_now_ms() ^ (uint64_t)(uintptr_t)r;
 	char token[4096];
@@ -231,6 +238,14 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 				rc = cfs_retry_classify(r->status, reason);
 				if (rc == -ERANGE && !v) /* 416 only means something to reads */
 					rc = CFS_E_PROTO;
+				if (r->status >= 300 && r->status <= 399) {
+					/* not followed (see http.h): final, and said once */
+					CFS_ERROR("%s: Drive answered HTTP %ld, a redirect to %s; "
+						  "colabfs does not follow redirects of API calls "
+						  "(is --api-url right?)",
+						  what, r->status, r->location[0] ? r->location : "?");
+					rc = CFS_E_CONFIG;
+				}
 			}
 			if (r->status) /* a reply: the pacer watches the share refused */
 				cfs_pace_reply(&d->pace, cfs_drive_now_ms() * 1000, rc == CFS_E_RATE);

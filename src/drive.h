@@ -92,6 +92,9 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out);
 /* The mount is going away: transfers in flight stop, retries stop waiting,
  * and every call from now on fails at once with -ECANCELED. */
 void cfs_drive_cancel(struct cfs_drive *d);
+/* Changes how long a call started from now on may keep retrying (the mount
+ * gives its first call a short one); returns the old value. */
+long cfs_drive_set_io_timeout(struct cfs_drive *d, long ms);
 
 /* files.get.  id may be "root" or CFS_DRIVE_SHARED_WITH_ME.  m must be
  * cleaned up by the caller. */

@@ -12,6 +12,8 @@
 #include "hedge.h"
 #include "http.h"
 
+#define CFS_DRIVE_UNPINNED_MAX 64
+
 struct cfs_drive {
 	struct cfs_http *http;
 	struct cfs_auth *auth;
@@ -21,7 +23,11 @@ struct cfs_drive {
 	struct cfs_pace pace;
 	pthread_mutex_t hedge_lock;
 	struct cfs_hedge hedge;
-	int no_revisions; /* Drive refused a revision download: use plain media */
+	/* files whose revision downloads Drive refuses (403, or 404 for the
+	 * head revision): read by current content; the oldest entry goes */
+	pthread_mutex_t unpin_lock;
+	char unpinned[CFS_DRIVE_UNPINNED_MAX][CFS_ID_MAX];
+	unsigned nunpinned;
 	pthread_mutex_t wake_lock; /* retries sleeping in backoff_wait */
 	pthread_cond_t wake;
 	uint64_t successes;

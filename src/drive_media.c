@@ -292,6 +292,37 @@ int cfs_drive_fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
 	return rc;
 }
 
+/* Whether id reads by current content (see unpinned in drive_int.h). */
+static int is_unpinned(struct cfs_drive *d, const char *id)
+{
+	int found = 0;
+	pthread_mutex_lock(&d->unpin_lock);
+	for (unsigned i = 0; i < d->nunpinned && i < CFS_DRIVE_UNPINNED_MAX && !found; i++)
+		found = strcmp(d->unpinned[i], id) == 0;
+	pthread_mutex_unlock(&d->unpin_lock);
+	return found;
+}
+
+static void unpin(struct cfs_drive *d, const char *id)
+{
+	if (is_unpinned(d, id))
+		return;
+	pthread_mutex_lock(&d->unpin_lock);
+	snprintf(d->unpinned[d->nunpinned++ % CFS_DRIVE_UNPINNED_MAX], CFS_ID_MAX, "%s", id);
+	pthread_mutex_unlock(&d->unpin_lock);
+}
+
+/* A revision download answered 404: the file changed (the usual case), or
+ * Drive refuses this file's revisions while it still reports rev as the
+ * head (some shared files).  1 for the second. */
+static int head_still(struct cfs_drive *d, const char *id, const char *rev)
+{
+	struct cfs_file_meta m;
+	int same = cfs_drive_get(d, id, &m) == 0 && strcmp(m.rev, rev) == 0;
+	cfs_file_meta_cleanup(&m);
+	return same;
+}
+
 int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, int64_t size,
 			int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got,
 			int prio)
@@ -306,7 +337,7 @@ int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, in
 	struct cfs_buf url = { 0 }, tail = { 0 };
 	struct cfs_http_req r;
 	cfs_http_req_init(&r);
-	int pinned = rev && *rev && !__atomic_load_n(&d->no_revisions, __ATOMIC_RELAXED);
+	int pinned = rev && *rev && !is_unpinned(d, id);
 	int rc = 0;
 	if (pinned) {
 		rc = cfs_buf_append(&tail, "/revisions/", 11);
@@ -327,6 +358,7 @@ int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, in
 		r.sink = cfs_drive_media_bytes;
 		r.sink_arg = &c;
 		r.dst_cap = len;
+		r.follow_redirects = 1; /* a GET without a body: Drive may send it on */
 		r.timeout_ms = 600000;
 		rc = cfs_drive_call(d, &r, what, validate_range, resume_range, &c, prio);
 		if (!rc)
@@ -335,15 +367,18 @@ int cfs_drive_read_sink(struct cfs_drive *d, const char *id, const char *rev, in
 	cfs_http_req_cleanup(&r);
 	cfs_buf_cleanup(&url);
 	cfs_buf_cleanup(&tail);
-	if (pinned && rc == -ENOENT) {
+	if (pinned && rc == -ENOENT && !head_still(d, id, rev)) {
 		/* the revision is gone: the file changed (or went away) */
 		CFS_INFO("media %s: revision %s is no longer current", id, rev);
 		rc = -ESTALE;
-	} else if (pinned && rc == -EACCES) {
-		/* revisions are for editors on some files: read the current content */
-		CFS_WARN("media %s: Drive refuses reading by revision; reading current content "
-			 "(a change during a read can then only be caught by size)", id);
-		__atomic_store_n(&d->no_revisions, 1, __ATOMIC_RELAXED);
+	} else if (pinned && (rc == -ENOENT || rc == -EACCES)) {
+		/* revisions are for editors on some files: read this one's
+		 * current content (the others stay pinned) */
+		CFS_WARN("media %s: Drive %s reading revision %s; reading this file's current "
+			 "content (a change during a read can then only be caught by size)",
+			 id, rc == -EACCES ? "refuses" : "answers 404 (while it reports it as the head) to",
+			 rev);
+		unpin(d, id);
 		rc = cfs_drive_read_sink(d, id, NULL, size, off, len, sink, arg, got, prio);
 	}
 	return rc;

@@ -255,8 +255,10 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
 	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
 		/* a new response (after a redirect or 100-continue): forget the old one */
 		r->t_first_us = x->mark_us;
-		r->content_range[0] = r->retry_after[0] = '\0';
+		r->content_range[0] = r->retry_after[0] = r->location[0] = '\0';
 		r->content_length = -1;
+	} else if (header_value(p, len, "Location", r->location, sizeof(r->location))) {
+		/* kept for the caller's message about a redirect not followed */
 	} else if (header_value(p, len, "Content-Length", num, sizeof(num))) {
 		char *end;
 		long long v = strtoll(num, &end, 10);
@@ -310,7 +312,7 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 	r->status = 0;
 	r->dst_len = 0;
 	r->errmsg[0] = '\0';
-	r->content_range[0] = r->retry_after[0] = '\0';
+	r->content_range[0] = r->retry_after[0] = r->location[0] = '\0';
 	r->content_length = -1;
 	cfs_buf_reset(&r->err_body);
 	if (r->bearer) {
@@ -341,9 +343,11 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-	curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+	if (r->follow_redirects && !r->body) {
+		curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "https");
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+		curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+	}
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->stall_s);

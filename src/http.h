@@ -11,7 +11,10 @@
  * (r->errmsg says which), CFS_E_TLS when the peer's certificate does not
  * verify or the CA file is unusable (retrying cannot help), CFS_E_CONFIG for
  * a malformed URL, CFS_E_PROTO when a 2xx body overflowed the caller's
- * buffer, -EFBIG when a body outgrew the limit of out, or -ENOMEM.  The bearer token is sent as a header and never logged.
+ * buffer, -EFBIG when a body outgrew the limit of out, or -ENOMEM.  The
+ * bearer token is sent as a header and never logged.  Redirects are not
+ * followed unless the request asks (follow_redirects): a token POST answered
+ * 307 must not carry the refresh token or the JWT to another host.
  *
  * A multi set (cfs_http_multi_*) runs a few requests at once from the
  * calling thread (curl's multi interface), so a caller can start a second
@@ -49,6 +52,9 @@ struct cfs_http_req {
 	int64_t range_len;
 	long timeout_ms;         /* whole call; 0: none besides stall */
 	const int *cancel;       /* when *cancel turns non-zero, the transfer stops (CFS_E_NET) */
+	int follow_redirects;    /* 0 (API and token calls): a 3xx is the reply, its Location in
+				  * location; 1: up to 5 redirects, https only, and a body is
+				  * never sent on (for media downloads) */
 	/* 2xx body: sink if set, else dst if set (at most dst_cap bytes), else out. */
 	char *dst;
 	size_t dst_cap;
@@ -67,6 +73,7 @@ struct cfs_http_req {
 	int64_t content_length;  /* -1 unknown */
 	char content_range[96];
 	char retry_after[64];
+	char location[256];      /* a 3xx reply's Location (cut to fit), else "" */
 	struct cfs_buf err_body; /* non-2xx body, capped; cfs_http_req_cleanup frees */
 	char errmsg[256];
 	/* timing (CLOCK_MONOTONIC, microseconds): when the request went out,

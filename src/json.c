@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "err.h"
+#include "names.h"
 
 void cfs_file_meta_cleanup(struct cfs_file_meta *m)
 {
@@ -181,6 +182,12 @@ static int file_from_obj(json_t *o, struct cfs_file_meta *m)
 		if (!rc)
 			rc = copy_str(sc, "targetMimeType", m->target_mime, sizeof(m->target_mime), 0);
 	}
+	/* ids and revisions go into cache keys and URLs: Drive's alphabet only */
+	const char *ids[] = { m->id, m->rev, m->drive_id, m->parent, m->target_id, m->md5,
+			      m->sha256 };
+	for (size_t k = 0; !rc && k < sizeof(ids) / sizeof(ids[0]); k++)
+		if ((k == 0 || ids[k][0]) && !cfs_names_id_ok(ids[k], CFS_ID_MAX))
+			rc = -EILSEQ;
 	if (!rc && !(m->name = strdup(json_string_value(name))))
 		rc = -ENOMEM;
 	if (rc)
@@ -225,15 +232,22 @@ int cfs_json_parse_file_list(const char *txt, size_t len, cfs_json_file_cb cb, v
 	if (!rc && files) {
 		json_array_foreach(files, i, f) {
 			struct cfs_file_meta m;
-			if ((rc = file_from_obj(f, &m)))
+			if ((rc = file_from_obj(f, &m)) == -EILSEQ)
+				rc = 0; /* an id outside Drive's alphabet: dropped below */
+			else if (rc)
 				break;
-			cfs_file_meta_cleanup(&m);
+			else
+				cfs_file_meta_cleanup(&m);
 		}
 	}
 	if (!rc && files) {
 		json_array_foreach(files, i, f) {
 			struct cfs_file_meta m;
-			if ((rc = file_from_obj(f, &m)))
+			if ((rc = file_from_obj(f, &m)) == -EILSEQ) {
+				rc = 0;
+				continue;
+			}
+			if (rc)
 				break;
 			rc = cb(&m, arg);
 			cfs_file_meta_cleanup(&m);
@@ -464,12 +478,12 @@ int cfs_json_parse_changes(const char *txt, size_t len, cfs_json_change_cb cb, v
 			    (type && strcmp(type, "file") != 0))
 				continue; /* drive-level changes are not ours */
 			struct cfs_file_meta m;
-			if (!json_is_string(id) || json_string_length(id) >= CFS_ID_MAX ||
-			    (f && file_from_obj(f, &m))) {
+			int frc = f ? file_from_obj(f, &m) : 0;
+			if (!json_is_string(id) || (frc && frc != -EILSEQ)) {
 				rc = CFS_E_PROTO;
 				break;
 			}
-			if (f)
+			if (f && !frc)
 				cfs_file_meta_cleanup(&m);
 		}
 	}
@@ -479,9 +493,17 @@ int cfs_json_parse_changes(const char *txt, size_t len, cfs_json_change_cb cb, v
 			const char *type = json_string_value(json_object_get(c, "changeType"));
 			if (!json_is_object(c) || (type && strcmp(type, "file") != 0))
 				continue;
-			int removed = json_is_true(json_object_get(c, "removed"));
 			struct cfs_file_meta m;
-			int have = f && !removed && file_from_obj(f, &m) == 0;
+			int frc = f ? file_from_obj(f, &m) : 0;
+			if (frc == -EILSEQ || !cfs_names_id_ok(json_string_value(id), CFS_ID_MAX)) {
+				if (!frc)
+					cfs_file_meta_cleanup(&m);
+				continue; /* not a Drive id: never a key of ours */
+			}
+			int removed = json_is_true(json_object_get(c, "removed"));
+			int have = f && !removed && frc == 0;
+			if (frc == 0 && f && removed)
+				cfs_file_meta_cleanup(&m);
 			rc = cb(json_string_value(id), removed, have ? &m : NULL, arg);
 			if (have)
 				cfs_file_meta_cleanup(&m);

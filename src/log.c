@@ -1,16 +1,30 @@
-/* log: leveled log lines (see log.h). */
+/* log: leveled log lines (see log.h).
+ *
+ * Rotation: the log usually lives in tmpfs next to the cache, where it costs
+ * RAM.  A writer that finds the file at the cap (after its own write) takes
+ * an flock on it and, if the path still names that file, renames it to
+ * PATH.1 (replacing the last one) and opens a new PATH onto the same
+ * descriptor number; a writer that finds PATH names another file already
+ * (the supervisor and its server share one log) just reopens it. */
+#define _GNU_SOURCE /* dup3 */
 #include "log.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 static int log_fd = 2;
 static enum cfs_log_level log_level = CFS_LOG_INFO;
+static char log_path[4096];
+static uint64_t log_max;
+static pthread_mutex_t rotate_lock = PTHREAD_MUTEX_INITIALIZER; /* threads; flock: processes */
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
 
@@ -36,7 +50,43 @@ int cfs_log_open(const char *path, enum cfs_log_level level)
 	if (log_fd > 2)
 		close(log_fd);
 	log_fd = fd;
+	if ((size_t)snprintf(log_path, sizeof(log_path), "%s", path) >= sizeof(log_path))
+		log_path[0] = '\0'; /* too long to rotate */
 	return 0;
+}
+
+void cfs_log_set_max(uint64_t bytes)
+{
+	log_max = bytes;
+}
+
+/* Called with the file at or over the cap (see the top). */
+static void rotate(void)
+{
+	struct stat mine, named;
+	char old[sizeof(log_path) + 2];
+	pthread_mutex_lock(&rotate_lock);
+	int fd = log_fd;
+	if (flock(fd, LOCK_EX) != 0) {
+		pthread_mutex_unlock(&rotate_lock);
+		return;
+	}
+	if (fstat(fd, &mine) == 0 && stat(log_path, &named) == 0 && mine.st_ino == named.st_ino &&
+	    mine.st_dev == named.st_dev && (uint64_t)mine.st_size >= log_max) {
+		snprintf(old, sizeof(old), "%s.1", log_path);
+		if (rename(log_path, old) != 0) {
+			flock(fd, LOCK_UN);
+			pthread_mutex_unlock(&rotate_lock);
+			return;
+		}
+	}
+	int nfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	flock(fd, LOCK_UN);
+	if (nfd >= 0) {
+		dup3(nfd, fd, O_CLOEXEC); /* same number: writers in other threads go on */
+		close(nfd);
+	}
+	pthread_mutex_unlock(&rotate_lock);
 }
 
 void cfs_log_set_level(enum cfs_log_level level)
@@ -77,5 +127,8 @@ void cfs_log(enum cfs_log_level level, const char *fmt, ...)
 		len = sizeof(line) - 2;
 	line[len++] = '\n';
 	ssize_t w = write(log_fd, line, len);
-	(void)w;
+	struct stat st;
+	if (w > 0 && log_max && log_fd > 2 && log_path[0] && fstat(log_fd, &st) == 0 &&
+	    (uint64_t)st.st_size >= log_max)
+		rotate();
 }

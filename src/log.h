@@ -5,6 +5,8 @@
 #ifndef CFS_LOG_H
 #define CFS_LOG_H
 
+#include <stdint.h>
+
 enum cfs_log_level { CFS_LOG_DEBUG, CFS_LOG_INFO, CFS_LOG_WARN, CFS_LOG_ERROR };
 
 /* path NULL: stderr.  Returns 0 or -errno if the file cannot be opened. */
@@ -14,6 +16,9 @@ int cfs_log_parse_level(const char *s, enum cfs_log_level *out);
 void cfs_log_set_level(enum cfs_log_level level);
 enum cfs_log_level cfs_log_get_level(void);
 void cfs_log_close(void);
+/* A log file (not stderr) is rotated to PATH.1 when it reaches bytes (0:
+ * never); see log.c. */
+void cfs_log_set_max(uint64_t bytes);
 
 void cfs_log(enum cfs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

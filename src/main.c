@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
@@ -30,12 +31,14 @@
 #include "http.h"
 #include "log.h"
 #include "memory.h"
+#include "mnt.h"
 #include "names.h"
 #include "nsdb.h"
 #include "session.h"
 #include "stats.h"
 #include "store.h"
 #include "super.h"
+#include "testhook.h"
 #include "vfs.h"
 #include "warm.h"
 
@@ -50,13 +53,12 @@ static int usage_error(const char *why)
  * same path finds its cache and two mounts never share one. */
 static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
 {
-	char base[64], real[PATH_MAX], name[160], *dir;
+	char base[64], name[160], *dir;
 	snprintf(base, sizeof(base), "/dev/shm/colabfs-%u", (unsigned)getuid());
 	int rc = cfs_cachedir_prepare(base, 1, why, wcap);
 	if (rc)
 		return rc;
-	if (!realpath(c->mountpoint, real))
-		return -errno;
+	const char *real = c->mountpoint; /* made absolute by check_mountpoint */
 	size_t o = 0;
 	for (const char *p = real + 1; *p && o < 100; p++)
 		name[o++] = (*p == '/' || *p == '.') ? '-' : *p;
@@ -73,20 +75,8 @@ static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
 static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *why, size_t wcap)
 {
 	int rc = c->cache_dir ? 0 : default_cache_dir(c, why, wcap);
-	if (!rc)
-		rc = cfs_cachedir_prepare(c->cache_dir, 0, why, wcap);
 	if (rc)
 		return rc;
-	char real[PATH_MAX]; /* absolute: the GPU loader asks the mount for it */
-	if (!realpath(c->cache_dir, real)) {
-		snprintf(why, wcap, "cache folder %s: %s", c->cache_dir, strerror(errno));
-		return -errno;
-	}
-	char *abs = strdup(real);
-	if (!abs)
-		return -ENOMEM;
-	free(c->cache_dir);
-	c->cache_dir = abs;
 	char tmp[PATH_MAX];
 	const char *lf = c->log_file;
 	if (!lf) {
@@ -102,6 +92,44 @@ static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *
 			return -errno;
 		if ((size_t)snprintf(log_path, cap, "%.2048s/%.1024s", cwd, lf) >= cap)
 			return -ENAMETOOLONG;
+	}
+	/* the daemon would wait on its own mount for its cache or its log */
+	const char *inside = cfs_mnt_under(c->mountpoint, c->cache_dir) ? "the cache folder"
+			     : cfs_mnt_under(c->mountpoint, log_path) ? "the log file"
+								       : NULL;
+	if (inside) {
+		snprintf(why, wcap, "%s %.200s is inside the mountpoint %.200s: it must live "
+			 "outside the mount (--cache-dir, --log-file)",
+			 inside, inside[4] == 'c' ? c->cache_dir : log_path, c->mountpoint);
+		return -EINVAL;
+	}
+	/* absolute already (check_mountpoint): the GPU loader asks the mount for it */
+	return cfs_cachedir_prepare(c->cache_dir, 0, why, wcap);
+}
+
+/* `colabfs mount` (not a server): every path made absolute once, what is
+ * mounted at the mountpoint looked at (mnt.h).  Returns 0 or an exit
+ * status with the reason printed. */
+static int check_mountpoint(struct cfs_config *c)
+{
+	char why[1024];
+	char **paths[] = { &c->mountpoint, &c->cache_dir, &c->log_file, &c->credentials,
+			   &c->ca_file };
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		int rc = cfs_mnt_abs_dup(paths[i]);
+		if (rc) {
+			fprintf(stderr, "colabfs: %s: %s\n", *paths[i], strerror(-rc));
+			return 2;
+		}
+	}
+	if (cfs_mnt_check(c->mountpoint, (int)c->force, why, sizeof(why))) {
+		fprintf(stderr, "colabfs: %s\n", why);
+		return 1;
+	}
+	struct stat st;
+	if (stat(c->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "colabfs: mountpoint %s is not a folder\n", c->mountpoint);
+		return 2;
 	}
 	return 0;
 }
@@ -127,7 +155,7 @@ struct mount {
  * watcher gives read-ahead and the budget back; 0: the default. */
 static int64_t test_hold_ms(void)
 {
-	const char *p = getenv("COLABFS_TEST_MEMWATCH_HOLD_MS");
+	const char *p = cfs_test_env("COLABFS_TEST_MEMWATCH_HOLD_MS");
 	char *end;
 	long long v = p ? strtoll(p, &end, 10) : 0;
 	return p && *p && !*end && v > 0 && v < 86400000 ? (int64_t)v : 0;
@@ -180,6 +208,9 @@ static void ram_budget(struct mount *m, uint64_t *floor)
 	*floor = in.floor;
 }
 
+#define FIRST_CALL_S "10"
+#define FIRST_CALL_MS 10000
+
 /* Opens the cache and the file system core.  Called before daemonizing to
  * catch every error on the terminal, and again in the daemon: LMDB cannot
  * cross a fork. */
@@ -213,10 +244,23 @@ static int open_core(struct mount *m)
 	if (m->fresh && cfs_nsdb_fh_clear(m->store, &stale) == 0 && stale)
 		CFS_INFO("dropped %llu file handle rows of an earlier mount",
 			 (unsigned long long)stale);
+	/* a new mount asks Drive for its root first: with Drive unreachable,
+	 * say so within seconds, not after --io-timeout */
+	long io = 0;
+	if (m->fresh && (io = cfs_drive_set_io_timeout(m->drive, FIRST_CALL_MS)) < FIRST_CALL_MS)
+		cfs_drive_set_io_timeout(m->drive, io); /* --io-timeout is shorter still */
 	rc = cfs_vfs_new(m->drive, m->store, &vo, &m->vfs);
-	if (rc)
-		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s",
-			 cfs_config_root(c) ? cfs_config_root(c) : "My Drive", cfs_strerror(rc));
+	if (m->fresh)
+		cfs_drive_set_io_timeout(m->drive, io);
+	const char *root = cfs_config_root(c) ? cfs_config_root(c) : "My Drive";
+	if (rc == CFS_E_NET || rc == CFS_E_SERVER || rc == CFS_E_TLS)
+		snprintf(m->why, sizeof(m->why), "cannot reach Drive at %s to open %s: %s%s (see "
+			 "the log for the details; check the network, --api-url or --ca-file)",
+			 c->api_url, root, cfs_strerror(rc),
+			 rc == CFS_E_TLS ? "" : m->fresh ? " for " FIRST_CALL_S " s" : "");
+	else if (rc)
+		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s", root,
+			 cfs_strerror(rc));
 	return rc;
 }
 
@@ -347,16 +391,17 @@ static int mount_setup(int argc, char **argv, struct mount *m, char *log_path, s
 	if (c->debug)
 		lvl = CFS_LOG_DEBUG;
 	cfs_log_set_level(lvl);
-	struct stat st;
 	/* a server must not look at its own mountpoint: that waits on itself */
-	if (!serving && (stat(c->mountpoint, &st) != 0 || !S_ISDIR(st.st_mode))) {
-		fprintf(stderr, "colabfs: mountpoint %s is not a folder\n", c->mountpoint);
-		return 2;
-	}
+	if (!serving && (rc = check_mountpoint(c)))
+		return rc;
 	if ((rc = prepare_dirs(c, log_path, cap, m->why, sizeof(m->why)))) {
 		fprintf(stderr, "colabfs: %s\n", m->why[0] ? m->why : strerror(-rc));
 		return 1;
 	}
+	/* nothing relative is left; a daemon keeps no folder busy */
+	if (!serving && chdir("/") != 0)
+		return 1;
+	cfs_log_set_max(c->log_max);
 	return 0;
 }
 
@@ -390,6 +435,52 @@ static int mount_single(struct mount *m, const char *log_path)
 	return rc ? 1 : 0;
 }
 
+/* The words a supervisor gives its servers: the user's, with the mountpoint
+ * and every path made absolute (the daemon runs in /) and the cache folder
+ * worked out here (the default one is named after the mountpoint, which a
+ * server must not resolve).  *n gets the count. */
+static char **server_argv(struct cfs_config *c, int argc, char **argv, int *n)
+{
+	char **sa = calloc((size_t)argc + 9, sizeof(*sa));
+	if (!sa)
+		return NULL;
+	memcpy(sa, argv, (size_t)argc * sizeof(*sa));
+	sa[c->mountpoint_argi] = c->mountpoint;
+	*n = argc;
+	const char *names[] = { "--cache-dir", "--log-file", "--credentials", "--ca-file" };
+	char *vals[] = { c->cache_dir, c->log_file, c->credentials, c->ca_file };
+	for (size_t i = 0; i < 4; i++)
+		if (vals[i]) {
+			sa[(*n)++] = (char *)names[i];
+			sa[(*n)++] = vals[i];
+		}
+	return sa;
+}
+
+/* A supervised mount finds its credentials before anything is mounted: a
+ * missing or unusable one fails here, at once, not in the first server
+ * after the mount appeared.  Returns 0 or 1 (reported). */
+static int probe_credentials(struct mount *m)
+{
+	struct cfs_config *c = m->c;
+	struct cfs_http_opts ho = { .ca_file = c->ca_file, .user_agent = "colabfs/" CFS_VERSION };
+	struct cfs_auth_opts ao = { .credentials = c->credentials, .token_url = c->token_url,
+				    .metadata_url = c->metadata_url, .scope = c->scope };
+	int rc = cfs_http_new(&ho, &m->http);
+	if (rc)
+		snprintf(m->why, sizeof(m->why), "cannot start the HTTP client: %s",
+			 cfs_strerror(rc));
+	else
+		rc = cfs_auth_new(m->http, &ao, &m->auth, m->why, sizeof(m->why));
+	cfs_auth_free(m->auth);
+	cfs_http_free(m->http);
+	m->auth = NULL;
+	m->http = NULL;
+	if (rc)
+		fprintf(stderr, "colabfs: %s\n", m->why);
+	return rc ? 1 : 0;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct cfs_config c;
@@ -409,23 +500,22 @@ static int cmd_mount(int argc, char **argv)
 	} else if (rc == 0) {
 		if (c.foreground)
 			cfs_log_open(c.log_file ? log_path : NULL, cfs_log_get_level());
-		/* servers get the cache folder worked out here: the default one
-		 * is named after the mountpoint, which a server must not resolve */
-		char **sargv = calloc((size_t)argc + 3, sizeof(*sargv));
+		int n = 0;
+		char **sargv = server_argv(&c, argc, argv, &n);
 		if (!sargv) {
 			cfs_config_cleanup(&c);
 			return 1;
 		}
-		memcpy(sargv, argv, (size_t)argc * sizeof(*sargv));
-		sargv[argc] = "--cache-dir";
-		sargv[argc + 1] = c.cache_dir;
 		struct cfs_super_opts so = {
 			.mountpoint = c.mountpoint, .fuse_opts = c.fuse_opts, .debug = (int)c.debug,
 			.foreground = (int)c.foreground, .recovery = c.recovery,
 			.crash_loop_limit = (int)c.crash_loop_limit, .log_file = log_path,
-			.log_level = (int)cfs_log_get_level(), .argc = argc + 2, .argv = sargv,
+			.log_level = (int)cfs_log_get_level(), .argc = n, .argv = sargv,
+			.start_timeout_ms = c.start_timeout_s * 1000,
 		};
-		rc = cfs_super_run(&so);
+		rc = probe_credentials(&m);
+		if (!rc)
+			rc = cfs_super_run(&so);
 		free(sargv);
 	}
 	cfs_config_cleanup(&c);
@@ -479,7 +569,7 @@ static void on_serving(void *arg)
  * writing milliseconds there; the server that reads it removes it. */
 static void test_slow_start(void)
 {
-	const char *p = getenv("COLABFS_TEST_SLOW_START_FILE");
+	const char *p = cfs_test_env("COLABFS_TEST_SLOW_START_FILE");
 	FILE *f = p ? fopen(p, "re") : NULL;
 	long ms = 0;
 	if (!f)
@@ -502,7 +592,9 @@ static int parse_serve_args(int *argc, char ***argv, struct serve_args *a)
 	int i = 0;
 	for (; i + 1 < *argc && strcmp((*argv)[i], "--") != 0; i += 2) {
 		const char *k = (*argv)[i];
-		int v = atoi((*argv)[i + 1]);
+		char *end;
+		long lv = strtol((*argv)[i + 1], &end, 10);
+		int v = *end || lv < 0 || lv > INT_MAX ? -1 : (int)lv;
 		if (strcmp(k, "--fuse-fd") == 0)
 			a->fuse_fd = v;
 		else if (strcmp(k, "--shm-fd") == 0)
@@ -718,18 +810,38 @@ static int cmd_evict(int argc, char **argv)
 	return failed;
 }
 
+/* A daemon keeps nothing its starter left open (beyond stdin, stdout and
+ * stderr): a pipe held open makes a caller wait forever for its end.  (A
+ * server gets exactly the descriptors its supervisor names.) */
+static void close_inherited(void)
+{
+	if (close_range(3, ~0u, 0) == 0)
+		return;
+	long max = sysconf(_SC_OPEN_MAX);
+	for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+		close((int)fd);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return usage_error("missing command (try colabfs --help)");
 	const char *cmd = argv[1];
 	if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) {
-		printf("colabfs %s\n", CFS_VERSION);
+		printf("colabfs %s\n%s", CFS_VERSION,
+		       CFS_TEST_HOOKS_ON ? "test build: test hooks on\n" : "");
 		return 0;
 	}
 	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
 		cfs_config_usage(stdout);
 		return 0;
+	}
+	if (strcmp(cmd, "mount") == 0 || strcmp(cmd, "serve") == 0) {
+		/* these hold the credentials: no core dump, no ptrace or
+		 * /proc/PID/mem by other processes of the user */
+		prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+		if (cmd[0] == 'm')
+			close_inherited();
 	}
 	if (strcmp(cmd, "mount") == 0)
 		return cmd_mount(argc - 2, argv + 2);

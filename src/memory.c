@@ -1,5 +1,6 @@
 /* memory: RAM facts and the RAM-aware cache budget (see memory.h). */
 #include "memory.h"
+#include "testhook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -103,8 +104,8 @@ static int read_text(const char *path, char *buf, size_t cap)
 int cfs_mem_sample(struct cfs_mem_sample *out)
 {
 	char buf[8192];
-	const char *mi = getenv("COLABFS_MEMINFO");
-	const char *ps = getenv("COLABFS_PSI");
+	const char *mi = cfs_test_env("COLABFS_MEMINFO");
+	const char *ps = cfs_test_env("COLABFS_PSI");
 	memset(out, 0, sizeof(*out));
 	int rc = read_text(mi && *mi ? mi : "/proc/meminfo", buf, sizeof(buf));
 	if (rc || (rc = cfs_mem_parse_meminfo(buf, out)))

@@ -32,8 +32,18 @@ int cfs_names_sanitize(const char *name, char *out, size_t cap)
 	for (const char *p = name; *p; p++) {
 		const char *piece = p;
 		size_t plen = 1;
+		char ctl[4];
 		if (*p == '/') {
 			piece = slash;
+			plen = 3;
+		} else if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+			/* a control character: its Control Pictures sign, U+2400 + c
+			 * (U+2421 for DEL), so a newline cannot split a listing */
+			unsigned c = *p == 0x7f ? 0x21 : (unsigned char)*p;
+			ctl[0] = '\xe2';
+			ctl[1] = (char)(0x90 + (c >> 6));
+			ctl[2] = (char)(0x80 | (c & 0x3f));
+			piece = ctl;
 			plen = 3;
 		} else {
 			/* take a whole UTF-8 sequence so we never cut one in half */
@@ -52,6 +62,18 @@ int cfs_names_sanitize(const char *name, char *out, size_t cap)
 		out[o++] = '_';
 	out[o] = '\0';
 	return 0;
+}
+
+int cfs_names_id_ok(const char *id, size_t max)
+{
+	size_t n = 0;
+	for (; id[n]; n++) {
+		char c = id[n];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '-' || c == '_') || n + 1 >= max)
+			return 0;
+	}
+	return n > 0;
 }
 
 static int cmp_entry(const void *a, const void *b)

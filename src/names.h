@@ -2,7 +2,9 @@
  *
  * Drive names may contain '/', may be "." or "..", may be empty or very long,
  * and need not be unique in a folder.  The rule (documented in colabfs(1)):
- *   1. '/' becomes U+FF0F (FULLWIDTH SOLIDUS); a name that is exactly "." or
+ *   1. '/' becomes U+FF0F (FULLWIDTH SOLIDUS); a control character (U+0000 to
+ *      U+001F, U+007F) becomes its Control Pictures sign (U+2400 + c, U+2421
+ *      for DEL: a newline shows as U+240A); a name that is exactly "." or
  *      ".." becomes U+FF0E once or twice; an empty name becomes "_"; a name
  *      longer than 255 bytes is cut at a UTF-8 boundary.
  *   2. Among entries of one folder that end up with the same name, the one
@@ -27,6 +29,11 @@ uint64_t cfs_names_fnv1a(const char *s);
 /* Writes the sanitized form of name into out (cap >= CFS_NAME_MAX + 1).
  * Returns 0 or -EINVAL if cap is too small. */
 int cfs_names_sanitize(const char *name, char *out, size_t cap);
+
+/* 1 when id is a Drive id, revision id or checksum as Drive writes them:
+ * 1 to max - 1 characters of [A-Za-z0-9_-] (Drive's alphabet; what goes into
+ * a cache key or a URL path must be nothing else).  0 otherwise. */
+int cfs_names_id_ok(const char *id, size_t max);
 
 struct cfs_names_entry {
 	const char *name;  /* sanitized name (input) */

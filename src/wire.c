@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 static int unreserved(unsigned char c)
 {
@@ -124,4 +125,55 @@ int64_t cfs_wire_retry_after(const char *v, time_t now)
 	if (when - now > 86400 * 7)
 		return -EINVAL;
 	return (int64_t)(when - now) * 1000;
+}
+
+/* The host part of an http(s) URL after the scheme: [v6] or name, without
+ * userinfo or port. */
+static size_t url_host(const char *p, const char **host)
+{
+	const char *end = p + strcspn(p, "/?#");
+	const char *at = memchr(p, '@', (size_t)(end - p));
+	if (at)
+		p = at + 1;
+	*host = p;
+	if (*p == '[') {
+		const char *rb = memchr(p, ']', (size_t)(end - p));
+		return rb ? (size_t)(rb - p + 1) : 0;
+	}
+	const char *colon = memchr(p, ':', (size_t)(end - p));
+	return (size_t)((colon ? colon : end) - p);
+}
+
+static int host_is(const char *h, size_t n, const char *name)
+{
+	return strlen(name) == n && strncasecmp(h, name, n) == 0;
+}
+
+int cfs_wire_url_check(const char *url)
+{
+	if (strncasecmp(url, "https://", 8) == 0)
+		return url[8] && !strchr("/?#", url[8]) ? 0 : -EINVAL;
+	if (strncasecmp(url, "http://", 7) != 0)
+		return -EINVAL;
+	const char *h;
+	size_t n = url_host(url + 7, &h);
+	if (!n)
+		return -EINVAL;
+	if (host_is(h, n, "localhost") || host_is(h, n, "[::1]"))
+		return 0;
+	/* 127.0.0.0/8, written out in dotted decimal */
+	if (n < 9 || n > 15 || strncmp(h, "127.", 4) != 0)
+		return -EPERM;
+	int dots = 0, digits = 0;
+	for (size_t i = 4; i < n; i++) {
+		if (h[i] == '.' && digits) {
+			dots++;
+			digits = 0;
+		} else if (h[i] >= '0' && h[i] <= '9' && ++digits <= 3) {
+			continue;
+		} else {
+			return -EPERM;
+		}
+	}
+	return dots == 2 && digits ? 0 : -EPERM;
 }

@@ -30,4 +30,9 @@ int cfs_wire_content_range(const char *v, int64_t *start, int64_t *end, int64_t 
  * Returns the wait in milliseconds (>= 0), or -EINVAL. */
 int64_t cfs_wire_retry_after(const char *v, time_t now);
 
+/* Whether secrets may be sent to url: https://HOST..., or http:// to this
+ * machine (localhost, [::1], 127.x.y.z).  Returns 0, -EPERM for plain http
+ * to another host, or -EINVAL for no http(s) URL at all. */
+int cfs_wire_url_check(const char *url);
+
 #endif

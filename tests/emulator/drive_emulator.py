@@ -201,6 +201,7 @@ import emubody   # noqa: E402
 import emucontrol  # noqa: E402
 import emudrive   # noqa: E402
 import emufaults  # noqa: E402
+import emuknobs   # noqa: E402
 import emuquota   # noqa: E402
 import emusample  # noqa: E402
 import emuupload  # noqa: E402
@@ -459,6 +460,8 @@ class Handler(emubody.UploadBodyMixin, BaseHTTPRequestHandler):
                 if not self._body_read:
                     self._read_upload_body(req, fault)
                     record["received"] = len(req.body)
+                resp = emu.knobs.intercept(req, route)
+            if resp is None:
                 try:
                     resp = emu.api.call(req, route)
                 except emuapi.ConnectionLost as lost:
@@ -686,9 +689,11 @@ class Emulator:
                  export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
                  user_rate_status=403, verbose=False, write_rate=0, write_burst=None,
                  write_rate_status=403, storage_limit=emudrive.QUOTA_LIMIT, read_only=(),
-                 unreserved_id_status=409, upload_options=None, old_revisions=emudrive.MAX_OLD_REVISIONS):
+                 unreserved_id_status=409, upload_options=None, old_revisions=emudrive.MAX_OLD_REVISIONS,
+                 knobs=None):
         self.drive = drive
         drive.old_revisions = old_revisions
+        self.knobs = knobs or emuknobs.Knobs()
         self.auth = auth or emuauth.Auth(seed=seed)
         self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
         drive.storage_limit = storage_limit
@@ -902,6 +907,12 @@ def parse_args(argv):
                    help="largest media/multipart upload body (0 = no limit, the default)")
     p.add_argument("--fault", action="append", default=[], metavar="SPEC",
                    help="a fault rule (repeatable; syntax in emufaults.py)")
+    p.add_argument("--token-redirect", metavar="URL",
+                   help="the token endpoint answers 307 to URL (see emuknobs.py)")
+    p.add_argument("--revision-404", action="append", default=[], metavar="ID",
+                   help="revision downloads of file ID answer 404 (see emuknobs.py)")
+    p.add_argument("--revision-403", action="append", default=[], metavar="ID",
+                   help="revision downloads of file ID answer 403 (see emuknobs.py)")
     p.add_argument("--log", metavar="FILE", help="append one JSON line per request to FILE")
     p.add_argument("--verbose", action="store_true", help="print each request to stderr")
     args = p.parse_args(argv)
@@ -967,7 +978,9 @@ def main(argv=None):
                        write_rate_status=args.write_rate_status,
                        storage_limit=args.storage_limit or None, read_only=args.read_only,
                        unreserved_id_status=args.unreserved_id_status, upload_options=uploads,
-                       old_revisions=max(0, args.old_revisions))
+                       old_revisions=max(0, args.old_revisions),
+                       knobs=emuknobs.Knobs(args.token_redirect, args.revision_404,
+                                            args.revision_403))
         emu.start(args.host, args.port, args.tls_dir)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         sys.stderr.write(f"drive-emulator: {exc}\n")

@@ -4,7 +4,8 @@
  * split at '\n' into the entries of one folder, each line "name[\tid[\tctime]]"
  * (the id defaults to the line number; a line whose id repeats an earlier one
  * is dropped, since Drive ids are unique).  Asserted, from names.h and
- * colabfs(1): a sanitized name is non-empty, at most 255 bytes, has no '/',
+ * colabfs(1): a sanitized name is non-empty, at most 255 bytes, has no '/'
+ * and no control character (U+0000-U+001F, U+007F),
  * is not "." or "..", and is valid UTF-8 when the input was; after
  * cfs_names_assign every final name is a valid name too, all final names are
  * distinct, the earliest of a group of namesakes keeps the name, and the
@@ -59,6 +60,8 @@ static void check_name(const char *out, int want_utf8)
 	size_t n = strlen(out);
 	assert(n > 0 && n <= CFS_NAME_MAX);
 	assert(strchr(out, '/') == NULL);
+	for (size_t i = 0; i < n; i++)
+		assert((unsigned char)out[i] >= 0x20 && out[i] != 0x7f);
 	assert(strcmp(out, ".") != 0 && strcmp(out, "..") != 0);
 	if (want_utf8)
 		assert(valid_utf8((const unsigned char *)out, n));

@@ -1,4 +1,6 @@
 /* Unit tests: digests and RS256 signing with a fixed test key. */
+#define _GNU_SOURCE
+#include <errno.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -23,6 +25,27 @@ static const char test_key[] =
 	"U5XAJ1NCF5yjuBzN1CZ56kdAyp9t6F3YEg1cM8XZ55joMUg8e2QH5VU+MU39EBI/\n"
 	"+9P9mM+7X1dBmNY=\n"
 	"-----END PRIVATE KEY-----\n";
+/* test_key encrypted with a passphrase (openssl pkcs8 -topk8 -v2 aes-256-cbc) */
+static const char encrypted_key[] =
+	"-----BEGIN ENCRYPTED PRIVATE KEY-----\n"
+	"MIIC3TBXBgkqhkiG9w0BBQ0wSjApBgkqhkiG9w0BBQwwHAQIz7oSZBFr174CAggA\n"
+	"MAwGCCqGSIb3DQIJBQAwHQYJYIZIAWUDBAEqBBDCHdr8ZZuDqO2o/ltPuKwHBIIC\n"
+	"gDeOqzWDJ2nswsL1LuUDdsV/tN0XPo/LIyZDxhdQBI+TXI5T4NguxsmFBwrzXzm0\n"
+	"buND6KiQGuLXGsxSlI4hLrbrWmqSFCR3D1yxqRdk3y5pYzYQR3NdMy78w5Wr89xn\n"
+	"0s6QULk1hMzrv6IU7QSIeqrgNe7QZAdFWH/GcOCojHThV5RUZSH8v+MJe8XO8Eiw\n"
+	"ucVOwOYuCMEPKVxD0ttK9f1biAeqnMUZ0kUAqvqPGcP9CATtl5kUkenmj0iPxjvB\n"
+	"WgSuVzL9CTwR1oUvOMyyi2zwv6hNHdCwrdd2d8FX6NKH6EQ4iQ6WqJGLQKmmDOlm\n"
+	"W9QCNGLc6j0/Rab44ovqMOd5Y0DLneycICN/WBLGXWSBR6jsEgcMSwLGmHPBNCIj\n"
+	"3l2HAfO/0cVgSeZOP+pjnXM0IpCv5iptJA7r3J7W7quQgkf6yZ1GlZYKxaNUHIJy\n"
+	"CwJouNsb1MWU7frJz160yZqm3p+o3A0WayNauDNOWmiDomlrmuv3q3f3vZy5alGn\n"
+	"t/kkDyB2LqBVUaktZ45XC6ZQ70kt5c28O9xTWVlogwIbpjb19aITvSyv0VePPTod\n"
+	"sQSMsMIfnOnqN89i8k+o80GxV6aV9CO9p+KxY92Lzc94VmQnUjwsTC0hGSlSn5Yx\n"
+	"FMgNSVQwD2AHuznrmNxDWEvMT3n2wIqF3uf/BDGBRebbKCe+gkLiwrGMhmtQpEjY\n"
+	"isq11L/42Yi/guxJHm/aZ4426tSoid7I73yk7lZ8vZJe2D2CVKyb/OYTa2kJk17t\n"
+	"Zh6+bjoY3lWNgHOeh+W3OPozvCEWt1F2Yp3UrTfoxoThvsmuz0vzx3YvoxgJDUuh\n"
+	"npMaMlkiq19MbzUbKyu/vGE=\n"
+	"-----END ENCRYPTED PRIVATE KEY-----\n";
+
 static const char want_sig[] = "bbcfcd615f3d3748e28eeb2467fe1b5620e22f8c51ab685376dd8b87ab26fbf4ffd99240861534d31ac403ca22d73bf8ec783ee298061861ca9b0e6ba60c65e345e63dcf61fb6fac9638252051445e42c5914e39f145630821d5098ce5e70dcedae9533ac7ec48a0579aca795a37bc7fdf56571dad5c8511c26fae70365e3be7";
 
 static void hex_of(const char *alg, const char *msg, char *out)
@@ -48,15 +71,22 @@ int main(void)
 
 	unsigned char *sig;
 	size_t slen;
-	CHECK_EQ(cfs_crypto_rs256(test_key, "hello.jwt", 9, &sig, &slen), 0);
+	struct cfs_key *k = NULL;
+	CHECK_EQ(cfs_crypto_key_load(test_key, &k), 0);
+	CHECK_EQ(cfs_crypto_rs256(k, "hello.jwt", 9, &sig, &slen), 0);
 	CHECK_EQ(slen, 128);
 	char got[2 * 128 + 1];
 	for (size_t i = 0; i < slen && i < 128; i++)
 		snprintf(got + 2 * i, 3, "%02x", sig[i]);
 	CHECK_STR(got, want_sig);
 	free(sig);
-	CHECK(cfs_crypto_rs256("-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
-			       "x", 1, &sig, &slen) != 0);
-	CHECK(sig == NULL);
+	cfs_crypto_key_free(k);
+	CHECK_EQ(cfs_crypto_key_load("-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
+				     &k), -EINVAL);
+	CHECK(k == NULL);
+	/* a passphrase is never asked for (the default callback prompts on the tty) */
+	CHECK_EQ(cfs_crypto_key_load(encrypted_key, &k), -ENOKEY);
+	CHECK(k == NULL);
+	cfs_crypto_key_free(NULL);
 	return check_done("test_crypto");
 }

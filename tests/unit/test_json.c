@@ -91,6 +91,18 @@ static void test_list(void)
 	CHECK_EQ(cfs_json_parse_file_list(S("{\"nextPageToken\":\"t\"}"), count_cb, &n, &next), 0);
 	CHECK_STR(next, "t");
 	free(next);
+	/* an id or a revision outside Drive's alphabet: that entry is dropped */
+	n = 0;
+	const char *odd = "{\"files\":[{\"id\":\"a\",\"name\":\"A\",\"mimeType\":\"x\"},"
+			  "{\"id\":\"../../etc\",\"name\":\"B\",\"mimeType\":\"x\"},"
+			  "{\"id\":\"c\",\"name\":\"C\",\"mimeType\":\"x\",\"headRevisionId\":\"r@1\"},"
+			  "{\"id\":\"d\",\"name\":\"D\",\"mimeType\":\"x\",\"parents\":[\"p q\"]},"
+			  "{\"id\":\"e-_9\",\"name\":\"E\",\"mimeType\":\"x\",\"headRevisionId\":\"0B_r-1\"}]}";
+	CHECK_EQ(cfs_json_parse_file_list(S(odd), count_cb, &n, &next), 0);
+	CHECK_EQ(n, 2);
+	struct cfs_file_meta one;
+	CHECK_EQ(cfs_json_parse_file(S("{\"id\":\"a\\nb\",\"name\":\"n\",\"mimeType\":\"a\"}"),
+				     &one), -EILSEQ);
 	/* one bad entry spoils the page before any callback */
 	n = 0;
 	const char *bad = "{\"files\":[{\"id\":\"a\",\"name\":\"A\",\"mimeType\":\"x\"},{\"id\":1}]}";

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "testhook.h"
 #include "memory.h"
 #include "memwatch.h"
 
@@ -61,7 +62,8 @@ static void parsing(void)
 	CHECK_EQ(cfs_mem_sample(&r), 0);
 	CHECK(r.total > 0 && r.avail <= r.total);
 	setenv("COLABFS_MEMINFO", "/nonexistent/meminfo", 1);
-	CHECK_EQ(cfs_mem_sample(&r), -ENOENT);
+	/* a test hook: honoured in a test build only (testhook.h) */
+	CHECK_EQ(cfs_mem_sample(&r), CFS_TEST_HOOKS_ON ? -ENOENT : 0);
 	unsetenv("COLABFS_MEMINFO");
 	CHECK_EQ(cfs_mem_dir_in_ram("/dev/shm"), 1);
 	CHECK_EQ(cfs_mem_dir_in_ram("/nonexistent/dir"), -ENOENT);

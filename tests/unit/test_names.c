@@ -29,6 +29,29 @@ static void test_sanitize(void)
 	CHECK(cfs_names_sanitize("x", small, sizeof(small)) != 0);
 }
 
+/* control characters show as their Control Pictures sign, like '/' */
+static void test_controls(void)
+{
+	char out[CFS_NAME_MAX + 1];
+	CHECK_EQ(cfs_names_sanitize("line1\nline2.txt", out, sizeof(out)), 0);
+	CHECK_STR(out, "line1\xe2\x90\x8aline2.txt"); /* U+240A */
+	CHECK_EQ(cfs_names_sanitize("\x01tab\there\x1f\x7f", out, sizeof(out)), 0);
+	CHECK_STR(out, "\xe2\x90\x81tab\xe2\x90\x89here\xe2\x90\x9f\xe2\x90\xa1");
+}
+
+static void test_ids(void)
+{
+	CHECK(cfs_names_id_ok("1AbC_def-123", 128));
+	CHECK(cfs_names_id_ok("0B", 3));
+	CHECK(!cfs_names_id_ok("0BC", 3)); /* too long for the field */
+	CHECK(!cfs_names_id_ok("", 128));
+	CHECK(!cfs_names_id_ok("a/b", 128));
+	CHECK(!cfs_names_id_ok("a b", 128));
+	CHECK(!cfs_names_id_ok("a.b", 128));
+	CHECK(!cfs_names_id_ok("a\nb", 128));
+	CHECK(!cfs_names_id_ok("\xc3\xa9", 128));
+}
+
 static void test_fnv(void)
 {
 	/* FNV-1a 64 reference values */
@@ -92,6 +115,8 @@ static void test_assign(void)
 int main(void)
 {
 	test_sanitize();
+	test_controls();
+	test_ids();
 	test_fnv();
 	test_assign();
 	return check_done("test_names");

@@ -51,8 +51,31 @@ static void test_retry_after(void)
 	CHECK_EQ(cfs_wire_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", 20), 0);
 }
 
+/* Secrets go over https, or plain http only to this machine. */
+static void test_url_check(void)
+{
+	CHECK_EQ(cfs_wire_url_check("https://www.googleapis.com"), 0);
+	CHECK_EQ(cfs_wire_url_check("HTTPS://oauth2.googleapis.com/token"), 0);
+	CHECK_EQ(cfs_wire_url_check("http://127.0.0.1:8080"), 0);
+	CHECK_EQ(cfs_wire_url_check("http://127.10.0.200/token"), 0);
+	CHECK_EQ(cfs_wire_url_check("http://localhost:9/x"), 0);
+	CHECK_EQ(cfs_wire_url_check("http://[::1]:80/"), 0);
+	CHECK_EQ(cfs_wire_url_check("http://www.googleapis.com"), -EPERM);
+	CHECK_EQ(cfs_wire_url_check("http://10.0.0.1:80"), -EPERM);
+	CHECK_EQ(cfs_wire_url_check("http://127.0.0.1.evil.com/"), -EPERM);
+	CHECK_EQ(cfs_wire_url_check("http://localhost.evil.com/"), -EPERM);
+	CHECK_EQ(cfs_wire_url_check("http://127.0.0.1@evil.com/"), -EPERM);
+	CHECK_EQ(cfs_wire_url_check("http://evil.com@127.0.0.1/"), 0);
+	CHECK_EQ(cfs_wire_url_check("http://1270.0.0.1/"), -EPERM);
+	CHECK_EQ(cfs_wire_url_check("http://127.0.0/"), -EPERM);
+	CHECK_EQ(cfs_wire_url_check("ftp://127.0.0.1/"), -EINVAL);
+	CHECK_EQ(cfs_wire_url_check("https://"), -EINVAL);
+	CHECK_EQ(cfs_wire_url_check("http://"), -EINVAL);
+}
+
 int main(void)
 {
+	test_url_check();
 	test_content_range();
 	test_urlencode();
 	test_retry_after();
