@@ -48,7 +48,6 @@ struct sup {
 	int64_t child_started_ms;
 	int ready_fd;                /* write end to the waiting terminal until the first
 				      * server serves or fails, else -1 */
-	int spawned;                 /* servers started */
 	int ever_ready;
 	int start_deaths;            /* servers in a row that died before serving */
 	int stopping, failed;
@@ -186,7 +185,8 @@ static void spawn(struct sup *s)
 	argv[n++] = nfd;
 	argv[n++] = "--shm-fd";
 	argv[n++] = nshm;
-	if (s->ready_fd >= 0 && !s->spawned) { /* only the first one reports to the terminal */
+	if (s->ready_fd >= 0) { /* until one serves (a first one killed while starting is
+				 * followed by another, which reports then) */
 		argv[n++] = "--ready-fd";
 		argv[n++] = nready;
 	}
@@ -198,8 +198,7 @@ static void spawn(struct sup *s)
 		sigset_t all;
 		sigemptyset(&all);
 		sigprocmask(SIG_SETMASK, &all, NULL);
-		if (clear_cloexec(s->fd) || clear_cloexec(s->shm_fd) ||
-		    clear_cloexec(s->spawned ? -1 : s->ready_fd))
+		if (clear_cloexec(s->fd) || clear_cloexec(s->shm_fd) || clear_cloexec(s->ready_fd))
 			_exit(127);
 		execv("/proc/self/exe", argv);
 		_exit(127);
@@ -213,7 +212,6 @@ static void spawn(struct sup *s)
 	s->child = pid;
 	s->child_started_ms = mono_ms();
 	s->respawn_at_ms = 0;
-	s->spawned++;
 	CFS_DEBUG("supervisor: server %d started", (int)pid);
 }
 
