@@ -343,14 +343,9 @@ int cfs_drive_url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, 
 	return rc;
 }
 
-struct json_ctx {
-	struct cfs_drive *d;
-	struct cfs_file_meta *m;
-};
-
-static int validate_meta(struct cfs_http_req *r, void *ctx)
+int cfs_drive_validate_meta(struct cfs_http_req *r, void *ctx)
 {
-	struct json_ctx *c = ctx;
+	struct cfs_drive_json_ctx *c = ctx;
 	COUNT(c->d, bytes_json, r->out->len);
 	return cfs_json_parse_file(r->out->data ? r->out->data : "", r->out->len, c->m);
 }
@@ -410,13 +405,13 @@ int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m)
 	memset(m, 0, sizeof(*m));
 	int rc = cfs_drive_url_files(d, &url, id, "?supportsAllDrives=true&fields=" CFS_JSON_FILE_FIELDS);
 	if (!rc) {
-		struct json_ctx c = { d, m };
+		struct cfs_drive_json_ctx c = { d, m };
 		char what[200];
 		snprintf(what, sizeof(what), "files.get %s", id);
 		r.url = url.data;
 		r.out = &body;
 		r.timeout_ms = 120000;
-		rc = call(d, &r, what, validate_meta, NULL, &c);
+		rc = call(d, &r, what, cfs_drive_validate_meta, NULL, &c);
 		if (!rc)
 			learn_corpus(d, id, m);
 	}

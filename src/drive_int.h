@@ -65,6 +65,12 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 /* Appends api_url + "/drive/v3/files[/ID]" + rest to u. */
 int cfs_drive_url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest);
 int64_t cfs_drive_now_ms(void);
+/* The validator of a reply that is one file resource (into m). */
+struct cfs_drive_json_ctx {
+	struct cfs_drive *d;
+	struct cfs_file_meta *m;
+};
+int cfs_drive_validate_meta(struct cfs_http_req *r, void *ctx);
 
 /* drive_media.c: the sink of every media request (what marks one as media)
  * and one try of it, raced by a hedge when late. */
