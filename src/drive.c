@@ -130,6 +130,9 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	pthread_mutex_unlock(&d->pace.lock);
 	out->api_rate = cfs_pace_rate(&d->pace);
 	out->create_rate = cfs_pace_rate(&d->create_pace);
+	pthread_mutex_lock(&d->create_pace.lock);
+	out->create_limited = d->create_pace.limited;
+	pthread_mutex_unlock(&d->create_pace.lock);
 	out->uploads = __atomic_load_n(&d->st.uploads, __ATOMIC_RELAXED);
 	out->upload_bytes = __atomic_load_n(&d->st.upload_bytes, __ATOMIC_RELAXED);
 	out->upload_retries = __atomic_load_n(&d->st.upload_retries, __ATOMIC_RELAXED);

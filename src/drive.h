@@ -92,6 +92,7 @@ struct cfs_drive_stats {
 		err_access;
 	/* writes (drive_write.h) */
 	double create_rate;        /* the creation pacer's rate now */
+	uint64_t create_limited;   /* rate-limit refusals of creations and upload starts */
 	uint64_t uploads;          /* uploads finished and verified */
 	uint64_t upload_bytes;     /* bytes sent in upload bodies */
 	uint64_t upload_retries;   /* chunks resumed after a failure, sessions restarted */

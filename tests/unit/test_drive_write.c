@@ -116,8 +116,9 @@ static int rc_exit(int rc)
 	struct cfs_drive_stats st;
 	cfs_drive_stats(drive, &st);
 	printf("uploads=%" PRIu64 "\nupload_bytes=%" PRIu64 "\nupload_retries=%" PRIu64
-	       "\nretries=%" PRIu64 "\nrate_limited=%" PRIu64 "\n",
-	       st.uploads, st.upload_bytes, st.upload_retries, st.retries, st.rate_limited);
+	       "\nretries=%" PRIu64 "\nrate_limited=%" PRIu64 "\ncreate_limited=%" PRIu64 "\n",
+	       st.uploads, st.upload_bytes, st.upload_retries, st.retries, st.rate_limited,
+	       st.create_limited);
 	if (check_failures)
 		return 1;
 	return rc ? 3 : 0;
