@@ -58,6 +58,8 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_destroy(&ca);
 	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst,
 		      cfs_drive_now_ms() * 1000);
+	cfs_pace_init(&d->create_pace, o->create_rate == 0 ? CFS_DRIVE_CREATE_RATE : o->create_rate,
+		      o->create_burst, cfs_drive_now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
 	pthread_mutex_init(&d->hedge_lock, NULL);
 	pthread_mutex_init(&d->unpin_lock, NULL);
@@ -87,6 +89,7 @@ void cfs_drive_free(struct cfs_drive *d)
 	if (!d)
 		return;
 	cfs_pace_cleanup(&d->pace);
+	cfs_pace_cleanup(&d->create_pace);
 	pthread_mutex_destroy(&d->wake_lock);
 	pthread_cond_destroy(&d->wake);
 	pthread_mutex_destroy(&d->corpus_lock);
@@ -126,6 +129,13 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->rate_cuts = d->pace.cuts;
 	pthread_mutex_unlock(&d->pace.lock);
 	out->api_rate = cfs_pace_rate(&d->pace);
+	out->create_rate = cfs_pace_rate(&d->create_pace);
+	pthread_mutex_lock(&d->create_pace.lock);
+	out->create_limited = d->create_pace.limited;
+	pthread_mutex_unlock(&d->create_pace.lock);
+	out->uploads = __atomic_load_n(&d->st.uploads, __ATOMIC_RELAXED);
+	out->upload_bytes = __atomic_load_n(&d->st.upload_bytes, __ATOMIC_RELAXED);
+	out->upload_retries = __atomic_load_n(&d->st.upload_retries, __ATOMIC_RELAXED);
 }
 
 
@@ -211,6 +221,8 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 	char token[4096];
 	int rc = 0;
 	char reason[64] = "", msg[160] = "";
+	int create = prio & CFS_DRIVE_CREATE; /* creations: their own budget too */
+	prio &= ~CFS_DRIVE_CREATE;
 	r->cancel = &d->cancelled;
 	for (int attempt = 0;; attempt++) {
 		uint64_t gen = 0;
@@ -224,7 +236,8 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 			r->bearer = token;
 			if (r->out)
 				cfs_buf_reset(r->out);
-			if (cfs_pace_take(&d->pace, prio, &d->cancelled)) {
+			if ((create && cfs_pace_take(&d->create_pace, CFS_PACE_URGENT, &d->cancelled)) ||
+			    cfs_pace_take(&d->pace, prio, &d->cancelled)) {
 				rc = -ECANCELED;
 				break;
 			}
@@ -238,7 +251,12 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 				rc = cfs_retry_classify(r->status, reason);
 				if (rc == -ERANGE && !v) /* 416 only means something to reads */
 					rc = CFS_E_PROTO;
-				if (r->status >= 300 && r->status <= 399) {
+				if (r->status == 308 && v && r->method &&
+				    strcmp(r->method, "PUT") == 0) {
+					/* an upload session's Resume Incomplete: its
+					 * validator reads the Range (drive_write.c) */
+					rc = 0;
+				} else if (r->status >= 300 && r->status <= 399) {
 					/* not followed (see http.h): final, and said once */
 					CFS_ERROR("%s: Drive answered HTTP %ld, a redirect to %s; "
 						  "colabfs does not follow redirects of API calls "
@@ -248,7 +266,8 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 				}
 			}
 			if (r->status) /* a reply: the pacer watches the share refused */
-				cfs_pace_reply(&d->pace, cfs_drive_now_ms() * 1000, rc == CFS_E_RATE);
+				cfs_pace_reply(create ? &d->create_pace : &d->pace,
+					       cfs_drive_now_ms() * 1000, rc == CFS_E_RATE);
 			if (!rc && v)
 				rc = v(r, ctx);
 			else if (rc == -ERANGE)
@@ -327,14 +346,9 @@ int cfs_drive_url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, 
 	return rc;
 }
 
-struct json_ctx {
-	struct cfs_drive *d;
-	struct cfs_file_meta *m;
-};
-
-static int validate_meta(struct cfs_http_req *r, void *ctx)
+int cfs_drive_validate_meta(struct cfs_http_req *r, void *ctx)
 {
-	struct json_ctx *c = ctx;
+	struct cfs_drive_json_ctx *c = ctx;
 	COUNT(c->d, bytes_json, r->out->len);
 	return cfs_json_parse_file(r->out->data ? r->out->data : "", r->out->len, c->m);
 }
@@ -394,13 +408,13 @@ int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m)
 	memset(m, 0, sizeof(*m));
 	int rc = cfs_drive_url_files(d, &url, id, "?supportsAllDrives=true&fields=" CFS_JSON_FILE_FIELDS);
 	if (!rc) {
-		struct json_ctx c = { d, m };
+		struct cfs_drive_json_ctx c = { d, m };
 		char what[200];
 		snprintf(what, sizeof(what), "files.get %s", id);
 		r.url = url.data;
 		r.out = &body;
 		r.timeout_ms = 120000;
-		rc = call(d, &r, what, validate_meta, NULL, &c);
+		rc = call(d, &r, what, cfs_drive_validate_meta, NULL, &c);
 		if (!rc)
 			learn_corpus(d, id, m);
 	}

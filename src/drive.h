@@ -63,7 +63,14 @@ struct cfs_drive_opts {
 	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive */
 	int shared_with_me;        /* the mount's root is CFS_DRIVE_SHARED_WITH_ME */
 	int hedge_percent;         /* hedges per 100 media requests (hedge.h); 0: default, < 0: off */
+	double create_rate, create_burst; /* creations and upload starts (drive_write.h): their own
+				     * pacer, 0: default (CFS_DRIVE_CREATE_RATE), < 0: off; burst,
+				     * 0: default (4) */
 };
+
+/* Drive throttles creations far below reads: about 2 files/s sustained
+ * (drive-api-v3.md §6). */
+#define CFS_DRIVE_CREATE_RATE 2.0
 
 /* The id of the virtual "Shared with me" folder: never a Drive id (those are
  * [A-Za-z0-9_-]). */
@@ -83,6 +90,12 @@ struct cfs_drive_stats {
 	/* calls that failed for good, by class */
 	uint64_t err_net, err_server, err_rate, err_proto, err_auth, err_quota, err_notfound,
 		err_access;
+	/* writes (drive_write.h) */
+	double create_rate;        /* the creation pacer's rate now */
+	uint64_t create_limited;   /* rate-limit refusals of creations and upload starts */
+	uint64_t uploads;          /* uploads finished and verified */
+	uint64_t upload_bytes;     /* bytes sent in upload bodies */
+	uint64_t upload_retries;   /* chunks resumed after a failure, sessions restarted */
 };
 
 int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs_drive_opts *o,

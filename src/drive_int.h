@@ -21,6 +21,7 @@ struct cfs_drive {
 	long io_timeout_ms;
 	struct cfs_retry_policy retry;
 	struct cfs_pace pace;
+	struct cfs_pace create_pace; /* creations and uploads (DESIGN.md §3), besides pace */
 	pthread_mutex_t hedge_lock;
 	struct cfs_hedge hedge;
 	/* files whose revision downloads Drive refuses (403, or 404 for the
@@ -51,13 +52,25 @@ typedef int (*validate_fn)(struct cfs_http_req *r, void *ctx);
  * Returns 1 if the attempt made progress (the next try starts afresh). */
 typedef int (*resume_fn)(struct cfs_http_req *r, void *ctx);
 
+/* Or'd into prio: the call creates a file or starts an upload, and takes a
+ * token of the creation budget (create_pace) before the API one; its replies
+ * (rate refusals included) steer that budget only. */
+#define CFS_DRIVE_CREATE 0x100
+
 /* Runs r through auth, pacing (class prio), retries and validation; what
- * names the call in logs.  0 or the final status (see drive.h). */
+ * names the call in logs.  0 or the final status (see drive.h).  A 308 to a
+ * PUT with a validator is handed to the validator (upload sessions). */
 int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, validate_fn v,
 		   resume_fn resume, void *ctx, int prio);
 /* Appends api_url + "/drive/v3/files[/ID]" + rest to u. */
 int cfs_drive_url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest);
 int64_t cfs_drive_now_ms(void);
+/* The validator of a reply that is one file resource (into m). */
+struct cfs_drive_json_ctx {
+	struct cfs_drive *d;
+	struct cfs_file_meta *m;
+};
+int cfs_drive_validate_meta(struct cfs_http_req *r, void *ctx);
 
 /* drive_media.c: the sink of every media request (what marks one as media)
  * and one try of it, raced by a hedge when late. */

@@ -255,10 +255,14 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
 	if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
 		/* a new response (after a redirect or 100-continue): forget the old one */
 		r->t_first_us = x->mark_us;
-		r->content_range[0] = r->retry_after[0] = r->location[0] = '\0';
+		r->content_range[0] = r->retry_after[0] = r->location[0] = r->range[0] = '\0';
+		r->location_cut = 0;
 		r->content_length = -1;
 	} else if (header_value(p, len, "Location", r->location, sizeof(r->location))) {
-		/* kept for the caller's message about a redirect not followed */
+		/* a redirect not followed, or an upload session URI */
+		r->location_cut = strlen(r->location) + 1 >= sizeof(r->location);
+	} else if (header_value(p, len, "Range", r->range, sizeof(r->range))) {
+		/* an upload session's persisted bytes */
 	} else if (header_value(p, len, "Content-Length", num, sizeof(num))) {
 		char *end;
 		long long v = strtoll(num, &end, 10);
@@ -312,7 +316,8 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 	r->status = 0;
 	r->dst_len = 0;
 	r->errmsg[0] = '\0';
-	r->content_range[0] = r->retry_after[0] = r->location[0] = '\0';
+	r->content_range[0] = r->retry_after[0] = r->location[0] = r->range[0] = '\0';
+	r->location_cut = 0;
 	r->content_length = -1;
 	cfs_buf_reset(&r->err_body);
 	if (r->bearer) {
@@ -326,6 +331,8 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 	}
 	if (r->extra_header)
 		x->hdrs = curl_slist_append(x->hdrs, r->extra_header);
+	for (size_t i = 0; i < sizeof(r->headers) / sizeof(r->headers[0]) && r->headers[i]; i++)
+		x->hdrs = curl_slist_append(x->hdrs, r->headers[i]);
 	if (r->content_type) {
 		snprintf(line, sizeof(line), "Content-Type: %s", r->content_type);
 		x->hdrs = curl_slist_append(x->hdrs, line);
@@ -361,7 +368,6 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->errbuf);
 	if (h->ca_file)
 		curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->hdrs);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -371,11 +377,21 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)r->cancel);
 	}
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
-	if (r->method && strcmp(r->method, "POST") == 0) {
-		curl_easy_setopt(c, CURLOPT_POST, 1L);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body ? r->body : "");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)r->body_len);
+	const char *m = r->method ? r->method : "GET";
+	if (strcmp(m, "GET") != 0) {
+		if (r->body || strcmp(m, "POST") == 0 || strcmp(m, "PUT") == 0 ||
+		    strcmp(m, "PATCH") == 0) {
+			/* the body from memory; no Expect: 100-continue round trip */
+			curl_easy_setopt(c, CURLOPT_POST, 1L);
+			curl_easy_setopt(c, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+			curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+					 (curl_off_t)(r->body ? r->body_len : 0));
+			x->hdrs = curl_slist_append(x->hdrs, "Expect:");
+		}
+		if (strcmp(m, "POST") != 0)
+			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, m);
 	}
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, x->hdrs);
 	r->t_sent_us = cfs_http_now_us();
 	r->t_first_us = r->t_last_us = r->max_pause_us = 0;
 	x->mark_us = r->t_sent_us;

@@ -41,11 +41,13 @@ struct cfs_http_opts {
 
 struct cfs_http_req {
 	/* request */
-	const char *method;      /* NULL: GET */
+	const char *method;      /* NULL: GET; POST, PUT, PATCH, DELETE... */
 	const char *url;
 	const char *bearer;      /* token, or NULL */
 	const char *extra_header;
-	const char *body;        /* POST body */
+	const char *headers[4];  /* more request headers ("Name: value"), up to the first NULL */
+	const char *body;        /* request body (any method but GET; POST, PUT and PATCH send
+				  * one, empty when NULL: Content-Length: 0) */
 	size_t body_len;
 	const char *content_type;
 	int64_t range_start;     /* range_len > 0: send Range */
@@ -73,7 +75,10 @@ struct cfs_http_req {
 	int64_t content_length;  /* -1 unknown */
 	char content_range[96];
 	char retry_after[64];
-	char location[256];      /* a 3xx reply's Location (cut to fit), else "" */
+	char location[2048];     /* the reply's Location (a 3xx's target, an upload session URI;
+				  * cut to fit: see location_cut), else "" */
+	int location_cut;        /* Location was longer than location */
+	char range[96];          /* the reply's Range header (upload sessions: "bytes=0-N"), or "" */
 	struct cfs_buf err_body; /* non-2xx body, capped; cfs_http_req_cleanup frees */
 	char errmsg[256];
 	/* timing (CLOCK_MONOTONIC, microseconds): when the request went out,

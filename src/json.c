@@ -536,3 +536,93 @@ int cfs_json_parse_start_token(const char *txt, size_t len, char **token)
 	json_decref(root);
 	return rc;
 }
+
+/* ---- writes (drive-api-v3.md §6) ----------------------------------------- */
+
+/* RFC 3339 UTC with milliseconds ("2024-05-01T12:34:56.789Z"). */
+static int format_time(int64_t ns, char *buf, size_t cap)
+{
+	time_t s = (time_t)(ns / 1000000000);
+	long ms = (long)(ns % 1000000000 / 1000000);
+	if (ns < 0)
+		return -EINVAL;
+	struct tm tm;
+	if (!gmtime_r(&s, &tm))
+		return -EINVAL;
+	size_t n = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!n || (size_t)snprintf(buf + n, cap - n, ".%03ldZ", ms) >= cap - n)
+		return -EINVAL;
+	return 0;
+}
+
+static int set_str(json_t *o, const char *key, const char *v)
+{
+	return !v || json_object_set_new(o, key, json_string(v)) == 0 ? 0 : -EINVAL;
+}
+
+int cfs_json_write_meta(const struct cfs_json_meta_in *m, char **txt)
+{
+	*txt = NULL;
+	json_t *o = json_object();
+	if (!o)
+		return -ENOMEM;
+	/* json_string refuses text that is not UTF-8: -EINVAL, never a mangled name */
+	int rc = set_str(o, "id", m->id);
+	if (!rc)
+		rc = set_str(o, "name", m->name);
+	if (!rc)
+		rc = set_str(o, "mimeType", m->mime);
+	if (!rc && m->parent) {
+		json_t *p = json_pack("[s]", m->parent);
+		rc = p && json_object_set_new(o, "parents", p) == 0 ? 0 : -EINVAL;
+	}
+	if (!rc && m->mtime_ns) {
+		char t[40];
+		rc = format_time(m->mtime_ns, t, sizeof(t));
+		if (!rc)
+			rc = set_str(o, "modifiedTime", t);
+	}
+	if (!rc && m->trashed >= 0 &&
+	    json_object_set_new(o, "trashed", json_boolean(m->trashed)) != 0)
+		rc = -ENOMEM;
+	if (!rc && !(*txt = json_dumps(o, JSON_COMPACT)))
+		rc = -ENOMEM;
+	json_decref(o);
+	return rc;
+}
+
+int cfs_json_parse_ids(const char *txt, size_t len, char (*ids)[CFS_ID_MAX], int n, int *got)
+{
+	json_t *root = load(txt, len);
+	json_t *a = json_is_object(root) ? json_object_get(root, "ids") : NULL;
+	int rc = json_is_array(a) ? 0 : CFS_E_PROTO;
+	*got = 0;
+	for (size_t i = 0; !rc && i < json_array_size(a) && *got < n; i++) {
+		json_t *v = json_array_get(a, i);
+		if (!json_is_string(v) || !cfs_names_id_ok(json_string_value(v), CFS_ID_MAX)) {
+			rc = CFS_E_PROTO;
+			break;
+		}
+		snprintf(ids[*got], CFS_ID_MAX, "%s", json_string_value(v));
+		(*got)++;
+	}
+	if (rc)
+		*got = 0;
+	json_decref(root);
+	return rc;
+}
+
+int cfs_json_parse_quota(const char *txt, size_t len, int64_t *limit, int64_t *usage)
+{
+	json_t *root = load(txt, len);
+	json_t *q = json_is_object(root) ? json_object_get(root, "storageQuota") : NULL;
+	int rc = json_is_object(q) ? 0 : CFS_E_PROTO;
+	if (!rc)
+		rc = get_i64(q, "limit", limit, -1); /* absent: unlimited */
+	if (!rc)
+		rc = get_i64(q, "usage", usage, -1);
+	if (!rc && *usage < 0)
+		rc = CFS_E_PROTO;
+	json_decref(root);
+	return rc;
+}

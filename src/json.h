@@ -108,4 +108,26 @@ int cfs_json_jwt_parts(const char *kid, const char *iss, const char *scope, cons
 typedef int (*cfs_json_int_cb)(const char *name, int64_t v, void *arg);
 int cfs_json_flat_ints(const char *txt, size_t len, cfs_json_int_cb cb, void *arg);
 
+/* Writes (drive-api-v3.md §6): the JSON metadata of a create or an update.
+ * A NULL string, mtime_ns 0 or trashed -1 leaves that field out; parent
+ * becomes "parents":[parent]; mtime_ns is sent as modifiedTime (RFC 3339,
+ * milliseconds). */
+struct cfs_json_meta_in {
+	const char *id;     /* a reserved id (creates only) */
+	const char *name;
+	const char *mime;
+	const char *parent;
+	int64_t mtime_ns;
+	int trashed;        /* -1, 0, 1 */
+};
+/* A malloc'd JSON text in *txt.  Returns 0, -EINVAL (a string that is not
+ * UTF-8, a time before the epoch) or -ENOMEM. */
+int cfs_json_write_meta(const struct cfs_json_meta_in *m, char **txt);
+/* files.generateIds reply: the first n ids into ids (each checked as a Drive
+ * id), how many in *got.  Returns 0 or CFS_E_PROTO. */
+int cfs_json_parse_ids(const char *txt, size_t len, char (*ids)[CFS_ID_MAX], int n, int *got);
+/* about.get with fields=storageQuota: limit (-1: unlimited, the field is
+ * absent) and usage in bytes.  Returns 0 or CFS_E_PROTO. */
+int cfs_json_parse_quota(const char *txt, size_t len, int64_t *limit, int64_t *usage);
+
 #endif

@@ -39,9 +39,15 @@ int cfs_retry_classify(long http, const char *reason)
 			return CFS_E_NOTDL;
 		if (strcmp(reason, "exportSizeLimitExceeded") == 0)
 			return CFS_E_TOOBIG;
+		if (strcmp(reason, "storageQuotaExceeded") == 0)
+			return -ENOSPC;
 		return -EACCES;
 	case 404:
 		return -ENOENT;
+	case 409: /* a create with an id in use */
+		return -EEXIST;
+	case 413: /* an upload body too large for its kind */
+		return -EFBIG;
 	case 408:
 		return CFS_E_NET;
 	case 416:

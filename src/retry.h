@@ -2,7 +2,8 @@
  * again.  Pure code: no I/O, no clock, no global state.
  *
  * Policy.  A reply is first classified into a status: 0 for success, a precise
- * -errno for permanent conditions (404 -> -ENOENT, permission -> -EACCES), or a
+ * -errno for permanent conditions (404 -> -ENOENT, permission -> -EACCES,
+ * storageQuotaExceeded -> -ENOSPC, 409 -> -EEXIST, 413 -> -EFBIG), or a
  * CFS_E_* class.  Transient classes (network failure, 5xx, 429 and 403
  * rate-limit reasons, malformed replies) are retried with exponential backoff
  * and full jitter: wait uniform [0, min(cap, base * 2^attempt)], but never less

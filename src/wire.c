@@ -68,6 +68,21 @@ static const char *skip_ws(const char *p)
 	return p;
 }
 
+int cfs_wire_upload_range(const char *v, int64_t *next)
+{
+	const char *p = skip_ws(v);
+	int64_t b;
+	if (*p == '\0') { /* no Range header: nothing persisted */
+		*next = 0;
+		return 0;
+	}
+	if (strncasecmp(p, "bytes=0-", 8) != 0 || !(p = parse_u63(p + 8, &b)) ||
+	    b == INT64_MAX || *skip_ws(p) != '\0')
+		return -EINVAL;
+	*next = b + 1;
+	return 0;
+}
+
 int cfs_wire_content_range(const char *v, int64_t *start, int64_t *end, int64_t *total)
 {
 	const char *p = skip_ws(v);

@@ -26,6 +26,11 @@ int cfs_wire_qliteral(struct cfs_buf *b, const char *s);
  * -EINVAL for anything else (missing unit, B < A, B >= T, junk, overflow). */
 int cfs_wire_content_range(const char *v, int64_t *start, int64_t *end, int64_t *total);
 
+/* Parses an upload session's Range reply header (drive-api-v3.md §6):
+ * "bytes=0-N" sets *next = N+1, "" (no header: nothing persisted) 0.
+ * Returns 0 or -EINVAL. */
+int cfs_wire_upload_range(const char *v, int64_t *next);
+
 /* Parses Retry-After: delta-seconds or an IMF-fixdate, relative to now.
  * Returns the wait in milliseconds (>= 0), or -EINVAL. */
 int64_t cfs_wire_retry_after(const char *v, time_t now);

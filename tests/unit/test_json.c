@@ -1,6 +1,7 @@
 /* Unit tests: JSON extraction of Drive replies, tokens and credentials. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include "err.h"
@@ -214,8 +215,49 @@ static void test_time(void)
 	CHECK_EQ(ns, 1714574096000000000LL);
 }
 
+static void test_writes(void)
+{
+	char *t = NULL;
+	struct cfs_json_meta_in m = { .id = "abc", .name = "a \"b\"", .mime = "text/plain",
+				      .parent = "P1", .mtime_ns = 1714566896789000000LL,
+				      .trashed = -1 };
+	CHECK_EQ(cfs_json_write_meta(&m, &t), 0);
+	CHECK_STR(t, "{\"id\":\"abc\",\"name\":\"a \\\"b\\\"\",\"mimeType\":\"text/plain\","
+		     "\"parents\":[\"P1\"],\"modifiedTime\":\"2024-05-01T12:34:56.789Z\"}");
+	free(t);
+	struct cfs_json_meta_in u = { .trashed = 1 };
+	CHECK_EQ(cfs_json_write_meta(&u, &t), 0);
+	CHECK_STR(t, "{\"trashed\":true}");
+	free(t);
+	struct cfs_json_meta_in bad = { .name = "\xff\xfe", .trashed = -1 };
+	CHECK_EQ(cfs_json_write_meta(&bad, &t), -EINVAL);
+	CHECK(t == NULL);
+
+	char ids[2][CFS_ID_MAX];
+	int got = -1;
+	const char *r = "{\"kind\":\"drive#generatedIds\",\"space\":\"drive\",\"ids\":[\"a1\",\"b_2\"]}";
+	CHECK_EQ(cfs_json_parse_ids(r, strlen(r), ids, 2, &got), 0);
+	CHECK_EQ(got, 2);
+	CHECK_STR(ids[1], "b_2");
+	const char *evil = "{\"ids\":[\"a/b\"]}";
+	CHECK_EQ(cfs_json_parse_ids(evil, strlen(evil), ids, 2, &got), CFS_E_PROTO);
+	CHECK_EQ(got, 0);
+	CHECK_EQ(cfs_json_parse_ids("{}", 2, ids, 2, &got), CFS_E_PROTO);
+
+	int64_t limit = 0, usage = 0;
+	const char *q = "{\"storageQuota\":{\"limit\":\"1000\",\"usage\":\"12\"}}";
+	CHECK_EQ(cfs_json_parse_quota(q, strlen(q), &limit, &usage), 0);
+	CHECK_EQ(limit, 1000);
+	CHECK_EQ(usage, 12);
+	const char *unl = "{\"storageQuota\":{\"usage\":\"5\"}}";
+	CHECK_EQ(cfs_json_parse_quota(unl, strlen(unl), &limit, &usage), 0);
+	CHECK_EQ(limit, -1);
+	CHECK_EQ(cfs_json_parse_quota("{\"storageQuota\":{}}", 18, &limit, &usage), CFS_E_PROTO);
+}
+
 int main(void)
 {
+	test_writes();
 	test_file();
 	test_list();
 	test_error_and_token();

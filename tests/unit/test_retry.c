@@ -22,6 +22,13 @@ int main(void)
 	CHECK_EQ(cfs_retry_classify(503, NULL), CFS_E_SERVER);
 	CHECK_EQ(cfs_retry_classify(416, "requestedRangeNotSatisfiable"), -ERANGE);
 	CHECK_EQ(cfs_retry_classify(400, "invalid"), CFS_E_BADREQ);
+	/* writes (drive-api-v3.md §6) */
+	CHECK_EQ(cfs_retry_classify(403, "storageQuotaExceeded"), -ENOSPC);
+	CHECK_EQ(cfs_retry_classify(403, "insufficientPermissions"), -EACCES);
+	CHECK_EQ(cfs_retry_classify(409, "duplicate"), -EEXIST);
+	CHECK_EQ(cfs_retry_classify(413, "uploadTooLarge"), -EFBIG);
+	CHECK(!cfs_retry_transient(-ENOSPC));
+	CHECK(!cfs_retry_transient(-EEXIST));
 
 	CHECK(cfs_retry_transient(CFS_E_NET));
 	CHECK(cfs_retry_transient(CFS_E_RATE));

@@ -73,8 +73,25 @@ static void test_url_check(void)
 	CHECK_EQ(cfs_wire_url_check("http://"), -EINVAL);
 }
 
+static void test_upload_range(void)
+{
+	int64_t n = -1;
+	CHECK_EQ(cfs_wire_upload_range("", &n), 0);
+	CHECK_EQ(n, 0);
+	CHECK_EQ(cfs_wire_upload_range("bytes=0-262143", &n), 0);
+	CHECK_EQ(n, 262144);
+	CHECK_EQ(cfs_wire_upload_range(" bytes=0-0 ", &n), 0);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(cfs_wire_upload_range("bytes=1-5", &n), -EINVAL);
+	CHECK_EQ(cfs_wire_upload_range("bytes=0-", &n), -EINVAL);
+	CHECK_EQ(cfs_wire_upload_range("bytes=0-5x", &n), -EINVAL);
+	CHECK_EQ(cfs_wire_upload_range("bytes 0-5/6", &n), -EINVAL);
+	CHECK_EQ(cfs_wire_upload_range("bytes=0-99999999999999999999", &n), -EINVAL);
+}
+
 int main(void)
 {
+	test_upload_range();
 	test_url_check();
 	test_content_range();
 	test_urlencode();
