@@ -59,7 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* the caller and owner uids: the bytes after the NUL, else 0 */
 		size_t at = nul ? len + 1 : size;
 		uint32_t caller = take_u32(data, size, at), owner = take_u32(data, size, at + 4);
-		int reads = got.kind == CFS_CTL_PID || got.kind == CFS_CTL_STATS;
+		int reads = got.kind == CFS_CTL_PID || got.kind == CFS_CTL_STATS ||
+			    got.kind == CFS_CTL_CACHE_DIR;
 		int may = cfs_ctlname_allowed(got.kind, caller, owner);
 		assert(may == 0 || may == -EPERM);
 		assert((may == 0) == (reads || caller == 0 || caller == owner));
