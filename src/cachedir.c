@@ -116,6 +116,8 @@ int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap)
 			 "folder only you can write (a new one, or chmod go-w)",
 			 path, (unsigned)(st.st_mode & 0777));
 		rc = -EPERM;
+	} else if (own_base && !has_tag(dfd)) {
+		(void)write_tag(dfd); /* best effort: a tag for backup tools */
 	} else if (!own_base && !has_tag(dfd)) {
 		int empty = is_empty(dfd);
 		int old = faccessat(dfd, "index.mdb", F_OK, AT_SYMLINK_NOFOLLOW) == 0;

@@ -17,9 +17,11 @@
  *  - files inside are opened with O_NOFOLLOW where colabfs opens them itself
  *    (LMDB opens its files by path; the checks above are what keep those
  *    safe: nobody else can create a name in the folder).
- * The default folders (/dev/shm/colabfs-UID and one below it per mountpoint)
- * follow the same rules, except that the per-user folder, named for us, is
- * narrowed to 0700 when it is not (cfs_cachedir_prepare's own_base).
+ * The default folders (/dev/shm/colabfs-UID and the one below it for each
+ * mountpoint) are colabfs's own, inside a folder only we can write: they are
+ * narrowed to 0700 when they are not and may hold anything (an older
+ * version's files); they must still be real folders of ours
+ * (cfs_cachedir_prepare's own_base).
  *
  * Returns 0, or -errno with a sentence for the user in why. */
 #ifndef CFS_CACHEDIR_H
@@ -29,8 +31,8 @@
 
 #define CFS_CACHEDIR_TAG "CACHEDIR.TAG"
 
-/* Makes path a trusted cache folder as above.  own_base: path is colabfs's
- * own per-user folder (may be narrowed to 0700; need not be empty). */
+/* Makes path a trusted cache folder as above.  own_base: path is one of
+ * colabfs's default folders (narrowed to 0700; need not be empty; tagged). */
 int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap);
 
 #endif

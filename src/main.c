@@ -74,6 +74,7 @@ static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
 /* Creates the cache folder (0700) and works out the absolute log path. */
 static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *why, size_t wcap)
 {
+	int own = !c->cache_dir; /* our folder below /dev/shm/colabfs-UID (0700, ours) */
 	int rc = c->cache_dir ? 0 : default_cache_dir(c, why, wcap);
 	if (rc)
 		return rc;
@@ -104,7 +105,7 @@ static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *
 		return -EINVAL;
 	}
 	/* absolute already (check_mountpoint): the GPU loader asks the mount for it */
-	return cfs_cachedir_prepare(c->cache_dir, 0, why, wcap);
+	return cfs_cachedir_prepare(c->cache_dir, own, why, wcap);
 }
 
 /* `colabfs mount` (not a server): every path made absolute once, what is

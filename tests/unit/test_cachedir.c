@@ -104,6 +104,10 @@ int main(void)
 	touch(at("base/x"));
 	CHECK_EQ(cfs_cachedir_prepare(at("base"), 1, why, sizeof(why)), 0);
 	CHECK_EQ(mode_of(at("base")), 0700);
+	CHECK(access(at("base/" CFS_CACHEDIR_TAG), F_OK) == 0);
+	/* but it must still be a real folder of ours */
+	CHECK_EQ(symlink(at("base"), at("baselink")), 0);
+	CHECK_EQ(cfs_cachedir_prepare(at("baselink"), 1, why, sizeof(why)), -ELOOP);
 
 	char cmd[128];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
