@@ -2,7 +2,8 @@
 """The memory-safe cache (issue 16): how fast a cache in RAM gives memory back under pressure,
 and what the memory watcher costs the read path.
 
-    /usr/bin/python3 bench/mem_bench.py [--give-mib 1024] [--reps 5] [--rand-seconds 3] [--keep]
+    /usr/bin/python3 bench/mem_bench.py [--give-mib 1024] [--reps 5] [--rand-seconds 3]
+                                        [--idle-seconds 20] [--keep]
 
 Rows:
   P1  time from "pressure" to 1 GiB of cache given back: a mount whose cache (on /dev/shm) holds
@@ -12,10 +13,13 @@ Rows:
       shows the bytes gone, and the kernel's own count of tmpfs memory given back (the drop of
       Shmem in /proc/meminfo; other processes move it too) is reported next to it.  Reference, same run: unlinking a tmpfs file of the same size (the kernel's own
       cost of freeing that much tmpfs).
-  R1  warm random 4 KiB reads (page cache dropped before each pass) over 256 MiB of cached files,
+  R1  warm random 4 KiB O_DIRECT reads (each one reaches the daemon) over 256 MiB of cached files,
       the watcher on (the real /proc/meminfo, no pressure) against the watcher off
       (--min-free-memory=0), runs alternating; reference: the same reads of the local tmpfs copy.
   R2  warm sequential reads of the same files, on against off.
+  W1  the server's CPU time (all threads, /proc/PID/task/*/schedstat) over --idle-seconds of an idle
+      mount, the watcher on against off: the watcher's own cost, which the noisy read rows cannot
+      resolve.
 
 The data is generated under /dev/shm/colabfs-membench-*; the Drive emulator serves it; every mount
 and the emulator are stopped and the folder deleted at exit, even on error or Ctrl-C (--keep keeps
@@ -24,6 +28,7 @@ the folder).  Needs root, /dev/fuse and about 3 x --give-mib of free /dev/shm.
 
 import argparse
 import json
+import mmap
 import os
 import random
 import signal
@@ -91,21 +96,48 @@ def drop(paths):
 
 
 def rand_reads(paths, seconds, seed):
-    """4 KiB preads at random offsets of random files for ``seconds``: reads per second."""
+    """4 KiB preads at random offsets of random files for ``seconds``: reads per second.  O_DIRECT
+    where the file system takes it (the mount: every read reaches the daemon, none is a page-cache
+    hit), buffered where it does not (tmpfs, the local reference)."""
     rnd = random.Random(seed)
-    fds = [os.open(p, os.O_RDONLY) for p in paths]
+    buf = mmap.mmap(-1, 4096)  # page-aligned, as O_DIRECT wants
+    try:
+        fds = [os.open(p, os.O_RDONLY | os.O_DIRECT) for p in paths]
+    except OSError:
+        fds = [os.open(p, os.O_RDONLY) for p in paths]
     size = os.fstat(fds[0]).st_size
     n = 0
     end = time.perf_counter() + seconds
     try:
         while time.perf_counter() < end:
             for _ in range(64):
-                os.pread(fds[rnd.randrange(len(fds))], 4096, rnd.randrange(size // 4096) * 4096)
+                os.preadv(fds[rnd.randrange(len(fds))], [buf], rnd.randrange(size // 4096) * 4096)
             n += 64
     finally:
         for fd in fds:
             os.close(fd)
+        buf.close()
     return n / seconds
+
+
+def cpu_ns(pid):
+    """Nanoseconds on CPU of every thread of pid (/proc/PID/task/*/schedstat)."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def idle_cpu_ms(m, seconds):
+    """The server's CPU milliseconds over ``seconds`` of an idle mount."""
+    pid = m.server_pid()
+    t0 = cpu_ns(pid)
+    time.sleep(seconds)
+    return (cpu_ns(pid) - t0) / 1e6
 
 
 def seq_rate(paths):
@@ -188,11 +220,13 @@ def read_rows(b, a, src_items, rows):
         read_all(p)  # cold, untimed
     rr = {k: [] for k in sides}
     sr = {k: [] for k in sides}
-    for rep in range(a.reps):
+    for rep in range(a.reps + 1):  # rep 0 warms up (first-hit crc checks, index pages): not counted
         for k in ("on", "off", "local") if rep % 2 == 0 else ("off", "on", "local"):
             drop(sides[k])
-            rr[k].append(rand_reads(sides[k], a.rand_seconds, rep))
-            sr[k].append(seq_rate(sides[k]))
+            r, q = rand_reads(sides[k], a.rand_seconds, rep), seq_rate(sides[k])
+            if rep:
+                rr[k].append(r)
+                sr[k].append(q)
     for key, name, d, unit in (("R1", "warm random 4 KiB reads/s", rr, 1),
                                ("R2", "warm sequential MiB/s", sr, MiB)):
         on_v, off_v, loc = (statistics.median(d[k]) / unit for k in ("on", "off", "local"))
@@ -201,6 +235,11 @@ def read_rows(b, a, src_items, rows):
                      "local tmpfs %.0f; on %.0f..%.0f, off %.0f..%.0f (run-to-run spread of off: "
                      "%.0f%%)" % (loc, min(d["on"]) / unit, max(d["on"]) / unit,
                                   min(d["off"]) / unit, max(d["off"]) / unit, 100 * spread)))
+    idle = {k: idle_cpu_ms(m, a.idle_seconds) for k, m in (("on", on), ("off", off))}
+    rows.append(("W1", "idle server CPU ms per %d s, watcher on vs off" % a.idle_seconds,
+                 idle["on"], idle["off"], "watcher off",
+                 "the watcher's own cost: %.3f%% of one CPU" % (
+                     100 * (idle["on"] - idle["off"]) / (1000 * a.idle_seconds))))
     for m in (on, off):
         m.umount()
 
@@ -210,6 +249,7 @@ def main(argv=None):
     ap.add_argument("--give-mib", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rand-seconds", type=float, default=3.0)
+    ap.add_argument("--idle-seconds", type=int, default=20)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
