@@ -333,9 +333,15 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 
 int cfs_drive_url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest)
 {
+	return cfs_drive_url_at(d, u, "/drive/v3/files", id, rest);
+}
+
+int cfs_drive_url_at(struct cfs_drive *d, struct cfs_buf *u, const char *path, const char *id,
+		     const char *rest)
+{
 	int rc = cfs_buf_append(u, d->api, strlen(d->api));
 	if (!rc)
-		rc = cfs_buf_append(u, "/drive/v3/files", 15);
+		rc = cfs_buf_append(u, path, strlen(path));
 	if (!rc && id) {
 		rc = cfs_buf_append(u, "/", 1);
 		if (!rc)

@@ -64,6 +64,9 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 		   resume_fn resume, void *ctx, int prio);
 /* Appends api_url + "/drive/v3/files[/ID]" + rest to u. */
 int cfs_drive_url_files(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *rest);
+/* The same below another path of the API ("/upload/drive/v3/files"). */
+int cfs_drive_url_at(struct cfs_drive *d, struct cfs_buf *u, const char *path, const char *id,
+		     const char *rest);
 int64_t cfs_drive_now_ms(void);
 /* The validator of a reply that is one file resource (into m). */
 struct cfs_drive_json_ctx {

@@ -50,16 +50,7 @@ static int call(struct cfs_drive *d, struct cfs_http_req *r, const char *what, v
 /* api + "/upload/drive/v3/files[/ID]?uploadType=TYPE&" Q_FIELDS */
 static int upload_url(struct cfs_drive *d, struct cfs_buf *u, const char *id, const char *type)
 {
-	int rc = cfs_buf_append(u, d->api, strlen(d->api));
-	if (!rc)
-		rc = cfs_buf_append(u, "/upload/drive/v3/files", 22);
-	if (!rc && id) {
-		rc = cfs_buf_append(u, "/", 1);
-		if (!rc)
-			rc = cfs_wire_urlencode(u, id);
-	}
-	if (!rc)
-		rc = cfs_buf_append(u, "?uploadType=", 12);
+	int rc = cfs_drive_url_at(d, u, "/upload/drive/v3/files", id, "?uploadType=");
 	if (!rc)
 		rc = cfs_buf_append(u, type, strlen(type));
 	if (!rc)

@@ -18,6 +18,7 @@ static void *watcher(void *arg)
 	struct cfs_vfs *v = arg;
 	struct cfs_vfs_mem *m = &v->mem;
 	int paused = 0, warned = 0;
+	uint64_t limit = 0; /* what the store was last told (0: none) */
 	pthread_mutex_lock(&m->lock);
 	while (!m->stop) {
 		struct cfs_mem_sample s;
@@ -40,7 +41,9 @@ static void *watcher(void *arg)
 					cfs_vfs_scan_rewind(v);
 				paused = a.pause;
 			}
-			cfs_store_set_limit(v->store, a.limit < st.budget ? a.limit : 0);
+			uint64_t want = a.limit < st.budget ? a.limit : 0;
+			if (want != limit)
+				cfs_store_set_limit(v->store, limit = want);
 			uint64_t bytes = 0, blocks = 0;
 			if (a.evict)
 				cfs_store_evict_to(v->store, a.limit, &bytes, &blocks);
