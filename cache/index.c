@@ -649,3 +649,28 @@ int cfs_index_next(struct cfs_index *ix, int table, const void *k, size_t kl, ui
 		*out = a.val;
 	return rc;
 }
+
+int cfs_index_scan_prefix(struct cfs_index *ix, int table, const void *p, size_t pl,
+			  cfs_index_row_fn fn, void *arg)
+{
+	MDB_txn *txn;
+	MDB_cursor *c = NULL;
+	uint64_t seen;
+	int rc, stop = 0;
+	if (check_kv(table, pl))
+		return -EINVAL;
+	if ((rc = ix_begin(ix, MDB_RDONLY, &txn, &seen)) != 0)
+		return rc;
+	rc = mdb_cursor_open(txn, ix->dbi[table], &c);
+	MDB_val k = { .mv_size = pl, .mv_data = (void *)p }, v;
+	for (rc = rc ? rc : mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); rc == 0 && !stop;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size < pl || memcmp(k.mv_data, p, pl) != 0)
+			break;
+		stop = fn(arg, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
+	}
+	if (c)
+		mdb_cursor_close(c);
+	ix_end(ix, txn);
+	return stop < 0 ? stop : rc == MDB_NOTFOUND || rc == 0 ? 0 : ix_err(rc);
+}

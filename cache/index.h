@@ -107,6 +107,12 @@ int cfs_index_del(struct cfs_index *ix, int table, const void *k, size_t kl);
 int cfs_index_del_prefix(struct cfs_index *ix, int table, const void *p, size_t pl,
 			 uint64_t *deleted);
 int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size_t n);
+/* Calls fn for every row of table whose key starts with p (1..511 bytes), in
+ * key order, in one read transaction (fn must not write to ix).  fn returns
+ * 0 to go on, 1 to stop, or a negative status, which is returned. */
+typedef int (*cfs_index_row_fn)(void *arg, const void *k, size_t kl, const void *v, size_t vl);
+int cfs_index_scan_prefix(struct cfs_index *ix, int table, const void *p, size_t pl,
+			  cfs_index_row_fn fn, void *arg);
 /* Counter row (8 bytes little-endian) in table: absent -> start, else +1;
  * stored and synced before returning the new value in *out. */
 int cfs_index_next(struct cfs_index *ix, int table, const void *k, size_t kl, uint64_t start,

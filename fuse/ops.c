@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctlname.h"
@@ -88,6 +90,23 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_read = CFS_MAX_READ; /* must match the max_read mount option */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* content changes only with the revision */
 	conn->max_readahead = CFS_MAX_READ; /* libfuse caps it at what the kernel offers */
+	conn->max_write = 128 * 1024;        /* what the request log records whole */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (fs->se && cfs_vfs_writable(fs->vfs) && cfs_vfs_start_uploads(fs->vfs))
+		CFS_WARN("cannot start the uploaders");
+}
+
+static void reply_entry(fuse_req_t req, struct cfs_fs *fs, const struct cfs_vfs_attr *a)
+{
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = a->ino;
+	e.generation = 1;
+	e.attr_timeout = attr_ttl(fs, a);
+	e.entry_timeout = entry_ttl(fs, a);
+	to_stat(fs, a, &e.attr);
+	fuse_reply_entry(req, &e);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -99,14 +118,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_status(req, rc);
 		return;
 	}
-	struct fuse_entry_param e;
-	memset(&e, 0, sizeof(e));
-	e.ino = a.ino;
-	e.generation = 1;
-	e.attr_timeout = attr_ttl(fs, &a);
-	e.entry_timeout = entry_ttl(fs, &a);
-	to_stat(fs, &a, &e.attr);
-	fuse_reply_entry(req, &e);
+	reply_entry(req, fs, &a);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -138,14 +150,128 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_attr(req, &st, attr_ttl(fs, &a));
 }
 
+/* The request being served, for the core's once-only record of
+ * state-changing requests (0 where no server journal exists). */
+static uint64_t req_unique(void)
+{
+	return 0; /* until the server's request number is exposed (serve_io.h) */
+}
+
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	struct cfs_fs *fs = fs_of(req);
+	struct cfs_vfs_setattr s = { 0 };
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		s.set_size = 1;
+		s.size = attr->st_size;
+	}
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		const struct timespec *t = to_set & FUSE_SET_ATTR_MTIME_NOW ? &now : &attr->st_mtim;
+		s.set_mtime = 1;
+		s.mtime_ns = (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+	}
+	/* modes, owners, atime: accepted, unchanged (Drive has no POSIX modes) */
+	struct cfs_vfs_attr a;
+	int rc = cfs_vfs_setattr(fs->vfs, ino, fi ? fi->fh : 0, &s, &a);
+	if (rc) {
+		reply_status(req, rc);
+		return;
+	}
+	struct stat st;
+	to_stat(fs, &a, &st);
+	fuse_reply_attr(req, &st, attr_ttl(fs, &a));
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)mode;
+	struct cfs_fs *fs = fs_of(req);
+	struct cfs_vfs_attr a;
+	int rc = cfs_vfs_mkdir(fs->vfs, req_unique(), parent, name, &a);
+	if (rc)
+		reply_status(req, rc);
+	else
+		reply_entry(req, fs, &a);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	reply_status(req, cfs_vfs_unlink(fs_of(req)->vfs, req_unique(), parent, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	reply_status(req, cfs_vfs_rmdir(fs_of(req)->vfs, req_unique(), parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	unsigned f = (flags & RENAME_NOREPLACE ? CFS_VFS_RENAME_NOREPLACE : 0) |
+		     (flags & RENAME_EXCHANGE ? CFS_VFS_RENAME_EXCHANGE : 0);
+	reply_status(req, cfs_vfs_rename(fs_of(req)->vfs, req_unique(), parent, name, newparent,
+					 newname, f));
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	(void)mode;
+	struct cfs_fs *fs = fs_of(req);
+	struct cfs_vfs_attr a;
+	uint64_t fh;
+	int rc = cfs_vfs_create(fs->vfs, req_unique(), parent, name, fi->flags,
+				(uint32_t)fuse_req_ctx(req)->pid, &a, &fh);
+	if (rc) {
+		reply_status(req, rc);
+		return;
+	}
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = a.ino;
+	e.generation = 1;
+	e.attr_timeout = attr_ttl(fs, &a);
+	e.entry_timeout = entry_ttl(fs, &a);
+	to_stat(fs, &a, &e.attr);
+	fi->fh = fh;
+	fi->keep_cache = 0;
+	fi->direct_io = 0;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		cfs_vfs_release(fs->vfs, a.ino, fh);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	size_t n = 0;
+	int rc = cfs_vfs_write(fs_of(req)->vfs, ino, fi->fh, off, buf, size, &n);
+	if (rc)
+		reply_status(req, rc);
+	else
+		fuse_reply_write(req, n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	reply_status(req, cfs_vfs_flush(fs_of(req)->vfs, ino, fi->fh));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)datasync;
+	reply_status(req, cfs_vfs_fsync(fs_of(req)->vfs, ino, fi->fh));
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
 	(void)ino;
-	(void)attr;
-	(void)to_set;
+	(void)datasync;
 	(void)fi;
-	fuse_reply_err(req, EROFS);
+	fuse_reply_err(req, 0); /* folder changes are in Drive when their call returns */
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -404,7 +530,6 @@ const struct fuse_lowlevel_ops cfs_ops = {
 	.forget = op_forget,
 	.forget_multi = op_forget_multi,
 	.getattr = op_getattr,
-	.setattr = op_setattr,
 	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
@@ -413,6 +538,16 @@ const struct fuse_lowlevel_ops cfs_ops = {
 	.read = op_read,
 	.release = op_release,
 	.statfs = op_statfs,
+	.setattr = op_setattr,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.create = op_create,
+	.write = op_write,
+	.flush = op_flush,
+	.fsync = op_fsync,
+	.fsyncdir = op_fsyncdir,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 };

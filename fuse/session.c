@@ -80,8 +80,8 @@ static void *watch_exit(void *arg)
 struct fuse_session *cfs_session_fuse_new(const char *fuse_opts, int debug, void *fs)
 {
 	char opts[4096];
-	/* read-only: the kernel answers EROFS to every write for us */
-	int n = snprintf(opts, sizeof(opts), "ro,fsname=colabfs,subtype=colabfs,max_read=%d%s%s",
+	/* --read-only puts "ro" in fuse_opts: the kernel answers EROFS then */
+	int n = snprintf(opts, sizeof(opts), "fsname=colabfs,subtype=colabfs,max_read=%d%s%s",
 			 CFS_MAX_READ, fuse_opts ? "," : "", fuse_opts ? fuse_opts : "");
 	if (n < 0 || (size_t)n >= sizeof(opts))
 		return NULL;

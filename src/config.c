@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /* config: option table and parser (see config.h). */
 #include "config.h"
 
@@ -98,11 +99,26 @@ static const struct opt opts[] = {
 	  "group every file and folder shows (default: the mounting user's group)", 0,
 	  4294967294L },
 	{ "file-mode", 0, T_MODE, O(file_mode), "MODE",
-	  "permission bits of files, octal (default 0444)" },
+	  "permission bits of files, octal (default 0644; 0444 with --read-only)" },
 	{ "dir-mode", 0, T_MODE, O(dir_mode), "MODE",
-	  "permission bits of folders, octal (default 0555)" },
+	  "permission bits of folders, octal (default 0755; 0555 with --read-only)" },
 	{ "umask", 0, T_MODE, O(umask_bits), "MASK",
 	  "bits cleared from --file-mode and --dir-mode, octal (default 0)" },
+	/* writes */
+	{ "read-only", 0, T_FLAG, O(read_only), NULL,
+	  "no writes: the mount is read-only (EROFS), as before writes existed" },
+	{ "delete-permanently", 0, T_FLAG, O(delete_permanently), NULL,
+	  "unlink and rmdir delete in Drive instead of moving to the trash" },
+	{ "write-back-delay", 0, T_LONG, O(write_back_delay_s), "SECONDS",
+	  "how long after the last close a file waits before its upload starts (default 5)", 0,
+	  86400 },
+	{ "staging-dir", 0, T_STR, O(staging_dir), "DIR",
+	  "where written bytes wait for their upload, on disk (default: CACHE-DIR/staging on "
+	  "disk, else /var/tmp/colabfs-UID/staging/NAME)" },
+	{ "create-rate", 0, T_LONG, O(create_rate), "N",
+	  "files created in Drive per second (default 2); creations queue, never fail", 1, 1000 },
+	{ "upload-threads", 0, T_LONG, O(upload_threads), "N",
+	  "files uploaded in parallel (default 4)", 1, 16 },
 	/* mountpoint checks, start-up and the log */
 	{ "force", 0, T_FLAG, O(force), NULL,
 	  "detach a dead mount (its daemon gone) found at the mountpoint, then mount" },
@@ -415,8 +431,11 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	c->crash_loop_limit = 3;
 	c->min_free_memory = CFS_CONFIG_AUTO;
 	c->uid = c->gid = -1;
-	c->file_mode = 0444;
-	c->dir_mode = 0555;
+	c->file_mode = -1; /* 0644 / 0755, or 0444 / 0555 --read-only */
+	c->dir_mode = -1;
+	c->write_back_delay_s = 5;
+	c->create_rate = 2;
+	c->upload_threads = 4;
 	c->start_timeout_s = 60;
 	c->log_max = 16u << 20;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
@@ -480,6 +499,17 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	}
 	if (!rc && c->debug)
 		c->foreground = 1;
+	if (!rc && c->read_only) {
+		char *o = NULL;
+		if (asprintf(&o, "ro%s%s", c->fuse_opts ? "," : "", c->fuse_opts ? c->fuse_opts : "") < 0)
+			rc = -ENOMEM;
+		free(c->fuse_opts);
+		c->fuse_opts = o;
+	}
+	if (c->file_mode < 0)
+		c->file_mode = c->read_only ? 0444 : 0644;
+	if (c->dir_mode < 0)
+		c->dir_mode = c->read_only ? 0555 : 0755;
 	if (!rc)
 		rc = validate(c, why, wcap);
 	if (rc == -ENOMEM)
@@ -492,7 +522,7 @@ void cfs_config_cleanup(struct cfs_config *c)
 	char **s[] = { &c->mountpoint, &c->root_id, &c->api_url, &c->token_url,
 		       &c->ca_file, &c->credentials, &c->cache_dir, &c->log_file,
 		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url,
-		       &c->recovery, &c->drive_id, &c->scope };
+		       &c->recovery, &c->drive_id, &c->scope, &c->staging_dir };
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);
 		*s[i] = NULL;

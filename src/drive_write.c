@@ -531,6 +531,41 @@ static int upload_small(struct cfs_drive *d, const struct cfs_drive_upload *u,
 	return rc;
 }
 
+/* Takes up the session u->resume_uri: asks Drive what it holds and hashes
+ * those bytes again (the md5 covers the whole file).  A session Drive forgot
+ * (404) leaves *uri NULL: the caller starts a new one.  0 or an error. */
+static int resume(struct cfs_drive *d, const struct cfs_drive_upload *u, char *buf, size_t chunk,
+		  struct cfs_digest *g, char **uri, int64_t *confirmed, struct cfs_file_meta *out)
+{
+	int64_t conf = 0;
+	if (!(*uri = strdup(u->resume_uri)))
+		return -ENOMEM;
+	int rc = cfs_drive_upload_status(d, *uri, u->total, &conf, out);
+	if (rc == -ENOENT || (!rc && (conf < 0 || conf > u->total))) {
+		CFS_INFO("upload %s: the earlier session is gone; starting over",
+			 u->id ? u->id : u->meta && u->meta->id ? u->meta->id : "");
+		explicit_bzero(*uri, strlen(*uri));
+		free(*uri);
+		*uri = NULL;
+		cfs_file_meta_cleanup(out);
+		memset(out, 0, sizeof(*out));
+		return 0;
+	}
+	for (int64_t at = 0; !rc && at < conf;) {
+		size_t n = conf - at < (int64_t)chunk ? (size_t)(conf - at) : chunk;
+		rc = u->read(u->arg, at, buf, n);
+		if (!rc)
+			rc = cfs_digest_update(g, buf, n);
+		at += (int64_t)n;
+	}
+	if (!rc) {
+		*confirmed = conf;
+		CFS_INFO("upload %s: resuming at %" PRId64 " of %" PRId64 " bytes",
+			 u->id ? u->id : u->meta && u->meta->id ? u->meta->id : "", conf, u->total);
+	}
+	return rc;
+}
+
 int cfs_drive_upload_all(struct cfs_drive *d, const struct cfs_drive_upload *u,
 			 struct cfs_file_meta *out)
 {
@@ -551,8 +586,14 @@ int cfs_drive_upload_all(struct cfs_drive *d, const struct cfs_drive_upload *u,
 	int restarts = 0;
 	int64_t progress_ms = cfs_drive_now_ms();
 	long budget = __atomic_load_n(&d->io_timeout_ms, __ATOMIC_RELAXED);
-	if (!rc)
+	if (!rc && u->resume_uri && u->resume_uri[0])
+		rc = resume(d, u, buf, chunk, g, &uri, &confirmed, out);
+	hashed = confirmed;
+	if (!rc && !uri) {
 		rc = cfs_drive_upload_start(d, u->meta, u->id, total, &uri);
+		if (!rc && u->progress)
+			u->progress(u->arg, uri, 0);
+	}
 	while (!rc && !out->id[0]) {
 		int64_t conf;
 		size_t n = total - confirmed < (int64_t)chunk ? (size_t)(total - confirmed) : chunk;
@@ -579,6 +620,8 @@ int cfs_drive_upload_all(struct cfs_drive *d, const struct cfs_drive_upload *u,
 			uri = NULL;
 			confirmed = 0;
 			rc = cfs_drive_upload_start(d, u->meta, u->id, total, &uri);
+			if (!rc && u->progress)
+				u->progress(u->arg, uri, 0);
 			continue;
 		}
 		if (rc)
@@ -590,6 +633,8 @@ int cfs_drive_upload_all(struct cfs_drive *d, const struct cfs_drive_upload *u,
 		if (conf > confirmed) {
 			COUNT(d, upload_bytes, conf - confirmed);
 			progress_ms = cfs_drive_now_ms();
+			if (u->progress && !out->id[0])
+				u->progress(u->arg, uri, conf);
 		} else if (cfs_drive_now_ms() - progress_ms > budget) {
 			CFS_ERROR("upload: no byte confirmed for %ld ms, giving up", budget);
 			rc = CFS_E_NET;

@@ -94,6 +94,14 @@ struct cfs_drive_upload {
 	int64_t multipart_max; /* 0: CFS_DRIVE_MULTIPART_MAX; < 0: always resumable */
 	cfs_drive_read_fn read;
 	void *arg;
+	/* Resumable uploads only.  resume_uri (NULL or ""): a session started
+	 * earlier (by a process that died, say) to go on with from what Drive
+	 * says it holds; a session Drive forgot starts over.  progress (may be
+	 * NULL) is called with the session URI and the offset Drive confirmed,
+	 * after the start and each time it grows (not at the end), so the
+	 * caller can keep them where a later process finds them. */
+	const char *resume_uri;
+	void (*progress)(void *arg, const char *uri, int64_t confirmed);
 };
 
 /* A whole upload, verified: multipart up to multipart_max bytes, else

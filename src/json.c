@@ -131,6 +131,8 @@ static int file_from_obj(json_t *o, struct cfs_file_meta *m)
 	m->size = -1;
 	m->version = -1;
 	m->can_download = 1;
+	m->can_edit = 1;
+	m->can_add_children = 1;
 	if (!json_is_object(o))
 		return CFS_E_PROTO;
 	json_t *name = json_object_get(o, "name");
@@ -173,6 +175,10 @@ static int file_from_obj(json_t *o, struct cfs_file_meta *m)
 	if (!rc && caps)
 		rc = json_is_object(caps) ? get_bool(caps, "canDownload", &m->can_download, 1)
 					  : CFS_E_PROTO;
+	if (!rc && caps)
+		rc = get_bool(caps, "canEdit", &m->can_edit, 1);
+	if (!rc && caps)
+		rc = get_bool(caps, "canAddChildren", &m->can_add_children, 1);
 	json_t *sc = json_object_get(o, "shortcutDetails");
 	if (!rc && sc) {
 		if (!json_is_object(sc))

@@ -28,6 +28,8 @@ struct cfs_file_meta {
 	char drive_id[CFS_ID_MAX]; /* driveId: the shared drive it is in, or "" */
 	int trashed;
 	int can_download;        /* capabilities/canDownload, default 1 */
+	int can_edit;            /* capabilities/canEdit, default 1 */
+	int can_add_children;    /* capabilities/canAddChildren (folders), default 1 */
 	char target_id[CFS_ID_MAX];   /* shortcutDetails */
 	char target_mime[128];
 };
@@ -39,7 +41,8 @@ struct cfs_file_meta {
 /* The fields= selection matching what these parsers read. */
 #define CFS_JSON_FILE_FIELDS                                                     \
 	"id,name,mimeType,size,md5Checksum,sha256Checksum,headRevisionId,version," \
-	"modifiedTime,createdTime,parents,trashed,capabilities/canDownload,shortcutDetails," \
+	"modifiedTime,createdTime,parents,trashed,capabilities/canDownload," \
+	"capabilities/canEdit,capabilities/canAddChildren,shortcutDetails," \
 	"driveId"
 
 void cfs_file_meta_cleanup(struct cfs_file_meta *m);

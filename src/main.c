@@ -31,7 +31,9 @@
 #include "http.h"
 #include "log.h"
 #include "memory.h"
+#include "journal.h"
 #include "mnt.h"
+#include "stage.h"
 #include "names.h"
 #include "nsdb.h"
 #include "session.h"
@@ -71,6 +73,39 @@ static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
 	return 0;
 }
 
+/* The staging folder of a writable mount: --staging-dir, else CACHE-DIR/
+ * staging when the cache is on disk, else one on disk below
+ * /var/tmp/colabfs-UID named after the cache folder (checkpoints must not
+ * take RAM), so a remount with the same cache folder finds its journal. */
+static int prepare_staging(struct cfs_config *c, char *why, size_t wcap)
+{
+	if (c->read_only)
+		return 0;
+	int own = !c->staging_dir;
+	if (own) {
+		char base[64], *dir;
+		const char *name = strrchr(c->cache_dir, '/');
+		name = name && name[1] ? name + 1 : "default";
+		snprintf(base, sizeof(base), "/var/tmp/colabfs-%u", (unsigned)getuid());
+		int in_ram = cfs_mem_dir_in_ram(c->cache_dir) == 1;
+		if (in_ram) {
+			int rc = cfs_cachedir_prepare(base, 1, why, wcap);
+			if (rc)
+				return rc;
+		}
+		if ((in_ram ? asprintf(&dir, "%s/staging-%s", base, name)
+			    : asprintf(&dir, "%s/staging", c->cache_dir)) < 0)
+			return -ENOMEM;
+		c->staging_dir = dir;
+	}
+	if (cfs_mnt_under(c->mountpoint, c->staging_dir)) {
+		snprintf(why, wcap, "the staging folder %.200s is inside the mountpoint %.200s: it "
+			 "must live outside the mount (--staging-dir)", c->staging_dir, c->mountpoint);
+		return -EINVAL;
+	}
+	return cfs_cachedir_prepare(c->staging_dir, own, why, wcap);
+}
+
 /* Creates the cache folder (0700) and works out the absolute log path. */
 static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *why, size_t wcap)
 {
@@ -105,7 +140,8 @@ static int prepare_dirs(struct cfs_config *c, char *log_path, size_t cap, char *
 		return -EINVAL;
 	}
 	/* absolute already (check_mountpoint): the GPU loader asks the mount for it */
-	return cfs_cachedir_prepare(c->cache_dir, own, why, wcap);
+	rc = cfs_cachedir_prepare(c->cache_dir, own, why, wcap);
+	return rc ? rc : prepare_staging(c, why, wcap);
 }
 
 /* `colabfs mount` (not a server): every path made absolute once, what is
@@ -115,7 +151,7 @@ static int check_mountpoint(struct cfs_config *c)
 {
 	char why[1024];
 	char **paths[] = { &c->mountpoint, &c->cache_dir, &c->log_file, &c->credentials,
-			   &c->ca_file };
+			   &c->ca_file, &c->staging_dir };
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		int rc = cfs_mnt_abs_dup(paths[i]);
 		if (rc) {
@@ -146,6 +182,8 @@ struct mount {
 	int fresh;          /* a new mount, not a server restarted under a live one */
 	struct cfs_fhtab *fhtab; /* supervised: handle rows in the supervisor's memfd */
 	int no_fh_rows;     /* --recovery=off: this process is the mount, no rows */
+	struct cfs_journal *journal; /* writable mounts: the write journal and */
+	struct cfs_stage *stage;     /* the staging folder */
 	char why[512];
 	char ram_note[512]; /* a cache in RAM: its budget rule, for the mount's terminal */
 	int ram_warn;       /* ram_note is a warning */
@@ -229,6 +267,10 @@ static int open_core(struct mount *m)
 		.whole_drive = c->drive_id || c->shared_with_me,
 		.fhtab = m->fhtab,
 		.no_fh_rows = m->no_fh_rows,
+		.delete_permanently = (int)c->delete_permanently,
+		.write_back_ms = c->write_back_delay_s * 1000,
+		.upload_threads = (int)c->upload_threads,
+		.fresh_mount = m->fresh,
 	};
 	cfs_export_parse(c->export_formats, &vo.exports, m->why, sizeof(m->why));
 	int rc = cfs_store_open(&sto, &m->store);
@@ -238,6 +280,18 @@ static int open_core(struct mount *m)
 					"own --cache-dir)"
 				      : cfs_strerror(rc));
 		return rc;
+	}
+	if (!c->read_only) {
+		rc = cfs_journal_open(c->staging_dir, &m->journal);
+		if (!rc)
+			rc = cfs_stage_open(c->staging_dir, &m->stage);
+		if (rc) {
+			snprintf(m->why, sizeof(m->why), "cannot open the write journal in %s: %s",
+				 c->staging_dir, cfs_strerror(rc));
+			return rc;
+		}
+		vo.journal = m->journal;
+		vo.stage = m->stage;
 	}
 	ram_budget(m, &vo.mem_floor);
 	vo.mem_hold_ms = test_hold_ms();
@@ -269,8 +323,12 @@ static void close_core(struct mount *m)
 {
 	cfs_vfs_free(m->vfs);
 	cfs_store_close(m->store);
+	cfs_journal_close(m->journal);
+	cfs_stage_close(m->stage);
 	m->vfs = NULL;
 	m->store = NULL;
+	m->journal = NULL;
+	m->stage = NULL;
 }
 
 static int reopen_core(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *st)
@@ -309,7 +367,8 @@ static int build_core(struct mount *m)
 				       .api_burst = (double)c->api_burst, .drive_id = c->drive_id,
 				       .root_id = c->root_id,
 				       .shared_with_me = (int)c->shared_with_me,
-				       .hedge_percent = c->hedge_budget ? (int)c->hedge_budget : -1 };
+				       .hedge_percent = c->hedge_budget ? (int)c->hedge_budget : -1,
+				       .create_rate = (double)c->create_rate };
 	int rc = cfs_http_new(&ho, &m->http);
 	if (rc)
 		snprintf(m->why, sizeof(m->why), "cannot start the HTTP client: %s", cfs_strerror(rc));

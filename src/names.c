@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 uint64_t cfs_names_fnv1a(const char *s)
 {
@@ -176,4 +177,18 @@ int cfs_names_assign(struct cfs_names_entry *e, size_t n)
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+int cfs_names_conflict(const char *name, int64_t wall_s, char *out, size_t cap)
+{
+	time_t t = (time_t)wall_s;
+	struct tm tm;
+	char stamp[32];
+	if (!gmtime_r(&t, &tm) || !strftime(stamp, sizeof(stamp), "%Y-%m-%d %H%M%S", &tm))
+		return -EINVAL;
+	const char *dot = strrchr(name, '.');
+	if (!dot || dot == name)
+		dot = name + strlen(name);
+	int n = snprintf(out, cap, "%.*s (conflict %s)%s", (int)(dot - name), name, stamp, dot);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }

@@ -46,4 +46,9 @@ struct cfs_names_entry {
  * is set).  Entry order is not changed. */
 int cfs_names_assign(struct cfs_names_entry *e, size_t n);
 
+/* The name a conflicting upload of name gets (UTC time wall_s):
+ * "stem (conflict YYYY-MM-DD HHMMSS).ext", the extension being what follows
+ * the last dot (none for a dotfile's only dot).  0 or -ENAMETOOLONG. */
+int cfs_names_conflict(const char *name, int64_t wall_s, char *out, size_t cap);
+
 #endif

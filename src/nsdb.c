@@ -10,6 +10,7 @@
 #include "err.h"
 #include "fhtab.h"
 #include "le.h"
+#include "rowio.h"
 #include "log.h"
 #include "store.h"
 
@@ -307,16 +308,6 @@ int cfs_nsdb_fh_clear(struct cfs_store *s, uint64_t *deleted)
 	return cfs_store_meta_del_prefix(s, "meta", FH_PREFIX, sizeof(FH_PREFIX) - 1, deleted);
 }
 
-static int put_str(struct cfs_buf *b, const char *s, size_t cap)
-{
-	size_t l = strnlen(s, cap);
-	if (l >= cap)
-		return -EINVAL;
-	unsigned char h[2] = { (unsigned char)l, (unsigned char)(l >> 8) };
-	int rc = cfs_buf_append(b, h, 2);
-	return rc ? rc : cfs_buf_append(b, s, l);
-}
-
 int cfs_nsdb_fh_keep(struct cfs_nsdb *n, enum cfs_nsdb_fh_where where, struct cfs_fhtab *t)
 {
 	if (where == CFS_NSDB_FH_SHARED && !t)
@@ -339,13 +330,13 @@ static int fh_encode(const struct cfs_nsdb_fh *r, struct cfs_buf *b)
 	cfs_le_put(head + 12, (uint64_t)r->size, 8);
 	int rc = cfs_buf_append(b, head, sizeof(head));
 	if (!rc)
-		rc = put_str(b, r->key, sizeof(r->key));
+		rc = cfs_row_put_str(b, r->key, sizeof(r->key));
 	if (!rc)
-		rc = put_str(b, r->id, sizeof(r->id));
+		rc = cfs_row_put_str(b, r->id, sizeof(r->id));
 	if (!rc)
-		rc = put_str(b, r->rev, sizeof(r->rev));
+		rc = cfs_row_put_str(b, r->rev, sizeof(r->rev));
 	if (!rc)
-		rc = put_str(b, r->export_mime, sizeof(r->export_mime));
+		rc = cfs_row_put_str(b, r->export_mime, sizeof(r->export_mime));
 	return rc;
 }
 
@@ -374,21 +365,6 @@ out:
 	return rc;
 }
 
-/* Copies the next length-prefixed string of the row into out (cap bytes). */
-static int get_str(const unsigned char **p, const unsigned char *end, char *out, size_t cap)
-{
-	if (end - *p < 2)
-		return CFS_E_PROTO;
-	size_t l = (size_t)(*p)[0] | (size_t)(*p)[1] << 8;
-	*p += 2;
-	if (l >= cap || (size_t)(end - *p) < l || memchr(*p, 0, l))
-		return CFS_E_PROTO;
-	memcpy(out, *p, l);
-	out[l] = '\0';
-	*p += l;
-	return 0;
-}
-
 /* Decodes a row; CFS_E_PROTO for a damaged one. */
 static int fh_decode(const void *v, size_t vl, struct cfs_nsdb_fh *r)
 {
@@ -398,13 +374,13 @@ static int fh_decode(const void *v, size_t vl, struct cfs_nsdb_fh *r)
 	r->ino = cfs_le_get(p + 4, 8);
 	r->size = (int64_t)cfs_le_get(p + 12, 8);
 	p += 20;
-	int rc = get_str(&p, end, r->key, sizeof(r->key));
+	int rc = cfs_row_get_str(&p, end, r->key, sizeof(r->key));
 	if (!rc)
-		rc = get_str(&p, end, r->id, sizeof(r->id));
+		rc = cfs_row_get_str(&p, end, r->id, sizeof(r->id));
 	if (!rc)
-		rc = get_str(&p, end, r->rev, sizeof(r->rev));
+		rc = cfs_row_get_str(&p, end, r->rev, sizeof(r->rev));
 	if (!rc)
-		rc = get_str(&p, end, r->export_mime, sizeof(r->export_mime));
+		rc = cfs_row_get_str(&p, end, r->export_mime, sizeof(r->export_mime));
 	if (!rc && p != end)
 		rc = CFS_E_PROTO;
 	return rc;

@@ -67,6 +67,21 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	v->exports = o->exports;
 	pthread_mutex_init(&v->poll_lock, NULL);
 	pthread_cond_init(&v->poll_cond, NULL);
+	pthread_mutex_init(&v->w.lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&v->w.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	v->w.ready = 1;
+	v->w.journal = o->journal;
+	v->w.stage = o->stage;
+	v->w.enabled = o->journal && o->stage;
+	v->w.delete_permanently = o->delete_permanently;
+	v->w.delay_ms = o->write_back_ms >= 0 ? o->write_back_ms : 5000;
+	v->w.nthreads = o->upload_threads > 0 ? o->upload_threads : 4;
+	if (v->w.nthreads > CFS_VFS_MAX_UPLOADERS)
+		v->w.nthreads = CFS_VFS_MAX_UPLOADERS;
 	int rc = cfs_inode_new(&v->tab);
 	if (!rc)
 		rc = cfs_handles_new(&v->handles);
@@ -110,6 +125,8 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 		}
 	}
 	cfs_file_meta_cleanup(&m);
+	if (!rc && v->w.enabled)
+		rc = cfs_vfs_w_resume(v, o->fresh_mount);
 	if (rc) {
 		cfs_vfs_free(v);
 		return rc;
@@ -132,7 +149,9 @@ void cfs_vfs_free(struct cfs_vfs *v)
 	pthread_mutex_destroy(&v->poll_lock);
 	pthread_cond_destroy(&v->poll_cond);
 	cfs_vfs_memwatch_stop(v);
+	cfs_vfs_w_stop(v);
 	cfs_handles_free(v->handles, cfs_vfs_drop_handle, v); /* open at unmount: never released */
+	cfs_vfs_w_cleanup(v);
 	if (v->scan_ready) /* after the handles: freeing one tells the scan */
 		cfs_vfs_scan_cleanup(v);
 	cfs_reader_free(v->reader);
@@ -160,6 +179,8 @@ int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st)
 	cfs_inode_lock(v->tab);
 	st->f_files = cfs_inode_count(v->tab);
 	cfs_inode_unlock(v->tab);
+	if (cfs_vfs_writable(v))
+		cfs_vfs_w_statfs(v, st);
 	return 0;
 }
 

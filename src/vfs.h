@@ -53,6 +53,17 @@ struct cfs_vfs_opts {
 	 * back (0: the default). */
 	uint64_t mem_floor;
 	int64_t mem_hold_ms;
+	/* Writes (vfs_write.c): with journal and stage set the mount is
+	 * writable; delete_permanently: unlink deletes instead of trashing;
+	 * write_back_ms: how long after the last close an upload waits;
+	 * upload_threads: files uploaded at once; fresh_mount: a new mount
+	 * (not a server restarted under a live one): old done rows go. */
+	struct cfs_journal *journal;
+	struct cfs_stage *stage;
+	int delete_permanently;
+	long write_back_ms;
+	int upload_threads;
+	int fresh_mount;
 };
 
 struct cfs_vfs_attr {
@@ -90,7 +101,8 @@ int cfs_vfs_readdir(struct cfs_vfs *v, uint64_t ino, uint64_t fh, off_t off,
 /* An unknown fh is fine (nothing to do). */
 void cfs_vfs_releasedir(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
-/* Opens read-only (-EROFS for write access, -EISDIR for folders); pid is
+/* Opens (-EROFS for write access on a read-only mount, -EISDIR for folders;
+ * O_TRUNC empties the file; a file opened for writing is staged); pid is
  * the opening process (for the dataset read-ahead; 0 if unknown).  *fh: the
  * handle number (never 0); what it reads (content id, revision, size) is
  * stored where cfs_vfs_opts says before this returns.
@@ -105,6 +117,55 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 void cfs_vfs_release(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
+
+/* ---- writes (vfs_write.c, vfs_upload.c) -------------------------------------
+ * Every call that changes the namespace takes the kernel's request number
+ * (unique; 0: unknown): a request served again after a server death gets
+ * the answer the first service gave (journal.h done rows), not a second
+ * effect.  All return -EROFS on a read-only mount. */
+int cfs_vfs_writable(const struct cfs_vfs *v);
+/* A new file (O_EXCL: -EEXIST when name exists; else an existing file is
+ * opened, O_TRUNC honoured).  *a and *fh as lookup and open give them. */
+int cfs_vfs_create(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		   int flags, uint32_t pid, struct cfs_vfs_attr *a, uint64_t *fh);
+int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		  struct cfs_vfs_attr *a);
+int cfs_vfs_unlink(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name);
+int cfs_vfs_rmdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name);
+#define CFS_VFS_RENAME_NOREPLACE 1
+#define CFS_VFS_RENAME_EXCHANGE 2
+int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		   uint64_t newparent, const char *newname, unsigned flags);
+struct cfs_vfs_setattr {
+	int set_size, set_mtime;
+	int64_t size, mtime_ns;
+};
+/* Size and modification time; anything else (modes, owners) is accepted and
+ * changes nothing (Drive has no POSIX modes).  fh: 0 or an open handle. */
+int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
+		    const struct cfs_vfs_setattr *s, struct cfs_vfs_attr *a);
+/* Writes to the staged file (no network); -ENOSPC when the staging disk is
+ * full; -EBADF for a handle not opened for writing. */
+int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, const char *buf,
+		  size_t len, size_t *written);
+/* close(2): the staged bytes synced and journaled before it returns, so they
+ * reach Drive whatever happens to this process; -ENOSPC while Drive's storage
+ * is full (the bytes are kept). */
+int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
+/* fsync(2): flush, then wait until the upload is durable in Drive; its error. */
+int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
+/* Starts the uploaders (serving processes, after daemonizing). */
+int cfs_vfs_start_uploads(struct cfs_vfs *v);
+/* `colabfs sync`: uploads at or below ino start now; their state as the JSON
+ * the man page gives (files, bytes, bytes_left, uploading, waiting, failed). */
+struct cfs_buf;
+int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out);
+struct cfs_vfs_write_stats {
+	uint64_t pending, in_flight, pending_bytes, bytes_left, failed;
+	uint64_t done, bytes, retries, conflicts, writes_bytes, staging_bytes;
+	int64_t last_error;
+};
+void cfs_vfs_write_stats(struct cfs_vfs *v, struct cfs_vfs_write_stats *out);
 
 /* Starts the memory-pressure watcher (vfs_mem.c) when cfs_vfs_opts asked for
  * one: a thread that samples memory every CFS_MEMWATCH_TICK_MS, pauses the

@@ -20,9 +20,9 @@
 #include "err.h"
 #include "log.h"
 #include "nsdb.h"
+#include "stage.h"
 #include "store.h"
 
-static void put_file(struct cfs_vfs *v, struct cfs_vfs_file *f);
 
 /* A file a read found changed in Drive: its metadata again, before the
  * next open uses it (lock not held). */
@@ -86,12 +86,31 @@ static int file_start(struct cfs_vfs *v, struct cfs_vfs_file *f, const char *exp
 	return 0;
 }
 
+/* A file with staged content is read (and written) there: writers always,
+ * readers while it has some.  Takes a count of the staged file in f->w. */
+static int staged_start(struct cfs_vfs *v, struct cfs_vfs_file *f, int writer, int trunc)
+{
+	if (!cfs_vfs_writable(v))
+		return 0;
+	int rc = cfs_vfs_w_attach(v, f->ino, writer, trunc, &f->w);
+	f->writer = writer && !rc;
+	return rc == -ENOENT && !writer && !trunc ? 0 : rc;
+}
+
+/* Staged handles are stored as "w:" keys; rev says "w" for a writer. */
+#define STAGED_KEY "w:"
+
 /* The stored form of what f is pinned to. */
 static void file_row(const struct cfs_vfs_file *f, const char *export_mime,
 		     struct cfs_nsdb_fh *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->ino = f->ino;
+	if (f->w) {
+		snprintf(r->key, sizeof(r->key), STAGED_KEY "%s", f->b.id);
+		snprintf(r->rev, sizeof(r->rev), "%s", f->writer ? "w" : "r");
+		return;
+	}
 	r->size = f->b.size;
 	memcpy(r->key, f->b.key, sizeof(r->key));
 	memcpy(r->id, f->b.id, sizeof(r->id));
@@ -102,7 +121,8 @@ static void file_row(const struct cfs_vfs_file *f, const char *export_mime,
 int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint64_t *fh,
 		 int *keep_cache, int *direct_io)
 {
-	if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+	int writer = (flags & O_ACCMODE) != O_RDONLY, trunc = (flags & O_TRUNC) != 0;
+	if ((writer || trunc) && !cfs_vfs_writable(v))
 		return -EROFS;
 	int rc = cfs_vfs_resolve_node(v, ino);
 	if (!rc)
@@ -126,7 +146,11 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint6
 	}
 	cfs_inode_unlock(v->tab);
 	if (!rc)
+		rc = staged_start(v, f, writer, trunc);
+	if (!rc && !f->w)
 		rc = file_start(v, f, export_mime);
+	if (!rc && f->w)
+		*keep_cache = *direct_io = 0;
 	if (!rc && f->data) {
 		cfs_inode_lock(v->tab);
 		n->size = f->b.size; /* an export's size is known once fetched */
@@ -154,7 +178,7 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint6
 		cfs_vfs_file_free(v, f, 0);
 		return rc;
 	}
-	if (!f->data)
+	if (!f->data && !f->w)
 		cfs_vfs_scan_open(v, ino, pid, &f->scan); /* dataset read-ahead (vfs_scan.c) */
 	*fh = f->h.fh;
 	return 0;
@@ -189,7 +213,10 @@ static int file_rebuild(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs
 	memcpy(f->b.id, r.id, sizeof(f->b.id));
 	memcpy(f->b.rev, r.rev, sizeof(f->b.rev));
 	f->b.size = r.size;
-	rc = file_start(v, f, r.export_mime);
+	if (strncmp(r.key, STAGED_KEY, sizeof(STAGED_KEY) - 1) == 0)
+		rc = staged_start(v, f, strcmp(r.rev, "w") == 0, 0);
+	else
+		rc = file_start(v, f, r.export_mime);
 	if (rc) {
 		cfs_vfs_file_free(v, f, 0);
 		return rc;
@@ -202,7 +229,7 @@ static int file_rebuild(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs
 
 /* The handle fh on file ino with a reference taken, rebuilt if this process
  * does not know it. */
-static int get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out)
+int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out)
 {
 	struct cfs_handle *e = cfs_handles_get(v->handles, fh, H_FILE);
 	if (!e) {
@@ -218,7 +245,7 @@ static int get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs
 	}
 	*out = (struct cfs_vfs_file *)e;
 	if ((*out)->ino != ino) { /* not this file's handle */
-		put_file(v, *out);
+		cfs_vfs_put_file(v, *out);
 		return -EBADF;
 	}
 	return 0;
@@ -231,9 +258,14 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 	if (off < 0)
 		return -EINVAL;
 	struct cfs_vfs_file *f;
-	int rc = get_file(v, ino, fh, &f);
+	int rc = cfs_vfs_get_file(v, ino, fh, &f);
 	if (rc)
 		return rc;
+	if (f->w) {
+		rc = cfs_stage_pread(f->w->fd, off, buf, len, got);
+		cfs_vfs_put_file(v, f);
+		return rc;
+	}
 	if (f->data) {
 		if (off < f->b.size) {
 			if ((int64_t)len > f->b.size - off)
@@ -241,7 +273,7 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 			memcpy(buf, f->data + off, len);
 			*got = len;
 		}
-		put_file(v, f);
+		cfs_vfs_put_file(v, f);
 		return 0;
 	}
 	struct cfs_reader_file rf = cfs_vfs_reader_file(&f->b);
@@ -261,7 +293,7 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 		}
 		cfs_inode_unlock(v->tab);
 	}
-	put_file(v, f);
+	cfs_vfs_put_file(v, f);
 	return rc;
 }
 
@@ -348,12 +380,14 @@ void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check)
 	}
 	if (f->scan.nanc)
 		cfs_vfs_scan_close(v, &f->scan);
+	if (f->w)
+		cfs_vfs_w_detach(v, f->w, f->writer);
 	cfs_reader_stream_free(f->stream);
 	free(f->data);
 	free(f);
 }
 
-static void put_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
+void cfs_vfs_put_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 {
 	if (cfs_handles_unref(&f->h))
 		cfs_vfs_file_free(v, f, 1);
@@ -371,7 +405,7 @@ void cfs_vfs_release(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 		CFS_WARN("cannot drop stored file handle %llu: %s", (unsigned long long)fh,
 			 cfs_strerror(rc));
 	if (e)
-		put_file(v, (struct cfs_vfs_file *)e);
+		cfs_vfs_put_file(v, (struct cfs_vfs_file *)e);
 }
 
 /* Unmount: handles the kernel never released.  Their rows stay: this

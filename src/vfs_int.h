@@ -20,6 +20,7 @@
 #include "drive.h"
 #include "handles.h"
 #include "inode.h"
+#include "journal.h"
 #include "memwatch.h"
 #include "reader.h"
 #include "scan.h"
@@ -63,6 +64,50 @@ struct cfs_vfs_mem {
 	uint64_t evicted_bytes, evicted_blocks;
 };
 
+/* A Drive file with content staged locally (vfs_write.c, vfs_upload.c): the
+ * staged file, what the journal says of it, and the upload's progress.
+ * Everything under cfs_vfs_w.lock. */
+struct cfs_wfile {
+	struct cfs_wfile *next;
+	uint64_t ino;
+	int fd;                 /* the staged file */
+	uint64_t gen;           /* bumped by every change of the bytes, size or time */
+	uint64_t journaled;     /* gen the journal entry was last written for */
+	uint64_t durable;       /* gen known to be in Drive */
+	uint64_t sending;       /* gen an upload is sending now (0: none) */
+	int writers, handles;   /* open write handles; open handles of any kind */
+	int unlinked;           /* removed from the namespace: never uploaded */
+	int urgent;             /* fsync or sync asked: no write-back delay */
+	int failed;             /* the last attempt needs the user (quota, permission) */
+	int err;                /* the last attempt's error, 0 after a success */
+	int64_t due_ms;         /* the upload may start (monotonic ms) */
+	int64_t sent_bytes;     /* confirmed by Drive in the upload now sending */
+	uint64_t attempts;      /* uploads of it that ended (fsync waits for one) */
+	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
+};
+
+/* The write side (vfs_write.c, vfs_upload.c). */
+#define CFS_VFS_MAX_UPLOADERS 16
+#define CFS_VFS_CAPS 64
+struct cfs_vfs_w {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;        /* uploaders: work; fsync waiters: a file's state changed */
+	int ready, enabled, delete_permanently, nthreads, started, stop;
+	long delay_ms;
+	struct cfs_journal *journal;
+	struct cfs_stage *stage;
+	struct cfs_wfile *files;
+	pthread_t threads[CFS_VFS_MAX_UPLOADERS];
+	/* ids reserved with generateIds, not used yet */
+	char (*ids)[CFS_ID_MAX];
+	int nids;
+	int64_t quota_full_until_ms; /* Drive said its storage is full: close/fsync ENOSPC */
+	struct { char id[CFS_ID_MAX]; int can_add; int64_t at_ms; } caps[CFS_VFS_CAPS];
+	int ncaps;
+	int64_t q_limit, q_usage, q_at_ms; /* about.storageQuota, for statfs */
+	struct cfs_vfs_write_stats st;
+};
+
 struct cfs_vfs {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
@@ -86,6 +131,7 @@ struct cfs_vfs {
 	struct cfs_vfs_scanner scan;
 	int scan_ready;             /* scan initialised (cleaned up at free) */
 	struct cfs_vfs_mem mem;
+	struct cfs_vfs_w w;
 	uint64_t mem_floor;
 	int64_t mem_hold_ms;
 };
@@ -128,6 +174,8 @@ struct cfs_vfs_file {
 	int held;   /* cfs_store_hold taken on key */
 	struct cfs_vfs_scan_ref scan; /* what the dataset read-ahead was told at open */
 	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
+	struct cfs_wfile *w;    /* staged content (reads and writes go there), or NULL */
+	int writer;             /* opened for writing */
 };
 
 static inline int64_t cfs_vfs_clock_ms(clockid_t c)
@@ -200,6 +248,37 @@ void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref);
 void cfs_vfs_scan_rewind(struct cfs_vfs *v);
 /* vfs_mem.c: stops the watcher (at free). */
 void cfs_vfs_memwatch_stop(struct cfs_vfs *v);
+
+/* vfs_write.c: the staged file of ino (w lock held), or NULL. */
+struct cfs_wfile *cfs_vfs_w_find(struct cfs_vfs *v, uint64_t ino);
+/* vfs_write.c, table lock held: a listing of folder ino being installed gets
+ * the local changes Drive does not know yet (new files not uploaded, files
+ * they replace hidden).  May replace *l (the old one is freed). */
+int cfs_vfs_w_overlay(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **l);
+/* vfs_write.c: gets a staged file of node ino for a handle: existing one, or
+ * the node's current content copied into a new one (trunc: empty).  Takes a
+ * handle count (and a writer count with writer).  0 or -errno. */
+int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
+		     struct cfs_wfile **out);
+/* Gives back what cfs_vfs_w_attach took. */
+void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer);
+/* vfs_write.c: an id reserved with generateIds (batches kept in memory). */
+int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX]);
+/* vfs_write.c: trashes (--delete-permanently: deletes) a Drive item; one
+ * already gone is 0. */
+int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id);
+/* vfs_write.c: Drive's storage quota in st (cached a minute). */
+void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st);
+/* vfs_file.c: the open file fh of ino with a reference (rebuilt after a
+ * restart), given back with cfs_vfs_put_file.  -EBADF: no such handle. */
+int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);
+void cfs_vfs_put_file(struct cfs_vfs *v, struct cfs_vfs_file *f);
+/* vfs_upload.c: start (at open), resume the journal, stop (at free). */
+int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount);
+void cfs_vfs_w_stop(struct cfs_vfs *v);    /* the uploaders joined */
+void cfs_vfs_w_cleanup(struct cfs_vfs *v); /* after the handles: staged files closed */
+/* vfs_upload.c, w lock held: drops w (staged file, journal entry) */
+void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w);
 
 /* vfs_file.c */
 void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);

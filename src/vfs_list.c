@@ -194,6 +194,8 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 		l->e[i].ino = nd->ino;
 		l->e[i].is_dir = nd->is_dir;
 	}
+	if (!rc)
+		rc = cfs_vfs_w_overlay(v, ino, &l); /* what Drive does not know yet */
 	if (!rc) {
 		cfs_listing_sort(l);
 		for (size_t i = 0; i < l->n; i++) {

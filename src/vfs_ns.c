@@ -90,6 +90,17 @@ static void fill_attr(struct cfs_vfs *v, const struct cfs_node *n, struct cfs_vf
 	a->size = n->size >= 0 ? n->size : 0;
 	a->mtime_ns = n->mtime_ns;
 	a->ctime_ns = n->ctime_ns;
+	if (!n->is_dir && cfs_vfs_writable(v)) {
+		/* staged content: its size and time, what readers here see */
+		pthread_mutex_lock(&v->w.lock);
+		const struct cfs_wfile *w = cfs_vfs_w_find(v, n->ino);
+		if (w) {
+			a->size = w->j.size;
+			a->size_known = 1;
+			a->mtime_ns = w->j.mtime_ns;
+		}
+		pthread_mutex_unlock(&v->w.lock);
+	}
 }
 
 int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a)

@@ -1,0 +1,78 @@
+/* journal: the write journal, what colabfs still owes Drive, kept in its own
+ * LMDB environment (journal.mdb in the staging folder, through cache/index.h)
+ * so that losing or resetting the cache index never loses a pending upload.
+ *
+ * One entry per Drive file whose content is staged locally and not yet
+ * durable in Drive, keyed by the file's Drive id ("f:" + id): the id (for a
+ * new file, reserved with files.generateIds, so a create retried after a
+ * crash can never make a duplicate), the parent folder and name it is to
+ * have, the revision it was based on (for the conflict check), the Drive
+ * file it replaces (a rename over an existing file: trashed once this
+ * upload is durable), the staged length and generation, and the resumable
+ * session URI with the offset Drive confirmed.  Entries carry a sequence
+ * number: replay (cfs_journal_load) hands them out in the order they were
+ * first written.  An entry is rewritten whole (a put replaces), and every
+ * put is committed (data synced) before it returns, so it is on disk before
+ * the reply to the kernel that depends on it.
+ *
+ * Done rows ("u:" + u64 request unique) remember what a state-changing
+ * request answered, so a request the kernel sends again after a server
+ * death (resend or forward replay) gets the same answer instead of being
+ * done twice; cfs_journal_clear_done drops them at a fresh mount (request
+ * numbers start again with a new FUSE connection).
+ *
+ * Thread-safe.  Returns 0, -ENOENT (absent), -EINVAL (a field too long),
+ * -ENOMEM, CFS_E_PROTO (a damaged entry: skipped by load, logged) or a store
+ * error. */
+#ifndef CFS_JOURNAL_H
+#define CFS_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json.h"
+
+#define CFS_JOURNAL_NAME_MAX 1024 /* bytes of a Drive name, UTF-8 */
+#define CFS_JOURNAL_URI_MAX 2048
+
+struct cfs_journal;
+
+struct cfs_jent {
+	uint64_t seq;                 /* replay order (set by put when 0) */
+	char id[CFS_ID_MAX];          /* the file's Drive id (reserved when new) */
+	char parent[CFS_ID_MAX];      /* folder it goes into */
+	char name[CFS_JOURNAL_NAME_MAX];
+	char base_rev[CFS_ID_MAX];    /* headRevisionId it was opened at; "" new */
+	char replaces[CFS_ID_MAX];    /* Drive id to trash once uploaded, or "" */
+	char uri[CFS_JOURNAL_URI_MAX];/* resumable session, or "" */
+	int is_new;                   /* not created in Drive yet */
+	int64_t size;                 /* staged bytes to upload */
+	int64_t mtime_ns;             /* modifiedTime to give it */
+	int64_t confirmed;            /* bytes of the session Drive confirmed */
+	uint64_t gen;                 /* staged generation the entry describes */
+};
+
+/* Opens (creates) dir/journal.mdb. */
+int cfs_journal_open(const char *dir, struct cfs_journal **out);
+void cfs_journal_close(struct cfs_journal *j); /* NULL-safe */
+
+/* Writes e (e->seq 0: the next sequence number, stored back in e). */
+int cfs_journal_put(struct cfs_journal *j, struct cfs_jent *e);
+int cfs_journal_get(struct cfs_journal *j, const char *id, struct cfs_jent *e);
+/* -ENOENT when absent. */
+int cfs_journal_del(struct cfs_journal *j, const char *id);
+/* Every entry, in sequence order: *out (malloc'd, *n of them; the caller
+ * frees).  Damaged entries are skipped and counted in *damaged (may be NULL). */
+int cfs_journal_load(struct cfs_journal *j, struct cfs_jent **out, size_t *n, size_t *damaged);
+
+/* Done rows: result (0 or -errno) and ino of request unique. */
+int cfs_journal_done_put(struct cfs_journal *j, uint64_t unique, int result, uint64_t ino);
+int cfs_journal_done_get(struct cfs_journal *j, uint64_t unique, int *result, uint64_t *ino);
+int cfs_journal_clear_done(struct cfs_journal *j);
+
+/* Pure: the row format (exposed for the unit test and the fuzzer). */
+struct cfs_buf;
+int cfs_journal_encode(const struct cfs_jent *e, struct cfs_buf *out);
+int cfs_journal_decode(const void *row, size_t len, struct cfs_jent *e);
+
+#endif

@@ -1,0 +1,581 @@
+/* vfs_upload: the uploaders, the journal's replay, `colabfs sync` and the
+ * write stats (see vfs.h, vfs_int.h).
+ *
+ * Policy.  A staged file is uploaded when its journal entry is current (the
+ * last close synced and journaled it), nobody has it open for writing, and
+ * the write-back delay since that close has passed; fsync and `colabfs
+ * sync` skip the delay (urgent).  Uploaders (--upload-threads) take ready
+ * files oldest entry first; one file is sent by one uploader at a time, so
+ * a file's changes reach Drive in order while different files go in
+ * parallel.  Drive's resumable protocol is driven by drive_write.h, which
+ * retries within the io timeout; the session URI and confirmed offset are
+ * written to the journal as they advance, so a new process resumes where
+ * Drive says it is.  Before new content replaces a Drive file, its head
+ * revision is compared with the one the writer started from: a file changed
+ * elsewhere meanwhile keeps its content, ours goes beside it as
+ * "NAME (conflict DATE TIME).EXT".  After a verified upload (size and md5)
+ * the renames made meanwhile are applied, a file it replaces is trashed, the
+ * node shows the new revision, and the staged copy is dropped once nobody
+ * has it open.  Failures: Drive's storage full is retried every minute and
+ * makes close() and fsync() answer ENOSPC meanwhile; a refusal that needs
+ * the user (permission, size) waits for `colabfs sync`; anything transient
+ * is retried after a pause. */
+#include "vfs_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "drive_write.h"
+#include "err.h"
+#include "log.h"
+#include "names.h"
+#include "nsdb.h"
+#include "stage.h"
+
+#define QUOTA_RETRY_MS 60000
+#define USER_RETRY_MS (10 * 60 * 1000)
+#define NET_RETRY_MS 10000
+#define SYNC_LIST_MAX 20
+
+void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w)
+{
+	struct cfs_wfile **pp = &v->w.files;
+	while (*pp && *pp != w)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = w->next;
+	close(w->fd);
+	int rc = cfs_stage_remove(v->w.stage, w->j.id);
+	if (rc && rc != -ENOENT)
+		CFS_WARN("staging: cannot remove the staged copy of %s: %s", w->j.id, cfs_strerror(rc));
+	if (!w->unlinked)
+		cfs_journal_del(v->w.journal, w->j.id);
+	free(w);
+}
+
+/* ---- picking and sending ------------------------------------------------ */
+
+/* w lock held: the ready file with the oldest entry, or NULL; *wait_ms: how
+ * long until the next one becomes ready (at most a second). */
+static struct cfs_wfile *pick(struct cfs_vfs *v, int64_t now, long *wait_ms)
+{
+	struct cfs_wfile *best = NULL;
+	int64_t next = now + 1000;
+	for (struct cfs_wfile *w = v->w.files; w; w = w->next) {
+		if (w->unlinked || w->sending || w->gen <= w->durable || w->journaled < w->gen)
+			continue;
+		if (w->writers && !w->urgent)
+			continue;
+		if (!w->urgent && w->due_ms > now) {
+			if (w->due_ms < next)
+				next = w->due_ms;
+			continue;
+		}
+		if (!best || w->j.seq < best->j.seq)
+			best = w;
+	}
+	*wait_ms = next > now ? (long)(next - now) : 1;
+	return best;
+}
+
+struct send {
+	struct cfs_vfs *v;
+	struct cfs_wfile *w;
+	uint64_t gen;
+	int fd;
+};
+
+static int read_staged(void *arg, int64_t off, void *buf, size_t len)
+{
+	struct send *s = arg;
+	size_t got = 0;
+	int rc = cfs_stage_pread(s->fd, off, buf, len, &got);
+	return rc ? rc : got == len ? 0 : -EIO; /* cut short under us: the next try */
+}
+
+/* The session and offset go to the journal as Drive confirms them. */
+static void on_progress(void *arg, const char *uri, int64_t confirmed)
+{
+	struct send *s = arg;
+	struct cfs_vfs *v = s->v;
+	pthread_mutex_lock(&v->w.lock);
+	s->w->sent_bytes = confirmed;
+	if (s->w->gen == s->gen && !s->w->unlinked && strlen(uri) < sizeof(s->w->j.uri)) {
+		snprintf(s->w->j.uri, sizeof(s->w->j.uri), "%s", uri);
+		s->w->j.confirmed = confirmed;
+		if (cfs_journal_put(v->w.journal, &s->w->j))
+			CFS_WARN("journal: cannot record the upload session of %s", s->w->j.id);
+	}
+	pthread_mutex_unlock(&v->w.lock);
+}
+
+enum { SAME = 0, CHANGED = 1, GONE = 2 };
+
+/* Whether the Drive file changed since the writer's base revision. */
+static int check_base(struct cfs_vfs *v, const struct cfs_jent *j, int *state)
+{
+	*state = SAME;
+	struct cfs_file_meta m;
+	int rc = cfs_drive_get(v->drive, j->id, &m);
+	if (rc == -ENOENT) {
+		*state = GONE;
+		return 0;
+	}
+	if (rc)
+		return rc;
+	char rev[CFS_ID_MAX];
+	cfs_vfs_content_rev(&m, rev, sizeof(rev));
+	if (m.trashed)
+		*state = GONE;
+	else if (j->base_rev[0] && strcmp(rev, j->base_rev) != 0)
+		*state = CHANGED;
+	cfs_file_meta_cleanup(&m);
+	return 0;
+}
+
+/* Sends snapshot j of s->w; *conflict says where it went instead. */
+static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, char *sent_id,
+		    char *sent_name, struct cfs_file_meta *out)
+{
+	struct cfs_vfs *v = s->v;
+	int rc = 0;
+	*conflict = SAME;
+	snprintf(sent_id, CFS_ID_MAX, "%s", j->id);
+	snprintf(sent_name, CFS_JOURNAL_NAME_MAX, "%s", j->name);
+	if (!j->is_new && (rc = check_base(v, j, conflict)) != 0)
+		return rc;
+	struct cfs_json_meta_in m = { .mtime_ns = j->mtime_ns, .trashed = -1 };
+	struct cfs_drive_upload u = { .total = j->size, .read = read_staged, .arg = s };
+	if (*conflict) {
+		if ((rc = cfs_vfs_w_reserve_id(v, sent_id)) != 0)
+			return rc;
+		if (*conflict == CHANGED &&
+		    (rc = cfs_names_conflict(j->name, cfs_vfs_clock_ms(CLOCK_REALTIME) / 1000,
+					     sent_name, CFS_JOURNAL_NAME_MAX)) != 0)
+			return rc;
+	}
+	if (j->is_new || *conflict) {
+		m.id = sent_id;
+		m.name = sent_name;
+		m.parent = j->parent;
+		m.mime = "application/octet-stream";
+		u.meta = &m;
+		if (!*conflict) {
+			u.resume_uri = j->uri;
+			u.progress = on_progress;
+		}
+	} else {
+		u.meta = &m;
+		u.id = j->id;
+		u.resume_uri = j->uri;
+		u.progress = on_progress;
+	}
+	return cfs_drive_upload_all(v->drive, &u, out);
+}
+
+/* After a verified upload: what changed meanwhile is applied in Drive. */
+static void after_upload(struct cfs_vfs *v, struct cfs_wfile *w, const struct cfs_jent *j,
+			 int conflict, const char *sent_id, const char *sent_name,
+			 const struct cfs_file_meta *out)
+{
+	pthread_mutex_lock(&v->w.lock);
+	int unlinked = w->unlinked;
+	char name[CFS_JOURNAL_NAME_MAX], parent[CFS_ID_MAX];
+	snprintf(name, sizeof(name), "%s", w->j.name);
+	snprintf(parent, sizeof(parent), "%s", w->j.parent);
+	pthread_mutex_unlock(&v->w.lock);
+	if (conflict == CHANGED) {
+		CFS_WARN("conflict: %s changed in Drive since it was opened for writing; ours is "
+			 "uploaded beside it as \"%s\"", j->name, sent_name);
+		return;
+	}
+	if (unlinked) {
+		cfs_vfs_w_remove_in_drive(v, sent_id);
+		return;
+	}
+	if (strcmp(name, sent_name) != 0 || strcmp(parent, j->parent) != 0) {
+		int moved = strcmp(parent, j->parent) != 0;
+		int rc = cfs_drive_update_meta(v->drive, sent_id, name, moved ? parent : NULL,
+					       moved ? j->parent : NULL, -1, 0, NULL);
+		if (rc)
+			CFS_WARN("upload %s: cannot rename it to \"%s\": %s", sent_id, name,
+				 cfs_strerror(rc));
+	}
+	if (j->replaces[0] && !cfs_vfs_w_remove_in_drive(v, j->replaces)) {
+		pthread_mutex_lock(&v->w.lock);
+		if (strcmp(w->j.replaces, j->replaces) == 0)
+			w->j.replaces[0] = '\0';
+		pthread_mutex_unlock(&v->w.lock);
+	}
+	/* the node now shows Drive's revision of these bytes */
+	char rev[CFS_ID_MAX];
+	cfs_vfs_content_rev(out, rev, sizeof(rev));
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, w->ino);
+	if (n && strcmp(n->id, sent_id) == 0 && !cfs_node_set_rev(n, rev)) {
+		n->size = out->size < 0 ? 0 : out->size;
+		n->mtime_ns = out->mtime_ns ? out->mtime_ns : n->mtime_ns;
+		cfs_node_set_sums(n, out->md5, out->sha256);
+		n->stale = 0;
+		n->opened_rev = 0;
+	}
+	cfs_inode_unlock(v->tab);
+}
+
+/* A conflict copy or a resurrected file is a new item in its folder: the
+ * folder is listed again, and the local node forgets its staged state. */
+static void expire_parent(struct cfs_vfs *v, uint64_t ino)
+{
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	struct cfs_node *d = n ? cfs_inode_get(v->tab, n->parent) : NULL;
+	if (d && d->dir)
+		d->dir->listed_at_ms = cfs_vfs_now_ms() - v->dir_ttl_ms - 1;
+	if (n) {
+		n->stale = 1;
+		n->opened_rev = 0;
+	}
+	cfs_inode_unlock(v->tab);
+}
+
+/* w lock held: the outcome of one attempt. */
+static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
+		   const struct cfs_jent *j, int conflict)
+{
+	int64_t now = cfs_vfs_now_ms();
+	w->sending = 0;
+	w->attempts++;
+	w->sent_bytes = 0;
+	if (!rc) {
+		if (gen > w->durable)
+			w->durable = gen;
+		if (conflict)
+			w->durable = w->gen; /* ours is safe in the copy */
+		w->err = w->failed = 0;
+		w->urgent = w->gen > w->durable && w->urgent;
+		w->j.is_new = 0;
+		w->j.uri[0] = '\0';
+		w->j.confirmed = 0;
+		if (conflict) {
+			/* the name shows Drive's file again; ours is the copy */
+			snprintf(w->j.id, sizeof(w->j.id), "%s", j->id);
+			v->w.st.conflicts++;
+		}
+		v->w.st.done++;
+		v->w.st.bytes += (uint64_t)j->size;
+		if ((w->gen == w->durable && w->handles == 0) || conflict) {
+			if (conflict && w->handles) {
+				w->unlinked = 1; /* closed later, never uploaded again */
+				cfs_journal_del(v->w.journal, w->j.id);
+			} else {
+				cfs_vfs_w_drop(v, w);
+			}
+		} else if (cfs_journal_put(v->w.journal, &w->j)) {
+			CFS_WARN("journal: cannot record that %s is uploaded", w->j.id);
+		}
+		pthread_cond_broadcast(&v->w.cond);
+		return;
+	}
+	w->err = rc;
+	w->failed = rc == -ENOSPC || rc == -EACCES || rc == -EFBIG || rc == -EIO ||
+		    rc == -EEXIST || rc == -EINVAL || rc == -ENOENT;
+	w->due_ms = now + (rc == -ENOSPC ? QUOTA_RETRY_MS
+			   : w->failed   ? USER_RETRY_MS
+			   : rc == CFS_E_PROTO ? 1000 : NET_RETRY_MS);
+	if (rc == -ENOSPC)
+		v->w.quota_full_until_ms = now + QUOTA_RETRY_MS;
+	if (rc == CFS_E_PROTO) { /* the bytes Drive holds are not ours: from the start */
+		w->j.uri[0] = '\0';
+		w->j.confirmed = 0;
+	}
+	v->w.st.retries++;
+	v->w.st.last_error = rc;
+	CFS_ERROR("upload of %s (%" PRId64 " bytes) failed: %s; %s", j->name, j->size,
+		  rc == -ENOSPC ? "Drive's storage is full" : cfs_strerror(rc),
+		  rc == -ENOSPC ? "kept staged, retried every minute"
+		  : w->failed  ? "kept staged until `colabfs sync` asks again"
+			       : "retried shortly");
+	pthread_cond_broadcast(&v->w.cond);
+}
+
+static void *uploader(void *arg)
+{
+	struct cfs_vfs *v = arg;
+	pthread_mutex_lock(&v->w.lock);
+	while (!v->w.stop) {
+		long wait_ms;
+		struct cfs_wfile *w = pick(v, cfs_vfs_now_ms(), &wait_ms);
+		if (!w) {
+			cfs_vfs_wait_ms(&v->w.cond, &v->w.lock, wait_ms < 1000 ? wait_ms : 999);
+			continue;
+		}
+		struct send s = { v, w, w->gen, dup(w->fd) };
+		struct cfs_jent *j = malloc(sizeof(*j));
+		if (s.fd < 0 || !j) {
+			if (s.fd >= 0)
+				close(s.fd);
+			free(j);
+			cfs_vfs_wait_ms(&v->w.cond, &v->w.lock, 999);
+			continue;
+		}
+		*j = w->j;
+		w->sending = s.gen;
+		pthread_mutex_unlock(&v->w.lock);
+		struct cfs_file_meta out;
+		char sent_id[CFS_ID_MAX], sent_name[CFS_JOURNAL_NAME_MAX];
+		int conflict = SAME;
+		memset(&out, 0, sizeof(out));
+		int rc = fdatasync(s.fd) ? -errno : 0;
+		if (!rc)
+			rc = send_one(&s, j, &conflict, sent_id, sent_name, &out);
+		if (!rc)
+			after_upload(v, w, j, conflict, sent_id, sent_name, &out);
+		if (!rc && conflict)
+			expire_parent(v, w->ino);
+		cfs_file_meta_cleanup(&out);
+		close(s.fd);
+		pthread_mutex_lock(&v->w.lock);
+		finish(v, w, rc, s.gen, j, conflict);
+		free(j);
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	return NULL;
+}
+
+int cfs_vfs_start_uploads(struct cfs_vfs *v)
+{
+	if (!v->w.enabled || v->w.started)
+		return 0;
+	for (int i = 0; i < v->w.nthreads; i++) {
+		if (pthread_create(&v->w.threads[i], NULL, uploader, v)) {
+			v->w.nthreads = i;
+			break;
+		}
+	}
+	pthread_mutex_lock(&v->w.lock);
+	v->w.started = v->w.nthreads > 0;
+	pthread_mutex_unlock(&v->w.lock);
+	return v->w.started ? 0 : -EAGAIN;
+}
+
+void cfs_vfs_w_stop(struct cfs_vfs *v)
+{
+	if (!v->w.ready)
+		return;
+	pthread_mutex_lock(&v->w.lock);
+	v->w.stop = 1;
+	int started = v->w.started;
+	size_t left = 0;
+	for (struct cfs_wfile *w = v->w.files; w; w = w->next)
+		left += !w->unlinked && w->gen > w->durable;
+	pthread_cond_broadcast(&v->w.cond);
+	pthread_mutex_unlock(&v->w.lock);
+	for (int i = 0; started && i < v->w.nthreads; i++)
+		pthread_join(v->w.threads[i], NULL);
+	if (left)
+		CFS_WARN("%zu files are not in Drive yet: they stay staged and journaled, and the "
+			 "next mount of this cache folder uploads them", left);
+}
+
+void cfs_vfs_w_cleanup(struct cfs_vfs *v)
+{
+	if (!v->w.ready)
+		return;
+	while (v->w.files) {
+		struct cfs_wfile *w = v->w.files;
+		v->w.files = w->next;
+		close(w->fd);
+		free(w);
+	}
+	free(v->w.ids);
+	pthread_mutex_destroy(&v->w.lock);
+	pthread_cond_destroy(&v->w.cond);
+}
+
+/* ---- the journal's replay ---------------------------------------------- */
+
+int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
+{
+	if (fresh_mount && cfs_journal_clear_done(v->w.journal))
+		CFS_WARN("journal: cannot drop the answers of the last mount's requests");
+	struct cfs_jent *e = NULL;
+	size_t n = 0, damaged = 0, resumed = 0;
+	int64_t bytes = 0;
+	int rc = cfs_journal_load(v->w.journal, &e, &n, &damaged);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i++) {
+		int fd;
+		uint64_t ino;
+		const char *ids[1] = { e[i].id };
+		rc = cfs_stage_file(v->w.stage, e[i].id, 0, 0, &fd);
+		if (rc) {
+			CFS_ERROR("journal: the staged copy of \"%s\" (%s) is missing (%s); its entry "
+				  "is dropped", e[i].name, e[i].id, cfs_strerror(rc));
+			cfs_journal_del(v->w.journal, e[i].id);
+			continue;
+		}
+		struct stat st;
+		struct cfs_wfile *w = calloc(1, sizeof(*w));
+		if (!w || fstat(fd, &st) || cfs_nsdb_inos(v->ns, ids, 1, &ino)) {
+			free(w);
+			close(fd);
+			CFS_ERROR("journal: cannot take up \"%s\" (%s)", e[i].name, e[i].id);
+			continue;
+		}
+		w->j = e[i];
+		w->j.size = st.st_size; /* the staged bytes are the truth */
+		w->fd = fd;
+		w->ino = ino;
+		w->gen = w->journaled = 1;
+		w->next = v->w.files;
+		v->w.files = w;
+		resumed++;
+		bytes += st.st_size;
+	}
+	free(e);
+	if (resumed || damaged)
+		CFS_INFO("journal: %zu uploads to finish (%" PRId64 " bytes)%s", resumed, bytes,
+			 damaged ? "; damaged entries were skipped" : "");
+	return 0;
+}
+
+/* ---- colabfs sync and stats ------------------------------------------------- */
+
+/* Table lock held: whether ino is at or below top, and its path from the
+ * mount's root into b. */
+static int node_path(struct cfs_vfs *v, uint64_t ino, uint64_t top, struct cfs_buf *b)
+{
+	const char *parts[MAX_DEPTH];
+	int depth = 0, below = ino == top || top == CFS_ROOT_INO;
+	for (uint64_t at = ino; at != CFS_ROOT_INO && depth < MAX_DEPTH;) {
+		struct cfs_node *n = cfs_inode_get(v->tab, at), *d;
+		if (!n || !(d = cfs_inode_get(v->tab, n->parent)))
+			break;
+		const struct cfs_listing *l = d->dir ? d->dir->listing : NULL;
+		parts[depth++] = l && n->lpos < l->n && l->e[n->lpos].ino == at ? l->e[n->lpos].name
+										   : "?";
+		at = n->parent;
+		below |= at == top;
+	}
+	for (int i = depth - 1; i >= 0; i--) {
+		if (cfs_buf_append(b, parts[i], strlen(parts[i])) ||
+		    (i && cfs_buf_append(b, "/", 1)))
+			return -ENOMEM;
+	}
+	return below;
+}
+
+static int json_str(struct cfs_buf *b, const char *s)
+{
+	int rc = cfs_buf_append(b, "\"", 1);
+	for (; !rc && *s; s++) {
+		char esc[8];
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			rc = cfs_buf_append(b, (char[]){ '\\', (char)c }, 2);
+		else if (c < 0x20)
+			rc = cfs_buf_append(b, esc, (size_t)snprintf(esc, sizeof(esc), "\\u%04x", c));
+		else
+			rc = cfs_buf_append(b, s, 1);
+	}
+	return rc ? rc : cfs_buf_append(b, "\"", 1);
+}
+
+static const char *why(int err)
+{
+	switch (err) {
+	case -ENOSPC: return "Drive storage quota exceeded; the bytes stay staged and are retried";
+	case -EACCES: return "no permission to write this in Drive";
+	case -EFBIG: return "Drive refuses a file this large";
+	default: return cfs_strerror(err);
+	}
+}
+
+int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
+{
+	struct cfs_buf waiting = { 0 }, failed = { 0 }, path = { 0 };
+	uint64_t files = 0, bytes = 0, left = 0, uploading = 0, nw = 0, nf = 0;
+	int rc = 0;
+	int64_t now = cfs_vfs_now_ms();
+	cfs_inode_lock(v->tab);
+	pthread_mutex_lock(&v->w.lock);
+	for (struct cfs_wfile *w = v->w.files; !rc && w; w = w->next) {
+		if (w->unlinked || w->gen <= w->durable)
+			continue;
+		cfs_buf_reset(&path);
+		int below = node_path(v, w->ino, ino, &path);
+		if (below < 0)
+			rc = below;
+		if (below <= 0)
+			continue;
+		w->urgent = 1;
+		if (w->failed)
+			w->due_ms = now; /* the user asks: try again now */
+		files++;
+		bytes += (uint64_t)w->j.size;
+		left += (uint64_t)(w->j.size - (w->sending ? w->sent_bytes : 0));
+		uploading += w->sending != 0;
+		if (w->err && !w->sending) {
+			struct cfs_buf *l = w->failed ? &failed : &waiting;
+			uint64_t *k = w->failed ? &nf : &nw;
+			if ((*k)++ >= SYNC_LIST_MAX)
+				continue;
+			if (cfs_buf_append(&path, "", 1)) {
+				rc = -ENOMEM;
+				break;
+			}
+			rc = (l->len ? cfs_buf_append(l, ",", 1) : 0) ||
+			     cfs_buf_append(l, "{\"path\":", 8) || json_str(l, path.data) ||
+			     cfs_buf_append(l, ",\"error\":", 9) || json_str(l, why(w->err)) ||
+			     cfs_buf_append(l, "}", 1) ? -ENOMEM : 0;
+		}
+	}
+	pthread_cond_broadcast(&v->w.cond);
+	pthread_mutex_unlock(&v->w.lock);
+	cfs_inode_unlock(v->tab);
+	char head[200];
+	int n = snprintf(head, sizeof(head),
+			 "{\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bytes_left\":%" PRIu64
+			 ",\"uploading\":%" PRIu64 ",\"waiting\":[",
+			 files, bytes, left, uploading);
+	if (!rc)
+		rc = cfs_buf_append(out, head, (size_t)n) ||
+		     (waiting.len && cfs_buf_append(out, waiting.data, waiting.len)) ||
+		     cfs_buf_append(out, "],\"failed\":[", 12) ||
+		     (failed.len && cfs_buf_append(out, failed.data, failed.len)) ||
+		     cfs_buf_append(out, "]}", 2) ? -ENOMEM : 0;
+	cfs_buf_cleanup(&waiting);
+	cfs_buf_cleanup(&failed);
+	cfs_buf_cleanup(&path);
+	return rc;
+}
+
+void cfs_vfs_write_stats(struct cfs_vfs *v, struct cfs_vfs_write_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!v->w.ready)
+		return;
+	pthread_mutex_lock(&v->w.lock);
+	*out = v->w.st;
+	for (struct cfs_wfile *w = v->w.files; w; w = w->next) {
+		if (w->unlinked)
+			continue;
+		out->staging_bytes += (uint64_t)w->j.size;
+		if (w->gen <= w->durable)
+			continue;
+		out->pending++;
+		out->pending_bytes += (uint64_t)w->j.size;
+		out->bytes_left += (uint64_t)(w->j.size - (w->sending ? w->sent_bytes : 0));
+		out->in_flight += w->sending != 0;
+		out->failed += w->failed;
+	}
+	pthread_mutex_unlock(&v->w.lock);
+}

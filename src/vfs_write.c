@@ -1,0 +1,1030 @@
+/* vfs_write: the namespace writes and staged files (see vfs.h, vfs_int.h).
+ *
+ * Policy.  File content is write-back: bytes go to a staged file (stage.h),
+ * close() syncs it and writes the journal entry (journal.h), and the
+ * uploaders (vfs_upload.c) send it to Drive later.  A new file gets its Drive
+ * id at create, from ids reserved with files.generateIds, and is shown at
+ * once: the folder's listing gets it here, and any listing installed later
+ * (from Drive, from the index, after a restart) gets it from the journal
+ * through cfs_vfs_w_overlay until Drive lists it itself.  Renames, moves
+ * and removals of files that exist only locally change their journal entry;
+ * those of items Drive has (and mkdir, rmdir) are done in Drive before the
+ * reply, as rclone and gcsfuse do: they are one metadata call each.
+ * rename(tmp, final) over a file Drive has keeps the old one in Drive until
+ * the new one is uploaded, then trashes it (the journal entry's replaces).
+ * Unlink moves to Drive's trash (--delete-permanently: deletes).
+ *
+ * Lock order: the inode table lock before w.lock; Drive calls with neither. */
+#include "vfs_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "drive_write.h"
+#include "err.h"
+#include "log.h"
+#include "names.h"
+#include "nsdb.h"
+#include "stage.h"
+#include "store.h"
+
+#define IDS_BATCH 100
+#define CAPS_TTL_MS (5 * 60 * 1000)
+#define COPY_CHUNK (4u << 20)
+
+int cfs_vfs_writable(const struct cfs_vfs *v)
+{
+	return v->w.enabled;
+}
+
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct cfs_wfile *cfs_vfs_w_find(struct cfs_vfs *v, uint64_t ino)
+{
+	for (struct cfs_wfile *w = v->w.files; w; w = w->next)
+		if (w->ino == ino && !w->unlinked)
+			return w;
+	return NULL;
+}
+
+/* ---- done rows: a request served again gets the first answer ----------- */
+
+static int done_get(struct cfs_vfs *v, uint64_t unique, int *rc, uint64_t *ino)
+{
+	return unique && cfs_journal_done_get(v->w.journal, unique, rc, ino) == 0;
+}
+
+static void done_put(struct cfs_vfs *v, uint64_t unique, int rc, uint64_t ino)
+{
+	if (unique && cfs_journal_done_put(v->w.journal, unique, rc, ino))
+		CFS_WARN("journal: cannot record the answer to request %" PRIu64, unique);
+}
+
+/* ---- ids and folder permissions ---------------------------------------- */
+
+int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX])
+{
+	for (;;) {
+		pthread_mutex_lock(&v->w.lock);
+		if (v->w.nids > 0) {
+			memcpy(out, v->w.ids[--v->w.nids], CFS_ID_MAX);
+			pthread_mutex_unlock(&v->w.lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&v->w.lock);
+		char(*ids)[CFS_ID_MAX] = calloc(IDS_BATCH, CFS_ID_MAX);
+		if (!ids)
+			return -ENOMEM;
+		int rc = cfs_drive_generate_ids(v->drive, IDS_BATCH, ids);
+		if (!rc) {
+			pthread_mutex_lock(&v->w.lock);
+			if (v->w.nids == 0) {
+				free(v->w.ids);
+				v->w.ids = ids;
+				v->w.nids = IDS_BATCH;
+				ids = NULL;
+			}
+			pthread_mutex_unlock(&v->w.lock);
+		}
+		free(ids);
+		if (rc)
+			return rc;
+	}
+}
+
+/* Whether the user may add items to folder id (capabilities/canAddChildren),
+ * asked once per folder every few minutes; unknown (Drive unreachable) is
+ * yes: the upload will say. */
+static int can_add_to(struct cfs_vfs *v, const char *id)
+{
+	int64_t now = cfs_vfs_now_ms();
+	pthread_mutex_lock(&v->w.lock);
+	for (int i = 0; i < v->w.ncaps; i++)
+		if (strcmp(v->w.caps[i].id, id) == 0 && now - v->w.caps[i].at_ms < CAPS_TTL_MS) {
+			int r = v->w.caps[i].can_add;
+			pthread_mutex_unlock(&v->w.lock);
+			return r;
+		}
+	pthread_mutex_unlock(&v->w.lock);
+	struct cfs_file_meta m;
+	if (cfs_drive_get(v->drive, id, &m))
+		return 1;
+	int r = m.can_add_children;
+	cfs_file_meta_cleanup(&m);
+	pthread_mutex_lock(&v->w.lock);
+	int slot = v->w.ncaps < CFS_VFS_CAPS ? v->w.ncaps++ : (int)(now % CFS_VFS_CAPS);
+	snprintf(v->w.caps[slot].id, sizeof(v->w.caps[slot].id), "%s", id);
+	v->w.caps[slot].can_add = r;
+	v->w.caps[slot].at_ms = now;
+	pthread_mutex_unlock(&v->w.lock);
+	return r;
+}
+
+/* ---- listings edited in place ------------------------------------------ */
+
+/* Table lock held.  A copy of folder dir's listing without the entry named
+ * rm (may be NULL) and with (add, ino, is_dir) (add may be NULL), swapped in.
+ * Positions (lpos) are renumbered. */
+static int listing_edit(struct cfs_vfs *v, uint64_t dir, const char *rm, const char *add,
+			uint64_t ino, int is_dir)
+{
+	struct cfs_node *d = cfs_inode_get(v->tab, dir);
+	if (!d || !d->dir || !d->dir->listing)
+		return 0; /* never listed: the next listing comes with the overlay */
+	struct cfs_listing *old = d->dir->listing;
+	struct cfs_listing *l = cfs_listing_new(old->n + 1);
+	if (!l)
+		return -ENOMEM;
+	size_t k = 0;
+	for (size_t i = 0; i < old->n; i++) {
+		if ((rm && strcmp(old->e[i].name, rm) == 0) || (add && strcmp(old->e[i].name, add) == 0))
+			continue;
+		l->e[k] = old->e[i];
+		if (!(l->e[k].name = strdup(old->e[i].name))) {
+			l->n = k;
+			cfs_listing_unref(l);
+			return -ENOMEM;
+		}
+		k++;
+	}
+	if (add) {
+		l->e[k] = (struct cfs_dirent){ strdup(add), ino, is_dir };
+		if (!l->e[k].name) {
+			l->n = k;
+			cfs_listing_unref(l);
+			return -ENOMEM;
+		}
+		k++;
+	}
+	l->n = k;
+	cfs_listing_sort(l);
+	for (size_t i = 0; i < l->n; i++) {
+		struct cfs_node *c = cfs_inode_get(v->tab, l->e[i].ino);
+		if (c)
+			c->lpos = i;
+	}
+	d->dir->listing = l;
+	cfs_listing_unref(old);
+	return 0;
+}
+
+/* The stored listing of a folder Drive changed under our hands is dropped:
+ * a restart lists it from Drive again (local-only files come back through
+ * the overlay). */
+static void forget_stored_listing(struct cfs_vfs *v, const char *content_id)
+{
+	int rc = cfs_store_meta_del(v->store, "dirs", content_id, strlen(content_id));
+	if (rc && rc != -ENOENT)
+		CFS_WARN("cannot drop the stored listing of %s: %s", content_id, cfs_strerror(rc));
+}
+
+/* What a name in a folder is: its node's ino, Drive id, kind; -ENOENT. */
+struct child {
+	uint64_t ino;
+	int is_dir;
+	char id[CFS_ID_MAX];
+	char dir_cid[CFS_ID_MAX]; /* the folder's content id */
+};
+
+static int find_child(struct cfs_vfs *v, uint64_t parent, const char *name, struct child *c)
+{
+	if (strlen(name) > CFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	struct cfs_listing *l;
+	int rc = cfs_vfs_resolve_node(v, parent);
+	if (!rc)
+		rc = cfs_vfs_get_listing(v, parent, &l);
+	if (rc)
+		return rc;
+	memset(c, 0, sizeof(*c));
+	long i = cfs_listing_find(l, name);
+	cfs_inode_lock(v->tab);
+	struct cfs_node *d = cfs_inode_get(v->tab, parent);
+	if (d)
+		snprintf(c->dir_cid, sizeof(c->dir_cid), "%s", d->content_id);
+	struct cfs_node *n = i >= 0 ? cfs_inode_get(v->tab, l->e[i].ino) : NULL;
+	if (n) {
+		c->ino = n->ino;
+		c->is_dir = n->is_dir;
+		snprintf(c->id, sizeof(c->id), "%s", n->id);
+	}
+	cfs_inode_unlock(v->tab);
+	cfs_listing_unref(l);
+	return !d ? -ENOENT : i < 0 ? -ENOENT : n ? 0 : -ENOENT;
+}
+
+/* The folder's content id (it must be a folder we may write into). */
+static int dir_cid(struct cfs_vfs *v, uint64_t dir, char out[CFS_ID_MAX])
+{
+	int rc = cfs_vfs_resolve_node(v, dir);
+	if (rc)
+		return rc;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *d = cfs_inode_get(v->tab, dir);
+	rc = !d ? -ENOENT : !d->is_dir ? -ENOTDIR : 0;
+	if (!rc)
+		snprintf(out, CFS_ID_MAX, "%s", d->content_id);
+	cfs_inode_unlock(v->tab);
+	return rc;
+}
+
+/* A node for a new item (id, ino) in folder parent, listed there. */
+static int add_node(struct cfs_vfs *v, uint64_t parent, const char *name, const char *id,
+		    int is_dir, int64_t mtime_ns, uint64_t *ino)
+{
+	const char *ids[1] = { id };
+	int rc = cfs_nsdb_inos(v->ns, ids, 1, ino);
+	if (!rc)
+		rc = cfs_nsdb_set_parents(v->ns, parent, ino, 1);
+	if (rc)
+		return rc;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_find(v->tab, id);
+	if (!n)
+		n = cfs_inode_add(v->tab, id, *ino);
+	rc = n ? 0 : -ENOMEM;
+	if (!rc && is_dir)
+		rc = cfs_node_make_dir(n);
+	if (!rc) {
+		n->parent = parent;
+		n->is_dir = is_dir ? 1 : 0;
+		n->size = 0;
+		n->mtime_ns = n->ctime_ns = mtime_ns;
+		rc = listing_edit(v, parent, NULL, name, *ino, is_dir);
+	}
+	cfs_inode_unlock(v->tab);
+	return rc;
+}
+
+/* ---- staged files --------------------------------------------------------- */
+
+/* w lock held: w's bytes, size or time changed; a session started for the
+ * old bytes cannot be resumed with these. */
+static void w_changed(struct cfs_wfile *w)
+{
+	w->gen++;
+	w->j.uri[0] = '\0';
+	w->j.confirmed = 0;
+}
+
+/* w lock held: a new staged file record for (id, ino); trunc: its file made
+ * empty (else it is kept as it is). */
+static int w_new(struct cfs_vfs *v, uint64_t ino, const struct cfs_jent *j, int trunc,
+		 struct cfs_wfile **out)
+{
+	struct cfs_wfile *w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->j = *j;
+	w->ino = ino;
+	int rc = cfs_stage_file(v->w.stage, j->id, 1, trunc, &w->fd);
+	if (rc) {
+		free(w);
+		return rc;
+	}
+	w->next = v->w.files;
+	v->w.files = w;
+	*out = w;
+	return 0;
+}
+
+/* w lock held: the journal entry written for w's current state. */
+static int w_journal(struct cfs_vfs *v, struct cfs_wfile *w)
+{
+	w->j.gen = w->gen;
+	int rc = cfs_journal_put(v->w.journal, &w->j);
+	if (rc)
+		CFS_ERROR("journal: cannot record %s: %s", w->j.id, cfs_strerror(rc));
+	else
+		w->journaled = w->gen;
+	return rc;
+}
+
+/* Copies the current content of a Drive file into fd (the file is opened for
+ * writing without O_TRUNC: appends and in-place edits need the old bytes). */
+static int copy_in(struct cfs_vfs *v, uint64_t ino, int fd)
+{
+	struct blob_ref b;
+	int rc = 0;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_vfs_file_node(v, ino, &rc);
+	if (n)
+		cfs_vfs_blob_ref(n, &b);
+	cfs_inode_unlock(v->tab);
+	if (rc)
+		return rc;
+	char *buf = malloc(COPY_CHUNK);
+	struct cfs_reader_stream *s = cfs_reader_stream_new();
+	rc = buf && s ? 0 : -ENOMEM;
+	struct cfs_reader_file rf = cfs_vfs_reader_file(&b);
+	for (int64_t off = 0; !rc && off < b.size;) {
+		size_t got = 0;
+		rc = cfs_reader_read(v->reader, s, &rf, off, COPY_CHUNK, buf, &got);
+		if (!rc && !got)
+			rc = -EIO;
+		if (!rc)
+			rc = cfs_stage_pwrite(fd, off, buf, got);
+		off += (int64_t)got;
+	}
+	cfs_reader_stream_free(s);
+	free(buf);
+	return rc;
+}
+
+/* The journal entry for a Drive file about to be staged: its place, and the
+ * revision it is based on, fresh from Drive when it answers (also says
+ * whether we may write it). */
+static int existing_entry(struct cfs_vfs *v, uint64_t ino, struct cfs_jent *j)
+{
+	memset(j, 0, sizeof(*j));
+	int rc = 0;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_vfs_file_node(v, ino, &rc);
+	if (n && n->export_mime[0])
+		rc = -EACCES; /* Google Docs have no bytes to write */
+	if (n && !rc) {
+		struct cfs_node *d = cfs_inode_get(v->tab, n->parent);
+		snprintf(j->id, sizeof(j->id), "%s", n->id);
+		snprintf(j->base_rev, sizeof(j->base_rev), "%s", n->rev);
+		j->size = n->size < 0 ? 0 : n->size;
+		j->mtime_ns = n->mtime_ns;
+		if (d && d->dir && d->dir->listing && n->lpos < d->dir->listing->n &&
+		    d->dir->listing->e[n->lpos].ino == ino)
+			snprintf(j->name, sizeof(j->name), "%s", d->dir->listing->e[n->lpos].name);
+		if (d)
+			snprintf(j->parent, sizeof(j->parent), "%s", d->content_id);
+	}
+	cfs_inode_unlock(v->tab);
+	if (rc)
+		return rc;
+	if (strcmp(j->id, j->parent) == 0 || !j->parent[0])
+		return -EACCES;
+	struct cfs_file_meta m;
+	if (cfs_drive_get(v->drive, j->id, &m) == 0) {
+		if (!m.can_edit)
+			rc = -EACCES;
+		cfs_vfs_content_rev(&m, j->base_rev, sizeof(j->base_rev));
+		j->size = m.size < 0 ? 0 : m.size;
+		if (m.name) /* Drive's name, not the unique one shown */
+			snprintf(j->name, sizeof(j->name), "%s", m.name);
+		cfs_file_meta_cleanup(&m);
+	}
+	return rc;
+}
+
+int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
+		     struct cfs_wfile **out)
+{
+	pthread_mutex_lock(&v->w.lock);
+	struct cfs_wfile *w = cfs_vfs_w_find(v, ino);
+	if (w) {
+		int rc = 0;
+		if (trunc && w->j.size != 0) {
+			rc = ftruncate(w->fd, 0) ? -errno : 0;
+			if (!rc) {
+				w->j.size = 0;
+				w->j.mtime_ns = wall_ns();
+				w_changed(w);
+			}
+		}
+		if (!rc) {
+			w->handles++;
+			w->writers += writer ? 1 : 0;
+			*out = w;
+		}
+		pthread_mutex_unlock(&v->w.lock);
+		return rc;
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	if (!writer && !trunc)
+		return -ENOENT;
+	struct cfs_jent j;
+	int rc = existing_entry(v, ino, &j);
+	if (rc)
+		return rc;
+	int fd;
+	rc = cfs_stage_file(v->w.stage, j.id, 1, 1, &fd);
+	if (rc)
+		return rc;
+	if (!trunc && j.size > 0)
+		rc = copy_in(v, ino, fd);
+	if (rc) {
+		close(fd);
+		cfs_stage_remove(v->w.stage, j.id);
+		return rc;
+	}
+	close(fd);
+	pthread_mutex_lock(&v->w.lock);
+	if ((w = cfs_vfs_w_find(v, ino)) == NULL) {
+		if (trunc) {
+			j.size = 0;
+			j.mtime_ns = wall_ns();
+		}
+		/* an unchanged copy is durable as it is: only a change uploads */
+		rc = w_new(v, ino, &j, 0, &w);
+		if (!rc) {
+			w->gen = trunc ? 2 : 1;
+			w->durable = 1;
+			rc = w_journal(v, w);
+			if (rc)
+				cfs_vfs_w_drop(v, w);
+		}
+	}
+	if (!rc) {
+		w->handles++;
+		w->writers += writer ? 1 : 0;
+		*out = w;
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	return rc;
+}
+
+void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer)
+{
+	pthread_mutex_lock(&v->w.lock);
+	w->handles--;
+	if (writer && --w->writers == 0)
+		w->due_ms = cfs_vfs_now_ms() + v->w.delay_ms;
+	if (w->unlinked && w->handles == 0 && !w->sending)
+		cfs_vfs_w_drop(v, w);
+	pthread_cond_broadcast(&v->w.cond);
+	pthread_mutex_unlock(&v->w.lock);
+}
+
+/* ---- creating --------------------------------------------------------------- */
+
+int cfs_vfs_create(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		   int flags, uint32_t pid, struct cfs_vfs_attr *a, uint64_t *fh)
+{
+	if (!v->w.enabled)
+		return -EROFS;
+	int rc, keep, direct;
+	uint64_t ino = 0;
+	struct child c;
+	if (done_get(v, unique, &rc, &ino)) {
+		if (rc)
+			return rc;
+		goto open_it; /* served again: the file is ours already */
+	}
+	rc = find_child(v, parent, name, &c);
+	if (!rc) {
+		if (flags & O_EXCL)
+			return -EEXIST;
+		if (c.is_dir)
+			return -EISDIR;
+		ino = c.ino;
+		goto open_it;
+	}
+	if (rc != -ENOENT)
+		return rc;
+	struct cfs_jent j;
+	memset(&j, 0, sizeof(j));
+	if ((rc = dir_cid(v, parent, j.parent)) != 0)
+		return rc;
+	if (!can_add_to(v, j.parent))
+		return -EACCES;
+	if ((rc = cfs_vfs_w_reserve_id(v, j.id)) != 0)
+		return rc;
+	snprintf(j.name, sizeof(j.name), "%s", name);
+	j.is_new = 1;
+	j.mtime_ns = wall_ns();
+	const char *ids[1] = { j.id };
+	if ((rc = cfs_nsdb_inos(v->ns, ids, 1, &ino)) != 0)
+		return rc;
+	struct cfs_wfile *w;
+	pthread_mutex_lock(&v->w.lock);
+	rc = w_new(v, ino, &j, 1, &w);
+	if (!rc) {
+		w->gen = 1;
+		w->due_ms = cfs_vfs_now_ms() + (v->w.delay_ms > 1000 ? v->w.delay_ms : 1000);
+		if ((rc = w_journal(v, w)) != 0)
+			cfs_vfs_w_drop(v, w);
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	if (!rc)
+		rc = add_node(v, parent, name, j.id, 0, j.mtime_ns, &ino);
+	if (rc)
+		return rc;
+	done_put(v, unique, 0, ino);
+open_it:
+	rc = cfs_vfs_open(v, ino, flags & ~(O_CREAT | O_EXCL), pid, fh, &keep, &direct);
+	if (!rc)
+		rc = cfs_vfs_getattr(v, ino, a);
+	return rc;
+}
+
+int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		  struct cfs_vfs_attr *a)
+{
+	if (!v->w.enabled)
+		return -EROFS;
+	int rc;
+	uint64_t ino;
+	struct child c;
+	if (done_get(v, unique, &rc, &ino))
+		return rc ? rc : cfs_vfs_getattr(v, ino, a);
+	rc = find_child(v, parent, name, &c);
+	if (rc != -ENOENT)
+		return rc ? rc : -EEXIST;
+	char cid[CFS_ID_MAX], id[CFS_ID_MAX];
+	if ((rc = dir_cid(v, parent, cid)) != 0)
+		return rc;
+	if (!can_add_to(v, cid))
+		return -EACCES;
+	if ((rc = cfs_vfs_w_reserve_id(v, id)) != 0)
+		return rc;
+	struct cfs_json_meta_in m = { .id = id, .name = name, .mime = CFS_FOLDER_MIME,
+				      .parent = cid, .trashed = -1 };
+	struct cfs_file_meta out;
+	if ((rc = cfs_drive_create(v->drive, &m, &out)) != 0)
+		return rc;
+	int64_t mtime = out.mtime_ns ? out.mtime_ns : wall_ns();
+	cfs_file_meta_cleanup(&out);
+	forget_stored_listing(v, cid);
+	if ((rc = add_node(v, parent, name, id, 1, mtime, &ino)) != 0)
+		return rc;
+	/* an empty folder is listed already: no files.list for it */
+	struct cfs_listing *l = cfs_listing_new(0);
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (l && n && n->dir && !n->dir->listing) {
+		n->dir->listing = l;
+		n->dir->listed_at_ms = cfs_vfs_now_ms();
+		l = NULL;
+	}
+	cfs_inode_unlock(v->tab);
+	cfs_listing_unref(l);
+	cfs_nsdb_save_listing(v->ns, id, NULL, 0, cfs_vfs_clock_ms(CLOCK_REALTIME));
+	done_put(v, unique, 0, ino);
+	return cfs_vfs_getattr(v, ino, a);
+}
+
+/* ---- removing ------------------------------------------------------------- */
+
+/* Trash (or delete) a Drive item; one already gone is fine. */
+int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id)
+{
+	int rc = v->w.delete_permanently ? cfs_drive_delete(v->drive, id)
+					 : cfs_drive_update_meta(v->drive, id, NULL, NULL, NULL, 1, 0,
+								 NULL);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc)
+		CFS_WARN("cannot %s %s in Drive: %s", v->w.delete_permanently ? "delete" : "trash", id,
+			 cfs_strerror(rc));
+	return rc;
+}
+
+/* w lock held: w leaves the namespace (no upload, dropped once unused);
+ * what it was to replace in Drive is copied to also_remove. */
+static void w_unlink(struct cfs_vfs *v, struct cfs_wfile *w, char also_remove[CFS_ID_MAX])
+{
+	snprintf(also_remove, CFS_ID_MAX, "%s", w->j.replaces);
+	w->unlinked = 1;
+	cfs_journal_del(v->w.journal, w->j.id);
+	if (w->handles == 0 && !w->sending)
+		cfs_vfs_w_drop(v, w);
+	pthread_cond_broadcast(&v->w.cond);
+}
+
+static int remove_entry(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+			int want_dir)
+{
+	if (!v->w.enabled)
+		return -EROFS;
+	int rc;
+	uint64_t ino;
+	struct child c;
+	if (done_get(v, unique, &rc, &ino))
+		return rc;
+	if ((rc = find_child(v, parent, name, &c)) != 0)
+		return rc;
+	if (c.is_dir != want_dir)
+		return want_dir ? -ENOTDIR : -EISDIR;
+	if (want_dir) {
+		struct cfs_listing *l;
+		if ((rc = cfs_vfs_get_listing(v, c.ino, &l)) != 0)
+			return rc;
+		rc = l->n ? -ENOTEMPTY : 0;
+		cfs_listing_unref(l);
+		if (rc)
+			return rc;
+	}
+	char also[CFS_ID_MAX] = "";
+	int local = 0;
+	pthread_mutex_lock(&v->w.lock);
+	struct cfs_wfile *w = cfs_vfs_w_find(v, c.ino);
+	if (w) {
+		local = w->j.is_new;
+		w_unlink(v, w, also);
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	if (!local)
+		rc = cfs_vfs_w_remove_in_drive(v, c.id);
+	if (!rc && also[0])
+		rc = cfs_vfs_w_remove_in_drive(v, also);
+	if (rc)
+		return rc;
+	if (!local || also[0])
+		forget_stored_listing(v, c.dir_cid);
+	cfs_inode_lock(v->tab);
+	listing_edit(v, parent, name, NULL, 0, 0);
+	cfs_inode_unlock(v->tab);
+	done_put(v, unique, 0, 0);
+	return 0;
+}
+
+int cfs_vfs_unlink(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name)
+{
+	return remove_entry(v, unique, parent, name, 0);
+}
+
+int cfs_vfs_rmdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name)
+{
+	return remove_entry(v, unique, parent, name, 1);
+}
+
+/* ---- renaming ---------------------------------------------------------------- */
+
+/* Checks a rename's target t (exists) against source s. */
+static int check_target(struct cfs_vfs *v, const struct child *s, const struct child *t)
+{
+	if (t->is_dir && !s->is_dir)
+		return -EISDIR;
+	if (!t->is_dir && s->is_dir)
+		return -ENOTDIR;
+	if (!t->is_dir)
+		return 0;
+	struct cfs_listing *l;
+	int rc = cfs_vfs_get_listing(v, t->ino, &l);
+	if (!rc) {
+		rc = l->n ? -ENOTEMPTY : 0;
+		cfs_listing_unref(l);
+	}
+	return rc;
+}
+
+int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		   uint64_t newparent, const char *newname, unsigned flags)
+{
+	if (!v->w.enabled)
+		return -EROFS;
+	if (flags & CFS_VFS_RENAME_EXCHANGE)
+		return -EINVAL;
+	int rc;
+	uint64_t ino;
+	struct child s, t;
+	if (done_get(v, unique, &rc, &ino))
+		return rc;
+	if ((rc = find_child(v, parent, name, &s)) != 0)
+		return rc;
+	if (strlen(newname) > CFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	rc = find_child(v, newparent, newname, &t);
+	int exists = rc == 0;
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (exists && t.ino == s.ino)
+		return 0;
+	if (exists && (flags & CFS_VFS_RENAME_NOREPLACE))
+		return -EEXIST;
+	if (exists && (rc = check_target(v, &s, &t)) != 0)
+		return rc;
+	char newcid[CFS_ID_MAX];
+	if ((rc = dir_cid(v, newparent, newcid)) != 0)
+		return rc;
+	int moved = strcmp(newcid, s.dir_cid) != 0;
+	if (moved && !can_add_to(v, newcid))
+		return -EACCES;
+	pthread_mutex_lock(&v->w.lock);
+	struct cfs_wfile *ws = cfs_vfs_w_find(v, s.ino);
+	int s_local = ws && ws->j.is_new;
+	pthread_mutex_unlock(&v->w.lock);
+	if (!s_local && (rc = cfs_drive_update_meta(v->drive, s.id, newname, moved ? newcid : NULL,
+						     moved ? s.dir_cid : NULL, -1, 0, NULL)) != 0)
+		return rc;
+	/* what Drive must lose: the target (now, or once the source is
+	 * uploaded), and what the source was to replace at its old name */
+	char now_remove[2][CFS_ID_MAX] = { "", "" };
+	pthread_mutex_lock(&v->w.lock);
+	ws = cfs_vfs_w_find(v, s.ino);
+	char inherit[CFS_ID_MAX] = "";
+	if (exists) {
+		struct cfs_wfile *wt = cfs_vfs_w_find(v, t.ino);
+		int t_local = wt && wt->j.is_new;
+		if (wt)
+			w_unlink(v, wt, inherit);
+		if (!t_local)
+			snprintf(inherit, sizeof(inherit), "%s", t.id);
+	}
+	if (ws && ws->j.is_new) {
+		snprintf(now_remove[0], CFS_ID_MAX, "%s", ws->j.replaces);
+		snprintf(ws->j.replaces, sizeof(ws->j.replaces), "%s", inherit);
+	} else {
+		snprintf(now_remove[0], CFS_ID_MAX, "%s", inherit);
+	}
+	if (ws) {
+		snprintf(ws->j.name, sizeof(ws->j.name), "%s", newname);
+		snprintf(ws->j.parent, sizeof(ws->j.parent), "%s", newcid);
+		rc = w_journal(v, ws);
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	for (int i = 0; !rc && i < 2; i++)
+		if (now_remove[i][0])
+			rc = cfs_vfs_w_remove_in_drive(v, now_remove[i]);
+	if (rc)
+		return rc;
+	if (!s_local || now_remove[0][0]) {
+		forget_stored_listing(v, s.dir_cid);
+		forget_stored_listing(v, newcid);
+	}
+	cfs_nsdb_set_parents(v->ns, newparent, &s.ino, 1);
+	cfs_inode_lock(v->tab);
+	listing_edit(v, parent, name, NULL, 0, 0);
+	listing_edit(v, newparent, newname, newname, s.ino, s.is_dir);
+	struct cfs_node *n = cfs_inode_get(v->tab, s.ino);
+	if (n)
+		n->parent = newparent;
+	cfs_inode_unlock(v->tab);
+	done_put(v, unique, 0, 0);
+	return 0;
+}
+
+/* ---- attributes, writes, flush, fsync -------------------------------------- */
+
+int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
+		    const struct cfs_vfs_setattr *s, struct cfs_vfs_attr *a)
+{
+	(void)fh;
+	int rc = cfs_vfs_resolve_node(v, ino);
+	if (rc)
+		return rc;
+	if ((s->set_size || s->set_mtime) && !v->w.enabled)
+		return -EROFS;
+	if (s->set_size) {
+		struct cfs_wfile *w;
+		if (s->size < 0)
+			return -EINVAL;
+		if ((rc = cfs_vfs_w_attach(v, ino, 1, s->size == 0, &w)) != 0)
+			return rc;
+		pthread_mutex_lock(&v->w.lock);
+		if (w->j.size != s->size) {
+			rc = ftruncate(w->fd, (off_t)s->size) ? -errno : 0;
+			if (!rc) {
+				w->j.size = s->size;
+				w->j.mtime_ns = wall_ns();
+				w_changed(w);
+			}
+		}
+		if (!rc && w->gen > w->journaled)
+			rc = w_journal(v, w);
+		pthread_mutex_unlock(&v->w.lock);
+		cfs_vfs_w_detach(v, w, 1);
+		if (rc)
+			return rc;
+	}
+	if (s->set_mtime) {
+		pthread_mutex_lock(&v->w.lock);
+		struct cfs_wfile *w = cfs_vfs_w_find(v, ino);
+		if (w && w->j.mtime_ns != s->mtime_ns) {
+			w->j.mtime_ns = s->mtime_ns;
+			w_changed(w);
+			rc = w_journal(v, w);
+		}
+		pthread_mutex_unlock(&v->w.lock);
+		char id[CFS_ID_MAX] = "";
+		cfs_inode_lock(v->tab);
+		struct cfs_node *n = cfs_inode_get(v->tab, ino);
+		if (n && !w && ino != CFS_ROOT_INO && !n->export_mime[0])
+			snprintf(id, sizeof(id), "%s", n->id);
+		cfs_inode_unlock(v->tab);
+		if (id[0])
+			rc = cfs_drive_update_meta(v->drive, id, NULL, NULL, NULL, -1, s->mtime_ns, NULL);
+		if (rc)
+			return rc;
+		cfs_inode_lock(v->tab);
+		if (n)
+			n->mtime_ns = s->mtime_ns;
+		cfs_inode_unlock(v->tab);
+	}
+	return cfs_vfs_getattr(v, ino, a);
+}
+
+int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, const char *buf,
+		  size_t len, size_t *written)
+{
+	*written = 0;
+	if (off < 0)
+		return -EINVAL;
+	struct cfs_vfs_file *f;
+	int rc = cfs_vfs_get_file(v, ino, fh, &f);
+	if (rc)
+		return rc;
+	struct cfs_wfile *w = f->w;
+	if (!w || !f->writer) {
+		cfs_vfs_put_file(v, f);
+		return -EBADF;
+	}
+	rc = cfs_stage_pwrite(w->fd, off, buf, len);
+	pthread_mutex_lock(&v->w.lock);
+	if (!rc) {
+		if (off + (int64_t)len > w->j.size)
+			w->j.size = off + (int64_t)len;
+		w->j.mtime_ns = wall_ns();
+		w_changed(w);
+		v->w.st.writes_bytes += len;
+		*written = len;
+	} else if (rc == -ENOSPC || rc == -EDQUOT) {
+		/* what a full disk took past the old end goes: no half write */
+		if (ftruncate(w->fd, (off_t)w->j.size))
+			CFS_WARN("staging: cannot cut %s back after ENOSPC", w->j.id);
+		CFS_WARN("staging folder full: a write to %s fails with ENOSPC", w->j.name);
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	cfs_vfs_put_file(v, f);
+	return rc;
+}
+
+/* Syncs and journals w's staged state; 0 or -errno. */
+static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
+{
+	pthread_mutex_lock(&v->w.lock);
+	int dirty = w->gen > w->journaled;
+	pthread_mutex_unlock(&v->w.lock);
+	int rc = 0;
+	if (dirty && fdatasync(w->fd))
+		rc = -errno;
+	pthread_mutex_lock(&v->w.lock);
+	if (!rc && w->gen > w->journaled && !w->unlinked)
+		rc = w_journal(v, w);
+	if (!rc && w->gen > w->durable) {
+		w->due_ms = cfs_vfs_now_ms() + v->w.delay_ms;
+		if (cfs_vfs_now_ms() < v->w.quota_full_until_ms)
+			rc = -ENOSPC; /* kept and journaled: uploaded once Drive has room */
+	}
+	pthread_cond_broadcast(&v->w.cond);
+	pthread_mutex_unlock(&v->w.lock);
+	return rc;
+}
+
+int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
+{
+	struct cfs_vfs_file *f;
+	int rc = cfs_vfs_get_file(v, ino, fh, &f);
+	if (rc)
+		return rc == -EBADF ? 0 : rc;
+	if (f->w && f->writer)
+		rc = flush_w(v, f->w);
+	cfs_vfs_put_file(v, f);
+	return rc;
+}
+
+int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
+{
+	struct cfs_vfs_file *f;
+	int rc = cfs_vfs_get_file(v, ino, fh, &f);
+	if (rc)
+		return rc;
+	struct cfs_wfile *w = f->w;
+	if (!w || !f->writer) {
+		cfs_vfs_put_file(v, f);
+		return 0;
+	}
+	rc = flush_w(v, w);
+	if (rc == -ENOSPC)
+		rc = 0; /* the upload's own answer is what fsync returns */
+	pthread_mutex_lock(&v->w.lock);
+	uint64_t want = w->gen;
+	uint64_t tries = w->attempts;
+	w->urgent = 1;
+	pthread_cond_broadcast(&v->w.cond);
+	while (!rc && w->durable < want && !w->unlinked && !v->w.stop &&
+	       !(w->attempts > tries && w->err)) {
+		if (!v->w.started) {
+			rc = -EIO; /* no uploader in this process */
+			break;
+		}
+		pthread_cond_wait(&v->w.cond, &v->w.lock);
+	}
+	if (!rc && w->durable < want && !w->unlinked)
+		rc = w->err ? w->err : -EIO;
+	pthread_mutex_unlock(&v->w.lock);
+	cfs_vfs_put_file(v, f);
+	return rc;
+}
+
+/* ---- the overlay ---------------------------------------------------------- */
+
+/* Table lock held; w lock taken.  Is node ino's item replaced by a staged
+ * new file in folder cid (hidden until that upload trashes it)? */
+static int replaced(struct cfs_vfs *v, const char *cid, const char *id)
+{
+	for (struct cfs_wfile *w = v->w.files; w; w = w->next)
+		if (!w->unlinked && w->j.is_new && strcmp(w->j.parent, cid) == 0 &&
+		    strcmp(w->j.replaces, id) == 0)
+			return 1;
+	return 0;
+}
+
+int cfs_vfs_w_overlay(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **lp)
+{
+	if (!v->w.enabled)
+		return 0;
+	struct cfs_node *d = cfs_inode_get(v->tab, ino);
+	if (!d)
+		return 0;
+	struct cfs_listing *l = *lp;
+	pthread_mutex_lock(&v->w.lock);
+	size_t adds = 0;
+	for (struct cfs_wfile *w = v->w.files; w; w = w->next)
+		if (!w->unlinked && w->j.is_new && strcmp(w->j.parent, d->content_id) == 0)
+			adds++;
+	int rc = 0;
+	if (!adds && !v->w.files) {
+		pthread_mutex_unlock(&v->w.lock);
+		return 0;
+	}
+	struct cfs_listing *nl = cfs_listing_new(l->n + adds);
+	if (!nl) {
+		pthread_mutex_unlock(&v->w.lock);
+		return -ENOMEM;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		struct cfs_node *c = cfs_inode_get(v->tab, l->e[i].ino);
+		if (c && replaced(v, d->content_id, c->id)) {
+			free(l->e[i].name);
+			continue;
+		}
+		nl->e[k++] = l->e[i];
+	}
+	for (struct cfs_wfile *w = v->w.files; !rc && w; w = w->next) {
+		if (w->unlinked || !w->j.is_new || strcmp(w->j.parent, d->content_id) != 0)
+			continue;
+		int dup = 0;
+		for (size_t i = 0; i < k && !dup; i++)
+			dup = nl->e[i].ino == w->ino || strcmp(nl->e[i].name, w->j.name) == 0;
+		if (dup)
+			continue;
+		struct cfs_node *n = cfs_inode_get(v->tab, w->ino);
+		if (!n && !(n = cfs_inode_add(v->tab, w->j.id, w->ino))) {
+			rc = -ENOMEM;
+			break;
+		}
+		n->parent = ino;
+		n->size = w->j.size;
+		n->mtime_ns = n->ctime_ns = w->j.mtime_ns;
+		if (!(nl->e[k].name = strdup(w->j.name))) {
+			rc = -ENOMEM;
+			break;
+		}
+		nl->e[k].ino = w->ino;
+		nl->e[k++].is_dir = 0;
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	nl->n = k;
+	/* the names moved into nl; l keeps none */
+	l->n = 0;
+	cfs_listing_unref(l);
+	*lp = nl;
+	return rc;
+}
+
+/* ---- statfs ------------------------------------------------------------- */
+
+#define QUOTA_TTL_MS 60000
+
+void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st)
+{
+	int64_t now = cfs_vfs_now_ms(), limit, usage;
+	pthread_mutex_lock(&v->w.lock);
+	int fresh = v->w.q_at_ms && now - v->w.q_at_ms < QUOTA_TTL_MS;
+	pthread_mutex_unlock(&v->w.lock);
+	if (!fresh && cfs_drive_about(v->drive, &limit, &usage) == 0) {
+		pthread_mutex_lock(&v->w.lock);
+		v->w.q_limit = limit;
+		v->w.q_usage = usage;
+		v->w.q_at_ms = now;
+		pthread_mutex_unlock(&v->w.lock);
+	}
+	pthread_mutex_lock(&v->w.lock);
+	if (v->w.q_at_ms) {
+		uint64_t bs = st->f_frsize;
+		uint64_t total = v->w.q_limit < 0 ? (1ull << 50) : (uint64_t)v->w.q_limit;
+		uint64_t used = v->w.q_usage > 0 ? (uint64_t)v->w.q_usage : 0;
+		st->f_blocks = total / bs;
+		st->f_bfree = st->f_bavail = used < total ? (total - used) / bs : 0;
+	}
+	pthread_mutex_unlock(&v->w.lock);
+}
