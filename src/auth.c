@@ -22,7 +22,8 @@
 #include "wire.h"
 
 #define DEFAULT_TOKEN_URL "https://oauth2.googleapis.com/token"
-#define DEFAULT_SCOPE "https://www.googleapis.com/auth/drive.readonly"
+#define SCOPE_PREFIX "https://www.googleapis.com/auth/"
+#define DEFAULT_SCOPE SCOPE_PREFIX "drive"
 #define TOKEN_MAX 4096
 #define CRED_FILE_MAX (64 * 1024)
 
@@ -44,6 +45,9 @@ struct cfs_auth {
 	uint64_t seq;      /* completed refresh attempts */
 	int last_rc;       /* result of the last attempt */
 	char token[TOKEN_MAX];
+	char *granted;     /* the scopes the token endpoint (or tokeninfo) said the token has;
+			    * NULL: not said */
+	int info_asked;    /* a static token: tokeninfo was asked (once) */
 	uint64_t gen;      /* bumps with every new token */
 	int rejected;      /* Drive refused the current token */
 	int64_t got_at, expires_at; /* monotonic seconds */
@@ -176,7 +180,7 @@ static int metadata_url(const struct cfs_auth_opts *o, char *out, size_t cap)
 	       cap;
 }
 
-static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in);
+static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in, char **scope);
 
 /* Uses the metadata server if it hands out a token now. */
 static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
@@ -195,7 +199,7 @@ static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
 		return -ENOMEM;
 	char *t = NULL;
 	int64_t exp = 0;
-	int rc = fetch_once(a, &t, &exp);
+	int rc = fetch_once(a, &t, &exp, &a->granted);
 	if (rc) {
 		CFS_INFO("no token from the metadata server %s (%s)", url, cfs_strerror(rc));
 		free(a->token_url);
@@ -303,6 +307,7 @@ void cfs_auth_free(struct cfs_auth *a)
 	explicit_bzero(a->token, sizeof(a->token));
 	free(a->token_url);
 	free(a->scope);
+	free(a->granted);
 	pthread_mutex_destroy(&a->lock);
 	pthread_cond_destroy(&a->cond);
 	free(a);
@@ -404,8 +409,22 @@ static void wipe_buf(struct cfs_buf *b)
 	cfs_buf_cleanup(b);
 }
 
-/* One round trip to the token endpoint.  Called without the lock. */
-static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in)
+/* Sets r up to POST the form in body to url, the reply into reply. */
+static void form_request(struct cfs_http_req *r, const char *url, const struct cfs_buf *body,
+			 long timeout_ms, struct cfs_buf *reply)
+{
+	r->method = "POST";
+	r->url = url;
+	r->body = body->data;
+	r->body_len = body->len;
+	r->content_type = "application/x-www-form-urlencoded";
+	r->timeout_ms = timeout_ms;
+	r->out = reply;
+}
+
+/* One round trip to the token endpoint; *scope gets the reply's "scope"
+ * (malloc'd, replacing what it held) or NULL.  Called without the lock. */
+static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in, char **scope)
 {
 	struct cfs_buf body = { 0 }, reply = { .max = 256 * 1024 };
 	struct cfs_http_req r;
@@ -414,17 +433,13 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in)
 	if (a->kind == K_METADATA) {
 		r.extra_header = "Metadata-Flavor: Google";
 		r.timeout_ms = 3000; /* a metadata server answers at once, or is not there */
+		r.url = a->token_url;
+		r.out = &reply;
 	} else {
 		if ((rc = build_body(a, &body)))
 			goto out;
-		r.method = "POST";
-		r.body = body.data;
-		r.body_len = body.len;
-		r.content_type = "application/x-www-form-urlencoded";
-		r.timeout_ms = 60000;
+		form_request(&r, a->token_url, &body, 60000, &reply);
 	}
-	r.url = a->token_url;
-	r.out = &reply;
 	rc = cfs_http_perform(a->http, &r);
 	if (rc) {
 		CFS_WARN("token endpoint %s: %s", a->token_url, r.errmsg);
@@ -435,6 +450,14 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in)
 		rc = cfs_json_parse_token(reply.data, reply.len, tok, expires_in, err, sizeof(err));
 		if (rc == CFS_E_PROTO)
 			CFS_WARN("token endpoint %s: malformed reply", a->token_url);
+		free(*scope);
+		*scope = NULL;
+		if (!rc && cfs_json_parse_scope(reply.data, reply.len, scope) == CFS_E_PROTO)
+			CFS_WARN("token endpoint %s: a \"scope\" that is not a string", a->token_url);
+		/* a service account's token has the scopes its JWT asserted (Google's
+		 * jwt-bearer replies may leave "scope" out) */
+		if (!rc && !*scope && a->kind == K_JWT)
+			*scope = strdup(a->scope); /* NULL (no memory): unknown */
 	} else if (r.status >= 300 && r.status <= 399) {
 		/* not followed (http.h): a 307/308 would post the secrets on */
 		CFS_ERROR("token endpoint %s answered HTTP %ld, a redirect to %s; colabfs does not "
@@ -461,13 +484,13 @@ out:
 	return rc;
 }
 
-static int fetch_token(struct cfs_auth *a, char **tok, int64_t *expires_in)
+static int fetch_token(struct cfs_auth *a, char **tok, int64_t *expires_in, char **scope)
 {
 	static const struct cfs_retry_policy pol = { .base_ms = 1000, .cap_ms = 8000,
 						     .max_attempts = 4 };
 	int rc = 0;
 	for (int attempt = 0; attempt < pol.max_attempts; attempt++) {
-		rc = fetch_once(a, tok, expires_in);
+		rc = fetch_once(a, tok, expires_in, scope);
 		if (!rc || !cfs_retry_transient(rc))
 			break;
 		if (attempt + 1 < pol.max_attempts)
@@ -509,9 +532,9 @@ int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen)
 		}
 		a->refreshing = 1;
 		pthread_mutex_unlock(&a->lock);
-		char *t = NULL;
+		char *t = NULL, *granted = NULL;
 		int64_t exp = 0;
-		int frc = fetch_token(a, &t, &exp);
+		int frc = fetch_token(a, &t, &exp, &granted);
 		pthread_mutex_lock(&a->lock);
 		a->refreshing = 0;
 		a->seq++;
@@ -524,9 +547,13 @@ int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen)
 			a->rejected = 0;
 			a->got_at = mono_now();
 			a->expires_at = a->got_at + (exp > 0 ? exp : 3600);
-			CFS_DEBUG("new access token from %s, valid %lld s", a->token_url,
-				  (long long)exp);
+			free(a->granted);
+			a->granted = granted;
+			granted = NULL;
+			CFS_DEBUG("new access token from %s, valid %lld s, scopes %s", a->token_url,
+				  (long long)exp, a->granted ? a->granted : "not said");
 		}
+		free(granted);
 		if (t) {
 			explicit_bzero(t, strlen(t));
 			free(t);
@@ -556,4 +583,102 @@ void cfs_auth_reject(struct cfs_auth *a, uint64_t gen)
 	if (gen == a->gen)
 		a->rejected = 1;
 	pthread_mutex_unlock(&a->lock);
+}
+
+/* ---- what the token may do ---------------------------------------------- */
+
+int cfs_auth_scope_can_write(const char *scopes)
+{
+	if (!scopes)
+		return -1;
+	size_t plen = strlen(SCOPE_PREFIX);
+	for (const char *p = scopes + strspn(scopes, " \t"); *p; p += strspn(p, " \t")) {
+		size_t n = strcspn(p, " \t");
+		const char *s = p;
+		p += n;
+		if (n > plen && strncmp(s, SCOPE_PREFIX, plen) == 0) {
+			s += plen;
+			n -= plen;
+		}
+		if ((n == 5 && strncmp(s, "drive", 5) == 0) ||
+		    (n == 10 && strncmp(s, "drive.file", 10) == 0))
+			return 1;
+	}
+	return 0;
+}
+
+/* A static token's scopes, from the tokeninfo endpoint at the token URL's
+ * origin (Google's: https://oauth2.googleapis.com/tokeninfo).  The token goes
+ * in the POST body, never in the URL or a log line.  One try with a short
+ * deadline; any failure leaves the scopes unknown. */
+static void ask_tokeninfo(struct cfs_auth *a)
+{
+	size_t n = cfs_wire_url_origin(a->token_url);
+	char url[1024];
+	if (!n || (size_t)snprintf(url, sizeof(url), "%.*s/tokeninfo", (int)n, a->token_url) >=
+			  sizeof(url) || cfs_wire_url_check(url)) {
+		CFS_INFO("the token's scopes are unknown: no tokeninfo endpoint at %.200s that "
+			 "may be sent the token", a->token_url);
+		return;
+	}
+	struct cfs_buf body = { 0 }, reply = { .max = 64 * 1024 };
+	struct cfs_http_req r;
+	cfs_http_req_init(&r);
+	char *scope = NULL;
+	int rc = form_field(&body, "access_token", a->token);
+	if (!rc) {
+		form_request(&r, url, &body, 5000, &reply);
+		rc = cfs_http_perform(a->http, &r);
+	}
+	if (!rc && r.status == 200)
+		rc = cfs_json_parse_scope(reply.data, reply.len, &scope);
+	if (scope)
+		CFS_INFO("tokeninfo %s: the token has the scopes %.400s", url, scope);
+	else if (rc)
+		CFS_INFO("tokeninfo %s: %s; the token's scopes are unknown", url,
+			 r.errmsg[0] ? r.errmsg : cfs_strerror(rc));
+	else
+		CFS_INFO("tokeninfo %s: HTTP %ld%s; the token's scopes are unknown", url, r.status,
+			 r.status == 200 ? " without a scope" : "");
+	wipe_buf(&body);
+	wipe_buf(&reply);
+	cfs_http_req_cleanup(&r);
+	pthread_mutex_lock(&a->lock);
+	free(a->granted);
+	a->granted = scope;
+	pthread_mutex_unlock(&a->lock);
+}
+
+int cfs_auth_can_write(struct cfs_auth *a)
+{
+	pthread_mutex_lock(&a->lock);
+	int ask = a->kind == K_STATIC && !a->info_asked && a->http;
+	int fetch = (a->kind == K_REFRESH || a->kind == K_JWT) && !a->gen;
+	a->info_asked |= ask;
+	pthread_mutex_unlock(&a->lock);
+	if (ask)
+		ask_tokeninfo(a);
+	if (fetch) {
+		/* the scopes come with the first token, which the mount needs anyway */
+		char tok[TOKEN_MAX];
+		uint64_t gen;
+		int rc = cfs_auth_token(a, tok, sizeof(tok), &gen);
+		explicit_bzero(tok, sizeof(tok));
+		if (rc)
+			CFS_INFO("no token yet (%s): the token's scopes are unknown", cfs_strerror(rc));
+	}
+	pthread_mutex_lock(&a->lock);
+	int w = cfs_auth_scope_can_write(a->granted);
+	pthread_mutex_unlock(&a->lock);
+	return w;
+}
+
+int cfs_auth_granted(struct cfs_auth *a, char *out, size_t cap)
+{
+	pthread_mutex_lock(&a->lock);
+	int rc = a->granted ? 0 : -ENOENT;
+	if (cap)
+		snprintf(out, cap, "%s", a->granted ? a->granted : "");
+	pthread_mutex_unlock(&a->lock);
+	return rc;
 }

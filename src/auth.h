@@ -15,6 +15,11 @@
  * thread refreshes; the others wait for it (single flight).  Token calls that
  * fail transiently are retried a few times with backoff.
  *
+ * Scopes: the scope asked for (JWT claim, metadata ?scopes=) defaults to the
+ * full drive scope; what the token was granted is recorded from the token
+ * replies (or asked of tokeninfo for a static token), so the mount can tell
+ * whether it may write (cfs_auth_can_write).
+ *
  * Secrets (tokens, refresh tokens, keys) are never logged or put in error
  * text; memory holding them is wiped on free. */
 #ifndef CFS_AUTH_H
@@ -29,7 +34,7 @@ struct cfs_auth;
 struct cfs_auth_opts {
 	const char *credentials; /* --credentials, or NULL */
 	const char *token_url;   /* --token-url, or NULL: the file's token_uri or Google's */
-	const char *scope;       /* NULL: drive.readonly */
+	const char *scope;       /* NULL: drive */
 	const char *metadata_url; /* --metadata-url, or NULL */
 };
 
@@ -50,6 +55,31 @@ int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen);
 /* Drive answered 401 to the token of generation gen: force a refresh on the
  * next cfs_auth_token (a no-op if the token was already replaced). */
 void cfs_auth_reject(struct cfs_auth *a, uint64_t gen);
+
+/* Whether the token may write to Drive: 1 when a scope it was granted allows
+ * writes (drive or drive.file), 0 when its scopes are known and none does
+ * (drive.readonly, drive.metadata.readonly...), -1 when they are unknown.
+ * What was granted comes from the "scope" of the token endpoint's replies
+ * (refresh-token and JWT-bearer grants, the metadata server; a JWT-bearer
+ * reply without one grants the scope the JWT asserted); a source that has
+ * fetched no token yet fetches one first.  A static token
+ * (COLABFS_ACCESS_TOKEN) is looked up once, on the first call, at the
+ * tokeninfo endpoint of the token URL's origin (Google's:
+ * https://oauth2.googleapis.com/tokeninfo), the token in a POST body; an
+ * endpoint that is not https (or plain http to localhost), or any failure,
+ * leaves the scopes unknown.  Never fatal; may block for that first token or
+ * lookup (seconds).  Thread-safe. */
+int cfs_auth_can_write(struct cfs_auth *a);
+
+/* Copies the granted scopes (space-separated URLs, as the endpoint said them)
+ * into out, cut to cap.  Returns 0, or -ENOENT when they are unknown (out is
+ * then ""). */
+int cfs_auth_granted(struct cfs_auth *a, char *out, size_t cap);
+
+/* Pure: may a token with these scopes (space-separated, each a full
+ * https://www.googleapis.com/auth/... URL or its short name) write?  1 for
+ * drive or drive.file among them, 0 for none, -1 for scopes NULL (unknown). */
+int cfs_auth_scope_can_write(const char *scopes);
 
 /* Pure: should a token expiring at expires_at (seconds) and obtained at
  * got_at be refreshed at now? */

@@ -34,7 +34,10 @@ static const struct opt opts[] = {
 	{ "shared-with-me", 0, T_FLAG, O(shared_with_me), NULL,
 	  "mount \"Shared with me\": the items others shared with you" },
 	{ "scope", 0, T_STR, O(scope), "SCOPE",
-	  "OAuth scope to ask for: drive.readonly (default) or drive" },
+	  "OAuth scope to ask for: drive or drive.readonly (default: drive; with "
+	  "--read-only drive.readonly)" },
+	{ "read-only", 0, T_FLAG, O(read_only), NULL,
+	  "no writes: the mount is read-only (EROFS), as before writes existed" },
 	{ "api-url", 0, T_STR, O(api_url), "URL",
 	  "Drive API root URL (default https://www.googleapis.com)" },
 	{ "token-url", 0, T_STR, O(token_url), "URL",
@@ -272,9 +275,12 @@ static const struct opt *find_short(char s)
 
 #define SCOPE_PREFIX "https://www.googleapis.com/auth/"
 
-/* --scope: drive.readonly or drive, short or as the full URL; stored as the URL. */
+/* --scope: drive.readonly or drive, short or as the full URL; stored as the URL.
+ * Without --scope: drive, or drive.readonly for a --read-only mount. */
 static int check_scope(struct cfs_config *c, char *why, size_t wcap)
 {
+	if (!c->scope && set_str(&c->scope, c->read_only ? "drive.readonly" : "drive"))
+		return -ENOMEM;
 	const char *s = c->scope;
 	if (strncmp(s, SCOPE_PREFIX, strlen(SCOPE_PREFIX)) == 0)
 		s += strlen(SCOPE_PREFIX);
@@ -441,8 +447,6 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
 	if (!rc)
 		rc = set_str(&c->recovery, "auto");
-	if (!rc)
-		rc = set_str(&c->scope, "drive.readonly");
 	if (!rc)
 		rc = set_str(&c->log_level, "info");
 	if (!rc)

@@ -48,7 +48,10 @@ struct cfs_config {
 	long crash_loop_limit;
 	char *drive_id;       /* --drive-id: a shared drive to mount */
 	long shared_with_me;  /* --shared-with-me */
-	char *scope;          /* OAuth scope, always a full URL after parsing */
+	char *scope;          /* OAuth scope, always a full URL after parsing: --scope, else
+			       * drive (drive.readonly with --read-only) */
+	long read_only;       /* --read-only: no writes (EROFS); also set at mount time when
+			       * the token's granted scopes cannot write (auth.h) */
 	long uid, gid;        /* --uid, --gid: what entries report; -1: the mounting user's */
 	long file_mode;       /* --file-mode, --dir-mode: permission bits (0 to 0777) */
 	long dir_mode;

@@ -543,6 +543,16 @@ int cfs_json_parse_start_token(const char *txt, size_t len, char **token)
 	return rc;
 }
 
+int cfs_json_parse_scope(const char *txt, size_t len, char **scope)
+{
+	*scope = NULL;
+	json_t *root = load(txt, len);
+	int rc = json_is_object(root) ? dup_token(json_object_get(root, "scope"), scope)
+				      : CFS_E_PROTO;
+	json_decref(root);
+	return rc;
+}
+
 /* ---- writes (drive-api-v3.md §6) ----------------------------------------- */
 
 /* RFC 3339 UTC with milliseconds ("2024-05-01T12:34:56.789Z"). */

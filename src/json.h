@@ -81,6 +81,12 @@ int cfs_json_parse_error(const char *txt, size_t len, char *reason, size_t rcap,
 int cfs_json_parse_token(const char *txt, size_t len, char **token, int64_t *expires_in,
 			 char *err, size_t ecap);
 
+/* The "scope" field of an OAuth token reply or a tokeninfo answer (space-
+ * separated scope URLs): a malloc'd copy in *scope, or NULL when the object
+ * has none.  Returns 0, CFS_E_PROTO (not a JSON object, or a scope that is not
+ * a non-empty string) or -ENOMEM. */
+int cfs_json_parse_scope(const char *txt, size_t len, char **scope);
+
 enum cfs_cred_type { CFS_CRED_AUTHORIZED_USER = 1, CFS_CRED_SERVICE_ACCOUNT };
 
 struct cfs_cred {

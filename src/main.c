@@ -187,6 +187,7 @@ struct mount {
 	char why[512];
 	char ram_note[512]; /* a cache in RAM: its budget rule, for the mount's terminal */
 	int ram_warn;       /* ram_note is a warning */
+	char scope_note[640]; /* why the mount went read-only (check_write_scope), or "" */
 };
 
 /* COLABFS_TEST_MEMWATCH_HOLD_MS (a test hook, with COLABFS_MEMINFO and
@@ -353,6 +354,23 @@ static void stop_downloads(void *arg)
 	cfs_drive_cancel(m->drive);
 }
 
+/* A mount that may write needs a token that may: one whose granted scopes
+ * are known and allow no writes (only drive.readonly, say) makes the mount
+ * read-only (c->read_only), said in the log and, after the serving line, on
+ * the terminal.  Unknown scopes leave the mount as it was. */
+static void check_write_scope(struct mount *m)
+{
+	char granted[320];
+	if (m->c->read_only || cfs_auth_can_write(m->auth) != 0)
+		return;
+	cfs_auth_granted(m->auth, granted, sizeof(granted));
+	m->c->read_only = 1;
+	snprintf(m->scope_note, sizeof(m->scope_note),
+		 "the token has only the drive.readonly scope (granted: %s): mounting read-only; "
+		 "use credentials with the drive scope to write", granted);
+	CFS_WARN("%s", m->scope_note);
+}
+
 /* Everything below the FUSE session: HTTP, credentials, Drive, cache, vfs.
  * Returns 0 or a status with the reason in m->why. */
 static int build_core(struct mount *m)
@@ -375,6 +393,8 @@ static int build_core(struct mount *m)
 	else if ((rc = cfs_auth_new(m->http, &ao, &m->auth, m->why, sizeof(m->why))) == 0)
 		CFS_INFO("colabfs %s: credentials from %s, Drive API at %s", CFS_VERSION,
 			 cfs_auth_source(m->auth), c->api_url);
+	if (!rc)
+		check_write_scope(m);
 	if (!rc && (rc = cfs_drive_new(m->http, m->auth, &dopt, &m->drive)))
 		snprintf(m->why, sizeof(m->why), "%s", cfs_strerror(rc));
 	if (!rc)
@@ -399,8 +419,10 @@ static void serving_line(struct mount *m, const char *log_path, char *out, size_
 			 cfs_vfs_root_id(m->vfs), m->c->mountpoint, m->c->cache_dir,
 			 (unsigned long long)(sst.budget >> 20), log_path);
 	if (m->ram_note[0] && n > 0 && (size_t)n < cap)
-		snprintf(out + n, cap - (size_t)n, "colabfs: %s%s\n", m->ram_warn ? "warning: " : "",
-			 m->ram_note);
+		n += snprintf(out + n, cap - (size_t)n, "colabfs: %s%s\n",
+			      m->ram_warn ? "warning: " : "", m->ram_note);
+	if (m->scope_note[0] && n > 0 && (size_t)n < cap)
+		snprintf(out + n, cap - (size_t)n, "colabfs: %s\n", m->scope_note);
 }
 
 static void session_opts(struct mount *m, const char *log_path, struct cfs_session_opts *so)

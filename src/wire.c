@@ -192,3 +192,14 @@ int cfs_wire_url_check(const char *url)
 	}
 	return dots == 2 && digits ? 0 : -EPERM;
 }
+
+size_t cfs_wire_url_origin(const char *url)
+{
+	/* a scheme is letters, digits, + - . (RFC 3986), and then "://" */
+	size_t n = strspn(url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+	if (!n || strncmp(url + n, "://", 3) != 0)
+		return 0;
+	n += 3;
+	size_t host = strcspn(url + n, "/?#");
+	return host ? n + host : 0;
+}

@@ -40,4 +40,9 @@ int64_t cfs_wire_retry_after(const char *v, time_t now);
  * to another host, or -EINVAL for no http(s) URL at all. */
 int cfs_wire_url_check(const char *url);
 
+/* The length of url's origin, "scheme://authority" (everything before the
+ * path, query or fragment): "https://h:443/token" gives 13.  Returns 0 when
+ * url has no scheme or no authority. */
+size_t cfs_wire_url_origin(const char *url);
+
 #endif

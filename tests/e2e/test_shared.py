@@ -240,18 +240,21 @@ def test_shared_drive_change_shows(mount_factory, emulator_factory, tmp_path):
     assert changes and all(r["query"].get("driveId") == TEAM for r in changes), changes[:3]
 
 
-@pytest.mark.parametrize("scope,want", [
-    (None, "https://www.googleapis.com/auth/drive.readonly"),
-    ("drive", "https://www.googleapis.com/auth/drive"),
-    ("https://www.googleapis.com/auth/drive.readonly", "https://www.googleapis.com/auth/drive.readonly"),
+@pytest.mark.parametrize("args,want", [
+    ([], "https://www.googleapis.com/auth/drive"),
+    (["--read-only"], "https://www.googleapis.com/auth/drive.readonly"),
+    (["--scope=drive.readonly"], "https://www.googleapis.com/auth/drive.readonly"),
+    (["--read-only", "--scope=drive"], "https://www.googleapis.com/auth/drive"),
+    (["--scope=https://www.googleapis.com/auth/drive.readonly"],
+     "https://www.googleapis.com/auth/drive.readonly"),
 ])
-def test_scope_reaches_the_metadata_server(mount_factory, emulator_factory, tmp_path, scope, want):
-    """--scope is what the token request asks for (GCE: ?scopes=), and the
-    token it gets reads the shared drive."""
+def test_scope_reaches_the_metadata_server(mount_factory, emulator_factory, tmp_path, args, want):
+    """--scope is what the token request asks for (GCE: ?scopes=; without it
+    drive, or drive.readonly with --read-only), and the token it gets reads
+    the shared drive."""
     emu, mdl = start_emulator(emulator_factory, tmp_path, "emu-scope")
     extra = ["--metadata-url=" + emu.url, "--drive-id=" + TEAM, "--poll-interval=0"]
-    m = mount_factory.new(emu, name="scope", token=None,
-                          extra=extra + (["--scope=" + scope] if scope else []))
+    m = mount_factory.new(emu, name="scope", token=None, extra=extra + args)
     H.compare_stream(m.path("top.txt"), mdl.lookup("top.txt", TEAM))
     asked = [r["query"].get("scopes") for r in emu.log() if r["kind"] == "metadata"]
     assert asked and set(asked) == {want}, asked

@@ -39,6 +39,9 @@ Auth:
   --access-token TOK     a bearer token accepted forever (repeatable)
   --client-id ID --client-secret S --refresh-token R
                          accept this refresh_token grant at POST /token
+  --grant-scope SCOPE    the scope a refresh_token grant that asks for none is given (the refresh
+                         token's consent; space-separated URLs, default the full drive scope); the
+                         reply's "scope" field says it
   --token-lifetime S     lifetime of issued tokens in seconds (default 3600); expired ones get 401
   --sa-public-key PEM --sa-email EMAIL
                          accept JWT-bearer grants signed by this key (public key, private key or
@@ -46,7 +49,8 @@ Auth:
   --readonly-token TOK   a bearer token accepted forever with only the drive.readonly scope
                          (repeatable): every write answers 403 insufficientPermissions
   With none of these, any non-empty bearer token is accepted (full scope).
-  GET /oauth2/v3/tokeninfo?access_token=T (also /tokeninfo) answers {"scope", "expires_in"}.
+  GET /oauth2/v3/tokeninfo?access_token=T (also /tokeninfo; or POST with the form body
+  access_token=T, as Google takes it) answers {"scope", "expires_in"}.
 Writes and uploads (emuwrite.py, emuupload.py; control calls in emucontrol.py):
   --write-rate R --write-burst B --write-rate-status 403|429
                          a per-user token bucket for creations and uploads (files.create, media
@@ -877,6 +881,8 @@ def parse_args(argv):
     p.add_argument("--client-id", metavar="ID", help="OAuth client id for the refresh_token grant")
     p.add_argument("--client-secret", metavar="S", help="OAuth client secret")
     p.add_argument("--refresh-token", metavar="R", help="the refresh token the grant accepts")
+    p.add_argument("--grant-scope", metavar="SCOPE",
+                   help="scope a refresh_token grant that asks for none gets (default: drive)")
     p.add_argument("--token-lifetime", type=float, default=3600, metavar="S",
                    help="seconds an issued token stays valid (default 3600)")
     p.add_argument("--sa-public-key", metavar="PEM", help="service-account key that signs JWT grants")
@@ -963,7 +969,8 @@ def main(argv=None):
     try:
         drive = build_drive(args)
         auth = emuauth.Auth(args.access_token, args.client_id, args.client_secret, args.refresh_token,
-                            args.token_lifetime, args.sa_public_key, args.sa_email, args.seed)
+                            args.token_lifetime, args.sa_public_key, args.sa_email, args.seed,
+                            args.grant_scope)
         for token in args.readonly_token:
             auth.add_token(token, emuauth.READONLY_SCOPE)
         uploads = {"session_lifetime": args.upload_session_lifetime,

@@ -25,7 +25,10 @@ Token endpoint (``POST /token``, form-urlencoded)
 -------------------------------------------------
 * ``grant_type=refresh_token`` with client_id, client_secret (form fields or HTTP Basic) and
   refresh_token: must match ``--client-id/--client-secret/--refresh-token``. A wrong client gets
-  401 ``invalid_client``; a wrong refresh token 400 ``invalid_grant``.
+  401 ``invalid_client``; a wrong refresh token 400 ``invalid_grant``. The token has the scope the
+  request asks for (its ``scope`` field), else the scope the refresh token was consented with:
+  ``--grant-scope SCOPE`` (``Auth(grant_scope=...)``; default the full ``drive`` scope), so a test
+  can hand out a refresh token that only grants ``drive.readonly``.
 * ``grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`` with ``assertion``: an RS256 JWT whose
   signature is checked with ``openssl dgst -sha256 -verify`` against ``--sa-public-key``; ``iss`` must be
   ``--sa-email``, ``aud`` must end in ``/token``, ``exp - iat`` <= 3600 and now within [iat - 300,
@@ -99,10 +102,11 @@ def public_key_pem(path):
 
 class Auth:
     def __init__(self, access_tokens=(), client_id=None, client_secret=None, refresh_token=None,
-                 token_lifetime=3600, sa_public_key=None, sa_email=None, seed=0):
+                 token_lifetime=3600, sa_public_key=None, sa_email=None, seed=0, grant_scope=None):
         self.static_tokens = {token: DEFAULT_SCOPE for token in access_tokens}
         self.client_id, self.client_secret, self.refresh_token = client_id, client_secret, refresh_token
         self.token_lifetime = token_lifetime
+        self.grant_scope = grant_scope or DEFAULT_SCOPE   # what the refresh token was consented for
         self.sa_email = sa_email
         self.sa_key_pem = public_key_pem(sa_public_key) if sa_public_key else None
         self.open = not (self.static_tokens or refresh_token or self.sa_key_pem)
@@ -190,7 +194,7 @@ class Auth:
             raise GrantError(401, "invalid_client", "Unauthorized")
         if form.get("refresh_token") != self.refresh_token:
             raise GrantError(400, "invalid_grant", "Token has been expired or revoked.")
-        return self._issue(form.get("scope") or DEFAULT_SCOPE)
+        return self._issue(form.get("scope") or self.grant_scope)
 
     def _jwt_grant(self, assertion):
         def bad(description):

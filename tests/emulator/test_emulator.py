@@ -527,6 +527,34 @@ def test_refresh_grant_and_expiry():
         assert status == 200
 
 
+def test_refresh_grant_scope_and_tokeninfo_post():
+    """--grant-scope: a refresh grant that asks for no scope gets the consented one, said in the
+    reply and by tokeninfo, which takes the token in a POST form body as Google does."""
+    readonly = emuauth.READONLY_SCOPE
+    args = drive_emulator.parse_args(["--client-id", "cid", "--client-secret", "cs",
+                                      "--refresh-token", "rt", "--grant-scope", readonly])
+    assert args.grant_scope == readonly
+    auth = emuauth.Auth(client_id="cid", client_secret="cs", refresh_token="rt", grant_scope=readonly)
+    fields = {"grant_type": "refresh_token", "client_id": "cid", "client_secret": "cs", "refresh_token": "rt"}
+    with serve(auth=auth) as client:
+        status, body = post_form(client, fields)
+        assert status == 200 and body["scope"] == readonly, body
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        for path in ("/tokeninfo", "/oauth2/v3/tokeninfo"):
+            data = urllib.parse.urlencode({"access_token": body["access_token"]}).encode()
+            status, info = client.json(path, method="POST", data=data, token="", headers=form)
+            assert status == 200 and info["scope"] == readonly, info
+        status, info = client.json("/tokeninfo", method="POST", data=b"access_token=nope", token="",
+                                   headers=form)
+        assert status == 400 and info["error"] == "invalid_token"
+        # a request that names its scope gets that one
+        status, body = post_form(client, {**fields, "scope": emuauth.DEFAULT_SCOPE})
+        assert status == 200 and body["scope"] == emuauth.DEFAULT_SCOPE
+    # without --grant-scope: the full drive scope
+    with serve(auth=emuauth.Auth(client_id="cid", client_secret="cs", refresh_token="rt")) as client:
+        assert post_form(client, fields)[1]["scope"] == emuauth.DEFAULT_SCOPE
+
+
 def openssl(*args, cwd):
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 

@@ -122,6 +122,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			assert(token == NULL);
 		}
 		free(token);
+		/* the granted scopes of the same reply: a non-empty string or none */
+		char *scope = (char *)0x1;
+		rc = cfs_json_parse_scope(txt, len, &scope);
+		assert(rc == 0 || scope == NULL);
+		if (scope) {
+			assert(scope[0] != '\0');
+			touch(scope, 0);
+		}
+		free(scope);
 		break;
 	}
 	case 4: {

@@ -1,4 +1,5 @@
 /* Unit tests: token expiry policy, base64url, credential source selection. */
+#include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -28,6 +29,30 @@ int main(void)
 	const unsigned char bin[] = { 0xfb, 0xff, 0xfe };
 	cfs_auth_b64url(bin, 3, out);
 	CHECK_STR(out, "-__-");
+
+	/* granted scopes: may they write? */
+	const char *full = "https://www.googleapis.com/auth/drive";
+	CHECK_EQ(cfs_auth_scope_can_write(NULL), -1);
+	CHECK_EQ(cfs_auth_scope_can_write(""), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("   "), 0);
+	CHECK_EQ(cfs_auth_scope_can_write(full), 1);
+	CHECK_EQ(cfs_auth_scope_can_write("drive"), 1);
+	CHECK_EQ(cfs_auth_scope_can_write("drive.file"), 1);
+	CHECK_EQ(cfs_auth_scope_can_write("https://www.googleapis.com/auth/drive.file"), 1);
+	CHECK_EQ(cfs_auth_scope_can_write("https://www.googleapis.com/auth/drive.readonly"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("drive.readonly"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("https://www.googleapis.com/auth/drive.metadata.readonly "
+					  "https://www.googleapis.com/auth/drive.readonly"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("openid email https://www.googleapis.com/auth/drive"), 1);
+	CHECK_EQ(cfs_auth_scope_can_write("  https://www.googleapis.com/auth/drive.readonly\t"
+					  "https://www.googleapis.com/auth/drive.file "), 1);
+	/* near misses are not the drive scope */
+	CHECK_EQ(cfs_auth_scope_can_write("https://www.googleapis.com/auth/drivex"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("https://www.googleapis.com/auth/drive.appdata"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("https://www.googleapis.com/auth/drive.metadata"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("https://example.com/auth/drive"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("https://www.googleapis.com/auth/"), 0);
+	CHECK_EQ(cfs_auth_scope_can_write("xdrive drive.filex"), 0);
 
 	/* source selection: nothing configured is a clear error, not a crash */
 	char why[512];
@@ -61,6 +86,10 @@ int main(void)
 		/* after a 401 a static token cannot be refreshed: clear auth error */
 		cfs_auth_reject(a, gen);
 		CHECK_EQ(cfs_auth_token(a, tok, sizeof(tok), &gen), CFS_E_AUTH);
+		/* no HTTP client to ask tokeninfo with: the scopes stay unknown */
+		CHECK_EQ(cfs_auth_can_write(a), -1);
+		CHECK_EQ(cfs_auth_granted(a, why, sizeof(why)), -ENOENT);
+		CHECK_STR(why, "");
 		cfs_auth_free(a);
 	}
 	return check_done("test_auth");

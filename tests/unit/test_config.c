@@ -147,7 +147,22 @@ int main(void)
 	const char *def[] = { "/m" };
 	CHECK_EQ(parse(def, 1, &c, why, sizeof(why)), 0);
 	CHECK(cfs_config_root(&c) == NULL);
+	CHECK_STR(c.scope, "https://www.googleapis.com/auth/drive");
+	CHECK_EQ(c.read_only, 0);
+	cfs_config_cleanup(&c);
+	/* --read-only asks for drive.readonly, unless --scope says otherwise */
+	const char *ro[] = { "--read-only", "/m" };
+	CHECK_EQ(parse(ro, 2, &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.read_only, 1);
 	CHECK_STR(c.scope, "https://www.googleapis.com/auth/drive.readonly");
+	cfs_config_cleanup(&c);
+	const char *ro_sc[] = { "--scope=drive", "--read-only", "/m" };
+	CHECK_EQ(parse(ro_sc, 3, &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.read_only, 1);
+	CHECK_STR(c.scope, "https://www.googleapis.com/auth/drive");
+	cfs_config_cleanup(&c);
+	const char *ro_val[] = { "--read-only=yes", "/m" };
+	CHECK_EQ(parse(ro_val, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
 	cfs_config_cleanup(&c);
 	const char *sd[] = { "--drive-id", "0ATeam_x-1", "/m" };
 	CHECK_EQ(parse(sd, 3, &c, why, sizeof(why)), 0);

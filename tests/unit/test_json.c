@@ -168,6 +168,23 @@ static void test_error_and_token(void)
 		 0);
 	CHECK_EQ(exp, 86400);
 	free(tok);
+
+	/* the granted scopes of a token reply or a tokeninfo answer */
+	char *sc = NULL;
+	CHECK_EQ(cfs_json_parse_scope(S("{\"access_token\":\"t\",\"scope\":"
+					"\"https://www.googleapis.com/auth/drive.readonly openid\"}"),
+				      &sc),
+		 0);
+	CHECK_STR(sc, "https://www.googleapis.com/auth/drive.readonly openid");
+	free(sc);
+	CHECK_EQ(cfs_json_parse_scope(S("{\"access_token\":\"t\"}"), &sc), 0);
+	CHECK(sc == NULL);
+	CHECK_EQ(cfs_json_parse_scope(S("{\"scope\":7}"), &sc), CFS_E_PROTO);
+	CHECK(sc == NULL);
+	CHECK_EQ(cfs_json_parse_scope(S("{\"scope\":\"\"}"), &sc), CFS_E_PROTO);
+	CHECK_EQ(cfs_json_parse_scope(S("[\"scope\"]"), &sc), CFS_E_PROTO);
+	CHECK_EQ(cfs_json_parse_scope(S("not json"), &sc), CFS_E_PROTO);
+	CHECK(sc == NULL);
 }
 
 static void test_credentials(void)

@@ -73,6 +73,21 @@ static void test_url_check(void)
 	CHECK_EQ(cfs_wire_url_check("http://"), -EINVAL);
 }
 
+static void test_url_origin(void)
+{
+	CHECK_EQ(cfs_wire_url_origin("https://h:443/token"), 13);
+	CHECK_EQ(cfs_wire_url_origin("https://oauth2.googleapis.com/token"),
+		 strlen("https://oauth2.googleapis.com"));
+	CHECK_EQ(cfs_wire_url_origin("http://127.0.0.1:8080"), strlen("http://127.0.0.1:8080"));
+	CHECK_EQ(cfs_wire_url_origin("http://[::1]:9?x=/y"), strlen("http://[::1]:9"));
+	CHECK_EQ(cfs_wire_url_origin("http://a#frag"), strlen("http://a"));
+	CHECK_EQ(cfs_wire_url_origin("https:///token"), 0);
+	CHECK_EQ(cfs_wire_url_origin("://h/token"), 0);
+	CHECK_EQ(cfs_wire_url_origin("/token?u=http://h"), 0);
+	CHECK_EQ(cfs_wire_url_origin("token"), 0);
+	CHECK_EQ(cfs_wire_url_origin(""), 0);
+}
+
 static void test_upload_range(void)
 {
 	int64_t n = -1;
@@ -93,6 +108,7 @@ int main(void)
 {
 	test_upload_range();
 	test_url_check();
+	test_url_origin();
 	test_content_range();
 	test_urlencode();
 	test_retry_after();
