@@ -108,8 +108,6 @@ static const struct opt opts[] = {
 	{ "umask", 0, T_MODE, O(umask_bits), "MASK",
 	  "bits cleared from --file-mode and --dir-mode, octal (default 0)" },
 	/* writes */
-	{ "read-only", 0, T_FLAG, O(read_only), NULL,
-	  "no writes: the mount is read-only (EROFS), as before writes existed" },
 	{ "delete-permanently", 0, T_FLAG, O(delete_permanently), NULL,
 	  "unlink and rmdir delete in Drive instead of moving to the trash" },
 	{ "write-back-delay", 0, T_LONG, O(write_back_delay_s), "SECONDS",

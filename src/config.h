@@ -61,7 +61,6 @@ struct cfs_config {
 	long start_timeout_s; /* --start-timeout: the first server must serve by then */
 	unsigned long long log_max; /* --log-max: the log rotates at this size; 0: never */
 	/* writes */
-	long read_only;       /* --read-only */
 	long delete_permanently;
 	long write_back_delay_s;
 	char *staging_dir;    /* NULL: automatic (main.c) */

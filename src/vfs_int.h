@@ -267,6 +267,11 @@ int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX]);
 /* vfs_write.c: trashes (--delete-permanently: deletes) a Drive item; one
  * already gone is 0. */
 int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id);
+/* vfs_write.c: new file id (node ino) is in Drive now, as name in folder
+ * parent_cid: the folder's listing has it without the overlay (table and w
+ * locks not held). */
+void cfs_vfs_w_created(struct cfs_vfs *v, uint64_t ino, const char *id, const char *name,
+		       const char *parent_cid);
 /* vfs_write.c: Drive's storage quota in st (cached a minute). */
 void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st);
 /* vfs_file.c: the open file fh of ino with a reference (rebuilt after a

@@ -208,6 +208,8 @@ static void after_upload(struct cfs_vfs *v, struct cfs_wfile *w, const struct cf
 			CFS_WARN("upload %s: cannot rename it to \"%s\": %s", sent_id, name,
 				 cfs_strerror(rc));
 	}
+	if (j->is_new)
+		cfs_vfs_w_created(v, w->ino, sent_id, name, parent);
 	if (j->replaces[0] && !cfs_vfs_w_remove_in_drive(v, j->replaces)) {
 		pthread_mutex_lock(&v->w.lock);
 		if (strcmp(w->j.replaces, j->replaces) == 0)

@@ -189,6 +189,26 @@ static void forget_stored_listing(struct cfs_vfs *v, const char *content_id)
 		CFS_WARN("cannot drop the stored listing of %s: %s", content_id, cfs_strerror(rc));
 }
 
+void cfs_vfs_w_created(struct cfs_vfs *v, uint64_t ino, const char *id, const char *name,
+		       const char *parent_cid)
+{
+	forget_stored_listing(v, parent_cid);
+	cfs_inode_lock(v->tab);
+	struct cfs_node *d = cfs_inode_find(v->tab, parent_cid);
+	if (d && d->is_dir && d->dir && d->dir->listing &&
+	    cfs_listing_find_ino(d->dir->listing, ino) < 0 &&
+	    cfs_listing_find(d->dir->listing, name) < 0) {
+		struct cfs_node *n = cfs_inode_get(v->tab, ino);
+		if (!n)
+			n = cfs_inode_add(v->tab, id, ino);
+		if (n) {
+			n->parent = d->ino;
+			listing_edit(v, d->ino, NULL, name, ino, 0);
+		}
+	}
+	cfs_inode_unlock(v->tab);
+}
+
 /* What a name in a folder is: its node's ino, Drive id, kind; -ENOENT. */
 struct child {
 	uint64_t ino;

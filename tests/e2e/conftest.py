@@ -522,7 +522,9 @@ class SessionMount:
                     self.broken = "the daemon died or was killed %d times" % self.remounts
                     pytest.fail(self.broken, pytrace=False)
             try:
-                self.m = self.f.new(self.emu, name="session")
+                # read-only: the read tests share the main emulator's tree (the
+                # write tests have their own emulators)
+                self.m = self.f.new(self.emu, name="session", extra=["--read-only"])
             except AssertionError as e:
                 self.broken = str(e)  # later tests fail at once instead of waiting again
                 raise
