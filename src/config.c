@@ -144,6 +144,7 @@ void cfs_config_usage(FILE *out)
 		     "       colabfs stats [PATH] [--json | --prometheus | --watch[=SECONDS]]\n"
 		     "       colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT\n"
 		     "       colabfs warm PATH... [--list FILE]\n"
+		     "       colabfs sync [--timeout SECONDS] [--quiet] [PATH...]\n"
 		     "       colabfs --version | --help\n\nmount options:\n");
 	for (size_t i = 0; i < NOPTS; i++) {
 		char left[64];

@@ -2,10 +2,11 @@
  *
  * A mount answers extended attributes on its root (user.colabfs.*), so any
  * path identifies its daemon without sockets or pid files: its pid (so
- * `colabfs umount` can wait until it has really gone), its stats, and
- * evictions.  The mount is read-only, so setxattr cannot reach the daemon:
- * an eviction is a getxattr whose reply reports what was freed.  Evict and
- * warm are for the mount's owner and root only (ctlname.h). */
+ * `colabfs umount` can wait until it has really gone), its stats,
+ * evictions, warms and syncs.  Every command is a getxattr whose reply
+ * reports what it did (an eviction what was freed, a sync what is still
+ * pending), so it works on a read-only mount as well.  Evict, warm and sync
+ * are for the mount's owner and root only (ctlname.h). */
 #ifndef CFS_CTL_H
 #define CFS_CTL_H
 

@@ -45,6 +45,8 @@ int cfs_ctlname_parse(const char *name, struct cfs_ctlname *out)
 		out->kind = CFS_CTL_CACHE_DIR;
 	} else if (strcmp(name, CFS_XATTR_EVICT) == 0) {
 		out->kind = CFS_CTL_EVICT;
+	} else if (strcmp(name, CFS_XATTR_SYNC) == 0) {
+		out->kind = CFS_CTL_SYNC;
 	} else if (starts(name, CFS_XATTR_EVICT_TO)) {
 		out->kind = CFS_CTL_EVICT_TO;
 		p = parse_num(name + strlen(CFS_XATTR_EVICT_TO), &out->target);
@@ -80,6 +82,9 @@ int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap)
 	case CFS_CTL_CACHE_DIR:
 		n = snprintf(buf, cap, "%s", CFS_XATTR_CACHE_DIR);
 		break;
+	case CFS_CTL_SYNC:
+		n = snprintf(buf, cap, "%s", CFS_XATTR_SYNC);
+		break;
 	case CFS_CTL_EVICT_TO:
 		if (r->target > CFS_CTLNAME_NUM_MAX)
 			return -EINVAL;
@@ -112,6 +117,7 @@ const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind)
 	case CFS_CTL_EVICT_TO: return "evict to";
 	case CFS_CTL_WARM: return "warm";
 	case CFS_CTL_CACHE_DIR: return "cache dir";
+	case CFS_CTL_SYNC: return "sync";
 	}
 	return "?";
 }

@@ -1,8 +1,9 @@
 /* ctlname: the control attributes' names, their parser, and who may use them.
  *
- * A mount answers getxattr of these names on any of its paths (the mount is
- * read-only, so even the commands with an effect are reads; ctl.h is the
- * command-line side):
+ * A mount answers getxattr of these names on any of its paths (even the
+ * commands with an effect are reads: a getxattr carries the caller's uid to
+ * the daemon and returns a reply, and works on a read-only mount too; ctl.h
+ * is the command-line side):
  *
  *   user.colabfs.pid                  the daemon's pid              anyone
  *   user.colabfs.stats                its counters, one JSON object anyone
@@ -11,13 +12,19 @@
  *   user.colabfs.evict                drop the path's cached blocks owner, root
  *   user.colabfs.evict.to.BYTES       LRU eviction down to BYTES    owner, root
  *   user.colabfs.warm.OFFSET.LENGTH   fetch a range of a file       owner, root
+ *   user.colabfs.sync                 upload now what is pending at  owner, root
+ *                                     or below the path (skipping the
+ *                                     write-back delay); replies with
+ *                                     a JSON status (json.h,
+ *                                     cfs_json_parse_sync)
  *
  * "Anyone" is anyone the kernel lets read the path: without allow_other only
  * the user who mounted (FUSE's own rule); with it, the modes that
  * default_permissions enforces (config.h).  The counters name no files.
  * Evict and warm change the cache or hold a FUSE worker until a download
- * ends, so only the mount's owner (the uid that ran `colabfs mount`) and
- * root may use them; others get EPERM.
+ * ends, and sync reorders the uploads and names pending files, so only the
+ * mount's owner (the uid that ran `colabfs mount`) and root may use them;
+ * others get EPERM.
  *
  * Numbers are plain decimal: 1 to 19 digits, nothing else (no sign, space,
  * "+" or "0x"), at most CFS_CTLNAME_NUM_MAX, the largest file offset, so
@@ -37,6 +44,7 @@
 #define CFS_XATTR_EVICT "user.colabfs.evict"       /* the file or folder at the path */
 #define CFS_XATTR_EVICT_TO "user.colabfs.evict.to." /* + a byte count: LRU down to it */
 #define CFS_XATTR_WARM "user.colabfs.warm."         /* + OFFSET.LENGTH of a file */
+#define CFS_XATTR_SYNC "user.colabfs.sync"          /* upload now, report what is pending */
 
 #define CFS_CTLNAME_NUM_MAX ((uint64_t)INT64_MAX)
 #define CFS_CTLNAME_MAX 80 /* room for any name cfs_ctlname_format writes, with its NUL */
@@ -48,6 +56,7 @@ enum cfs_ctlname_kind {
 	CFS_CTL_EVICT_TO,
 	CFS_CTL_WARM,
 	CFS_CTL_CACHE_DIR,
+	CFS_CTL_SYNC,
 };
 
 struct cfs_ctlname {
@@ -69,11 +78,11 @@ int cfs_ctlname_parse(const char *name, struct cfs_ctlname *out);
 int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap);
 
 /* Whether a caller may use a kind on a mount owned by owner: 0, or -EPERM
- * for evict and warm by anyone but the owner and root. */
+ * for evict, warm and sync by anyone but the owner and root. */
 int cfs_ctlname_allowed(enum cfs_ctlname_kind kind, uint32_t caller, uint32_t owner);
 
 /* A word for log lines: "pid", "stats", "evict", "evict to", "warm",
- * "cache dir". */
+ * "cache dir", "sync". */
 const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind);
 
 #endif

@@ -139,4 +139,48 @@ int cfs_json_parse_ids(const char *txt, size_t len, char (*ids)[CFS_ID_MAX], int
  * absent) and usage in bytes.  Returns 0 or CFS_E_PROTO. */
 int cfs_json_parse_quota(const char *txt, size_t len, int64_t *limit, int64_t *usage);
 
+/* `colabfs sync`: the reply to user.colabfs.sync (ctlname.h), one JSON object
+ *   {"files":N,"bytes":N,"bytes_left":N,"uploading":N,
+ *    "waiting":[{"path":"rel/path","error":"why"},...],
+ *    "failed":[{"path":"rel/path","error":"why"},...]}
+ * about the entries at or below the path asked about that are not yet
+ * durable in Drive: files counts them, bytes is their total size,
+ * bytes_left the bytes Drive has not confirmed yet, uploading how many are
+ * being sent now.  waiting lists pending entries whose last attempt hit a
+ * transient condition (network down, rate limit) and that retry by
+ * themselves; failed lists those that cannot be uploaded without the user
+ * (Drive storage full, no write permission, file too large).  Each list
+ * holds at most CFS_SYNC_LIST_MAX entries; path is relative to the mount's
+ * root, error a short sentence for a person.  The reply is a getxattr
+ * value, so it is at most CFS_SYNC_REPLY_MAX bytes: the writer drops list
+ * entries to fit, the last waiting ones first, and never the first failed
+ * one (a reply with a failed entry is a failure, whatever else it says). */
+#define CFS_SYNC_LIST_MAX 20
+#define CFS_SYNC_REPLY_MAX 65536 /* XATTR_SIZE_MAX: the kernel's cap on a value */
+
+struct cfs_json_sync_entry {
+	char *path;  /* malloc'd */
+	char *error; /* malloc'd */
+};
+
+struct cfs_json_sync {
+	int64_t files, bytes, bytes_left, uploading;
+	struct cfs_json_sync_entry waiting[CFS_SYNC_LIST_MAX], failed[CFS_SYNC_LIST_MAX];
+	int n_waiting, n_failed;
+};
+
+/* Parses a sync reply into *s (cleaned up first thing, so a failed parse
+ * leaves it empty).  The four numbers are required integers >= 0 and both
+ * lists are required arrays of objects with a non-empty "path" and an
+ * "error" string (no NUL in either); entries past CFS_SYNC_LIST_MAX are
+ * ignored, unknown keys too.  Returns 0, CFS_E_PROTO or -ENOMEM. */
+int cfs_json_parse_sync(const char *txt, size_t len, struct cfs_json_sync *s);
+/* Frees the strings; *s is then empty.  Safe on a zeroed struct. */
+void cfs_json_sync_cleanup(struct cfs_json_sync *s);
+/* The daemon's side: a malloc'd reply of at most max bytes (with its NUL)
+ * in *txt.  Bytes of a path or error that are not UTF-8 become '?'.
+ * Returns 0, -ENOSPC (max cannot hold the numbers and one failed entry)
+ * or -ENOMEM. */
+int cfs_json_write_sync(const struct cfs_json_sync *s, size_t max, char **txt);
+
 #endif

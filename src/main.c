@@ -5,6 +5,7 @@
  *   colabfs stats [PATH] [--json|--prometheus|--watch[=SECONDS]]
  *   colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT
  *   colabfs warm PATH... [--list FILE]
+ *   colabfs sync [--timeout SECONDS] [--quiet] [PATH...]
  *   colabfs --help | --version
  *
  * Everything else lives in libcolabfs.a; this file wires the layers together. */
@@ -40,6 +41,7 @@
 #include "stats.h"
 #include "store.h"
 #include "super.h"
+#include "sync_cmd.h"
 #include "testhook.h"
 #include "vfs.h"
 #include "warm.h"
@@ -937,6 +939,8 @@ int main(int argc, char **argv)
 		return cmd_evict(argc - 2, argv + 2);
 	if (strcmp(cmd, "warm") == 0)
 		return cfs_warm_main(argc - 2, argv + 2);
+	if (strcmp(cmd, "sync") == 0)
+		return cfs_sync_main(argc - 2, argv + 2);
 	fprintf(stderr, "colabfs: unknown command \"%s\" (try colabfs --help)\n", cmd);
 	return 2;
 }

@@ -1,4 +1,5 @@
 /* stats: gathering and rendering (see stats.h). */
+#define _GNU_SOURCE /* strerrorname_np */
 #include "stats.h"
 
 #include <errno.h>
@@ -193,6 +194,57 @@ static void human(char *buf, size_t cap, const char *name, double v)
 	}
 }
 
+/* The table's sections: their names print under the title, in this order,
+ * after every other name (in the daemon's order).  A name the daemon does not
+ * send is left out, and so is a title with none of its names. */
+static const char *const upload_rows[] = {
+	"uploads_pending", "uploads_in_flight", "uploads_pending_bytes", "uploads_bytes_left",
+	"uploads_failed", "uploads_last_error", "uploads_done_total", "uploads_bytes_total",
+	"uploads_retries_total", "uploads_conflicts_total", "writes_bytes_total", "staging_bytes",
+	"uploads_total", "upload_bytes_total", "upload_retries_total", "create_rate_limited_total",
+	NULL,
+};
+
+static const struct section {
+	const char *title;
+	const char *const *rows;
+} sections[] = {
+	{ "uploads (write-back: staged at close, sent to Drive after)", upload_rows },
+};
+
+static const struct section *section_of(const char *name)
+{
+	for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++)
+		for (const char *const *r = sections[s].rows; *r; r++)
+			if (strcmp(name, *r) == 0)
+				return &sections[s];
+	return NULL;
+}
+
+/* One row of the table: cur->e[i], with its rate against old (NULL: none). */
+static void table_row(FILE *out, const struct kvs *cur, size_t i, const struct kvs *old,
+		      double dt_s)
+{
+	const struct kv *e = &cur->e[i];
+	char val[32], rate[32] = "";
+	human(val, sizeof(val), e->name, (double)e->v);
+	if (strcmp(e->name, "recovery_mode") == 0) {
+		snprintf(val, sizeof(val), "%s", cfs_stats_recovery_name((uint32_t)e->v));
+	} else if (strcmp(e->name, "uploads_last_error") == 0) {
+		const char *en = e->v > 0 && e->v < 4096 ? strerrorname_np((int)e->v) : NULL;
+		if (!e->v)
+			snprintf(val, sizeof(val), "none");
+		else if (en)
+			snprintf(val, sizeof(val), "%s (%" PRId64 ")", en, e->v);
+	}
+	if (old && dt_s > 0 && strstr(e->name, "_total")) {
+		for (size_t j = 0; j < old->n; j++)
+			if (strcmp(old->e[j].name, e->name) == 0)
+				human(rate, sizeof(rate), e->name, (double)(e->v - old->e[j].v) / dt_s);
+	}
+	fprintf(out, "%-40s %16s %14s\n", e->name, val, rate);
+}
+
 int cfs_stats_render(FILE *out, const char *json, const char *prev, double dt_s,
 		     const char *format)
 {
@@ -214,18 +266,18 @@ int cfs_stats_render(FILE *out, const char *json, const char *prev, double dt_s,
 		return 0;
 	}
 	fprintf(out, "%-40s %16s%s\n", "", "value", prev ? "          per s" : "");
-	for (size_t i = 0; i < cur.n; i++) {
-		char val[32], rate[32] = "";
-		human(val, sizeof(val), cur.e[i].name, (double)cur.e[i].v);
-		if (strcmp(cur.e[i].name, "recovery_mode") == 0)
-			snprintf(val, sizeof(val), "%s", cfs_stats_recovery_name((uint32_t)cur.e[i].v));
-		if (prev && dt_s > 0 && strstr(cur.e[i].name, "_total")) {
-			for (size_t j = 0; j < old.n; j++)
-				if (strcmp(old.e[j].name, cur.e[i].name) == 0)
-					human(rate, sizeof(rate), cur.e[i].name,
-					      (double)(cur.e[i].v - old.e[j].v) / dt_s);
-		}
-		fprintf(out, "%-40s %16s %14s\n", cur.e[i].name, val, rate);
+	for (size_t i = 0; i < cur.n; i++)
+		if (!section_of(cur.e[i].name))
+			table_row(out, &cur, i, prev ? &old : NULL, dt_s);
+	for (size_t s = 0; s < sizeof(sections) / sizeof(sections[0]); s++) {
+		int titled = 0;
+		for (const char *const *r = sections[s].rows; *r; r++)
+			for (size_t i = 0; i < cur.n; i++)
+				if (strcmp(cur.e[i].name, *r) == 0) {
+					if (!titled++)
+						fprintf(out, "\n%s\n", sections[s].title);
+					table_row(out, &cur, i, prev ? &old : NULL, dt_s);
+				}
 	}
 	return 0;
 }

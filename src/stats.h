@@ -57,6 +57,10 @@ struct cfs_stats_src {
 int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out);
 
 /* Renders a stats JSON document.  format: "table", "json" or "prometheus".
+ * The table shows every name, bytes in binary units; the write path's names
+ * (uploads_*, writes_bytes_total, staging_bytes, and the Drive client's
+ * upload counters) come last, in an "uploads" section, uploads_last_error as
+ * its errno name.  JSON and Prometheus pass every name through unchanged.
  * prev (may be NULL) and dt_s give per-second rates in the table (--watch).
  * Returns 0 or CFS_E_PROTO for a document that is not flat integers. */
 int cfs_stats_render(FILE *out, const char *json, const char *prev, double dt_s,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "progress.h"
 
 #define CHUNK (64ULL << 20)
 #define THREADS 16
@@ -126,42 +127,21 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-static void human(char *b, size_t cap, double v)
-{
-	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int i = 0;
-	while (v >= 1024 && i < 4) {
-		v /= 1024;
-		i++;
-	}
-	snprintf(b, cap, "%.1f %s", v, u[i]);
-}
-
 /* lock held */
 static void progress(struct warm *w, double elapsed, int tty, int final)
 {
 	char done[32], total[32];
-	human(done, sizeof(done), (double)w->done_bytes);
-	human(total, sizeof(total), (double)w->total_bytes);
+	cfs_progress_bytes(done, sizeof(done), (double)w->done_bytes);
+	cfs_progress_bytes(total, sizeof(total), (double)w->total_bytes);
 	double rate = elapsed > 0 ? (double)w->fetched / elapsed / 1e6 : 0;
 	double frac = w->total_bytes ? (double)w->done_bytes / (double)w->total_bytes : 1;
 	double eta = frac > 0 && frac < 1 ? elapsed * (1 - frac) / frac : 0;
 	if (tty) {
-		char bar[31];
-		int fill = (int)(frac * 30);
-		for (int i = 0; i < 30; i++)
-			bar[i] = i < fill ? '#' : '.';
-		bar[30] = '\0';
-		fprintf(stderr, "\r[%s] %3.0f%%  files %zu/%zu  %s/%s  %.1f MB/s  ETA %d:%02d   ", bar,
-			frac * 100, w->files_done, w->files, done, total, rate, (int)eta / 60,
-			(int)eta % 60);
+		char bar[CFS_PROGRESS_BAR + 1], left[16];
+		cfs_progress_bar(bar, sizeof(bar), frac);
+		cfs_progress_eta(left, sizeof(left), eta);
+		fprintf(stderr, "\r[%s] %3.0f%%  files %zu/%zu  %s/%s  %.1f MB/s  ETA %s   ", bar,
+			frac * 100, w->files_done, w->files, done, total, rate, left);
 		if (final)
 			fputc('\n', stderr);
 	} else {
@@ -219,7 +199,7 @@ int cfs_warm_main(int argc, char **argv)
 		return 2;
 	}
 	int tty = isatty(2);
-	double t0 = now_s(), last = 0;
+	double t0 = cfs_progress_now(), last = 0;
 	pthread_t th[THREADS];
 	int started = 0;
 	for (; !bad && started < THREADS && (size_t)started < w.n; started++) {
@@ -239,21 +219,21 @@ int cfs_warm_main(int argc, char **argv)
 			ts.tv_nsec -= 1000000000;
 		}
 		pthread_cond_timedwait(&w.cond, &w.lock, &ts);
-		double t = now_s() - t0;
+		double t = cfs_progress_now() - t0;
 		if (t - last >= (tty ? 0.25 : 5.0)) {
 			progress(&w, t, tty, 0);
 			last = t;
 		}
 	}
-	double t = now_s() - t0;
+	double t = cfs_progress_now() - t0;
 	if (!bad && !w.denied)
 		progress(&w, t, tty, 1);
 	pthread_mutex_unlock(&w.lock);
 	for (int i = 0; i < started; i++)
 		pthread_join(th[i], NULL);
 	char total[32], fetched[32];
-	human(total, sizeof(total), (double)w.total_bytes);
-	human(fetched, sizeof(fetched), (double)w.fetched);
+	cfs_progress_bytes(total, sizeof(total), (double)w.total_bytes);
+	cfs_progress_bytes(fetched, sizeof(fetched), (double)w.fetched);
 	if (!bad && !w.denied)
 		printf("warmed %zu files, %s (%s downloaded) in %.1f s, %.1f MB/s%s\n",
 		       w.files_done, total, fetched, t, t > 0 ? (double)w.fetched / t / 1e6 : 0,

@@ -111,3 +111,26 @@ def test_root_option(mount_factory, emulator, tree):
     for rel, n in tree.model.walk(tree.ids["level1"]):
         if n.kind == "file":
             H.compare_stream(m.path(rel), n)
+
+
+def test_sync_outside_a_mount(colabfs, tmp_path):
+    """colabfs sync on a path in no colabfs mount (given, or the current folder)
+    exits 2 at once and says so; usage errors exit 2 too.  (Against a live mount
+    it needs the daemon's side of user.colabfs.sync, tested with the write path.)"""
+    env = H.clean_env(home=tmp_path)
+    cases = [
+        ([colabfs, "sync", str(tmp_path)], None, str(tmp_path) + " is not in a colabfs mount"),
+        ([colabfs, "sync", "--quiet", "--timeout", "5", str(tmp_path)], None,
+         "is not in a colabfs mount"),
+        ([colabfs, "sync"], str(tmp_path), "the current folder) is not in a colabfs mount"),
+        ([colabfs, "sync", str(tmp_path / "nope")], None, "No such file or directory"),
+        ([colabfs, "sync", "--timeout", "soon", str(tmp_path)], None, "--timeout wants seconds"),
+        ([colabfs, "sync", "--frobnicate"], None, "unknown option --frobnicate"),
+    ]
+    for argv, cwd, want in cases:
+        rc, out, err = H.run_cmd(argv, 20, env=env, cwd=cwd)
+        assert rc == 2, (argv, rc, out, err)
+        assert want in err, (argv, err)
+        assert out == "", (argv, out)
+    rc, out, err = H.run_cmd([colabfs, "--help"], 20, env=env)
+    assert "colabfs sync [--timeout SECONDS] [--quiet] [PATH...]" in out, out

@@ -7,7 +7,7 @@
  * cannot wrap; formatting what was parsed gives a name of at most
  * CFS_CTLNAME_MAX bytes that parses to the same request and is never longer
  * than the input (it only drops leading zeros); and who may use it follows
- * the rule (reads for anyone, evict and warm for the owner and root), for
+ * the rule (reads for anyone, evict, warm and sync for the owner and root), for
  * caller and owner uids taken from the input's first bytes. */
 #include <assert.h>
 #include <stdint.h>

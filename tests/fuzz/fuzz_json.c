@@ -1,11 +1,12 @@
 /* Fuzz harness: the Drive reply parsers of src/json.c (libFuzzer).
  *
  * The first input byte picks the parser ('0' file resource, '1' file list,
- * '2' error body, '3' token reply, '4' flat integers, '5' an RFC 3339 time),
- * the rest is the document.  Every field a parser hands out is read in full
+ * '2' error body, '3' token reply, '4' flat integers, '5' an RFC 3339 time,
+ * '6' a user.colabfs.sync reply), the rest is the document.  Every field a parser hands out is read in full
  * so that ASan sees any string that is not NUL-terminated or was freed too
  * early; invariants the callers rely on are asserted (a failed parse hands
- * out nothing, a string fits its field). */
+ * out nothing, a string fits its field; a sync reply the parser accepts is
+ * written back by the daemon's writer and parses to the same status). */
 #include <assert.h>
 #include <errno.h>
 #include <stdint.h>
@@ -62,11 +63,56 @@ static int ints_cb(const char *name, int64_t v, void *arg)
 	return 0;
 }
 
+static int same_entries(const struct cfs_json_sync_entry *a, const struct cfs_json_sync_entry *b,
+			int n)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(a[i].path, b[i].path) || strcmp(a[i].error, b[i].error))
+			return 0;
+	return 1;
+}
+
+static void sync_round_trip(const char *txt, size_t len)
+{
+	struct cfs_json_sync s, back;
+	if (cfs_json_parse_sync(txt, len, &s) != 0) {
+		assert(s.n_waiting == 0 && s.n_failed == 0);
+		return;
+	}
+	assert(s.files >= 0 && s.bytes >= 0 && s.bytes_left >= 0 && s.uploading >= 0);
+	assert(s.n_waiting <= CFS_SYNC_LIST_MAX && s.n_failed <= CFS_SYNC_LIST_MAX);
+	for (int i = 0; i < s.n_waiting; i++) {
+		assert(s.waiting[i].path[0] != '\0');
+		touch(s.waiting[i].path, 0);
+		touch(s.waiting[i].error, 0);
+	}
+	for (int i = 0; i < s.n_failed; i++) {
+		assert(s.failed[i].path[0] != '\0');
+		touch(s.failed[i].path, 0);
+		touch(s.failed[i].error, 0);
+	}
+	/* what the parser accepted is UTF-8 already: the writer changes nothing */
+	char *again = NULL;
+	int rc = cfs_json_write_sync(&s, (size_t)-1, &again);
+	assert(rc == 0 || rc == -ENOMEM);
+	if (rc == 0) {
+		assert(cfs_json_parse_sync(again, strlen(again), &back) == 0);
+		assert(back.files == s.files && back.bytes == s.bytes &&
+		       back.bytes_left == s.bytes_left && back.uploading == s.uploading);
+		assert(back.n_waiting == s.n_waiting && back.n_failed == s.n_failed);
+		assert(same_entries(s.waiting, back.waiting, s.n_waiting));
+		assert(same_entries(s.failed, back.failed, s.n_failed));
+		cfs_json_sync_cleanup(&back);
+	}
+	free(again);
+	cfs_json_sync_cleanup(&s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
-	unsigned sel = (uint8_t)(data[0] - '0') % 6; /* "0".."5" in the seeds */
+	unsigned sel = (uint8_t)(data[0] - '0') % 7; /* "0".."6" in the seeds */
 	/* an exact-size heap copy: ASan catches any read past the document */
 	size_t len = size - 1;
 	char *txt = malloc(len ? len : 1);
@@ -152,6 +198,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(s);
 		break;
 	}
+	case 6:
+		sync_round_trip(txt, len);
+		break;
 	}
 	free(txt);
 	return 0;

@@ -44,6 +44,8 @@ static int oracle_parse(const char *name, struct cfs_ctlname *r)
 		r->kind = CFS_CTL_CACHE_DIR;
 	else if (!strcmp(name, "user.colabfs.evict"))
 		r->kind = CFS_CTL_EVICT;
+	else if (!strcmp(name, "user.colabfs.sync"))
+		r->kind = CFS_CTL_SYNC;
 	else if (!strncmp(name, evict_to, sizeof(evict_to) - 1)) {
 		const char *t = name + sizeof(evict_to) - 1;
 		r->kind = CFS_CTL_EVICT_TO;

@@ -29,6 +29,9 @@ static void fixed_cases(void)
 	CHECK_EQ(r.kind, CFS_CTL_CACHE_DIR);
 	CHECK_EQ(parse("user.colabfs.evict", &r), 0);
 	CHECK_EQ(r.kind, CFS_CTL_EVICT);
+	CHECK_EQ(parse("user.colabfs.sync", &r), 0);
+	CHECK_EQ(r.kind, CFS_CTL_SYNC);
+	CHECK(r.target == 0 && r.off == 0 && r.len == 0);
 	CHECK_EQ(parse(ET "0", &r), 0);
 	CHECK_EQ(r.kind, CFS_CTL_EVICT_TO);
 	CHECK(r.target == 0);
@@ -60,7 +63,9 @@ static void fixed_cases(void)
 	static const char *const other[] = {
 		"user.colabfs.warm", "user.colabfs.evict.to", "user.colabfs.evictx",
 		"user.colabfs.", "user.colabfs.pid2", "user.colabfs.statsx", "security.selinux",
-		"user.xdg.origin.url", "", "USER.COLABFS.PID",
+		"user.xdg.origin.url", "", "USER.COLABFS.PID", "user.colabfs.sync.",
+		"user.colabfs.sync.0", "user.colabfs.syncx", "user.colabfs.syn", "USER.COLABFS.SYNC",
+		"user.colabfs.sync ",
 	};
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
 		CHECK_EQ(parse(other[i], &r), -ENODATA);
@@ -86,6 +91,10 @@ static void formatting(void)
 	r = (struct cfs_ctlname){ .kind = CFS_CTL_EVICT };
 	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), 0);
 	CHECK_STR(buf, "user.colabfs.evict");
+	r = (struct cfs_ctlname){ .kind = CFS_CTL_SYNC };
+	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, CFS_XATTR_SYNC);
+	CHECK_STR(cfs_ctlname_verb(CFS_CTL_SYNC), "sync");
 	r.kind = (enum cfs_ctlname_kind)0;
 	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), -EINVAL);
 }
@@ -95,12 +104,12 @@ static void permissions(void)
 	const uint32_t owner = 1000, other = 65534;
 	static const enum cfs_ctlname_kind reads[] = { CFS_CTL_PID, CFS_CTL_STATS, CFS_CTL_CACHE_DIR };
 	static const enum cfs_ctlname_kind controls[] = { CFS_CTL_EVICT, CFS_CTL_EVICT_TO,
-							  CFS_CTL_WARM };
+							  CFS_CTL_WARM, CFS_CTL_SYNC };
 	for (size_t i = 0; i < 3; i++) {
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], other, owner), 0);
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], owner, owner), 0);
 	}
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < sizeof(controls) / sizeof(controls[0]); i++) {
 		CHECK_EQ(cfs_ctlname_allowed(controls[i], owner, owner), 0);
 		CHECK_EQ(cfs_ctlname_allowed(controls[i], 0, owner), 0); /* root */
 		CHECK_EQ(cfs_ctlname_allowed(controls[i], other, owner), -EPERM);
@@ -148,7 +157,7 @@ static void property(void)
 {
 	static const char *const prefixes[] = {
 		W, ET, "user.colabfs.evict", "user.colabfs.pid", "user.colabfs.stats",
-		"user.colabfs.", "user.colabfs.warm", "user.colabfs.evict.to", "user.", "",
+		"user.colabfs.sync", "user.colabfs.", "user.colabfs.warm", "user.colabfs.evict.to", "user.", "",
 	};
 	char name[160], again[CFS_CTLNAME_MAX];
 	int accepted = 0, invalid = 0, nodata = 0;

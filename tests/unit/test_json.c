@@ -272,8 +272,109 @@ static void test_writes(void)
 	CHECK_EQ(cfs_json_parse_quota("{\"storageQuota\":{}}", 18, &limit, &usage), CFS_E_PROTO);
 }
 
+/* The reply to user.colabfs.sync (json.h): what is accepted, what is refused
+ * as a whole, and the daemon's writer read back by the parser. */
+static void test_sync(void)
+{
+	struct cfs_json_sync s;
+	const char *ok = "{\"files\":2,\"bytes\":5368709120,\"bytes_left\":1024,\"uploading\":1,"
+			 "\"waiting\":[{\"path\":\"ckpt/a.pt\",\"error\":\"network down; retrying\"}],"
+			 "\"failed\":[{\"path\":\"ckpt/b \\\"q\\\".pt\",\"error\":\"Drive storage quota "
+			 "exceeded\"}],\"later\":{\"x\":1}}";
+	CHECK_EQ(cfs_json_parse_sync(S(ok), &s), 0);
+	CHECK_EQ(s.files, 2);
+	CHECK_EQ(s.bytes, 5368709120LL);
+	CHECK_EQ(s.bytes_left, 1024);
+	CHECK_EQ(s.uploading, 1);
+	CHECK_EQ(s.n_waiting, 1);
+	CHECK_EQ(s.n_failed, 1);
+	CHECK_STR(s.waiting[0].path, "ckpt/a.pt");
+	CHECK_STR(s.waiting[0].error, "network down; retrying");
+	CHECK_STR(s.failed[0].path, "ckpt/b \"q\".pt");
+	cfs_json_sync_cleanup(&s);
+	CHECK_EQ(s.n_failed, 0);
+	cfs_json_sync_cleanup(&s); /* twice is safe */
+
+	const char *empty = "{\"files\":0,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,"
+			    "\"waiting\":[],\"failed\":[]}";
+	CHECK_EQ(cfs_json_parse_sync(S(empty), &s), 0);
+	CHECK(s.files == 0 && s.n_waiting == 0 && s.n_failed == 0);
+	cfs_json_sync_cleanup(&s);
+
+	static const char *const bad[] = {
+		"", "[]", "{}", "null",
+		"{\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],\"failed\":[]}",
+		"{\"files\":-1,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],\"failed\":[]}",
+		"{\"files\":\"1\",\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],\"failed\":[]}",
+		"{\"files\":1.5,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],\"failed\":[]}",
+		"{\"files\":1,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"failed\":[]}",
+		"{\"files\":1,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":{},\"failed\":[]}",
+		"{\"files\":1,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],"
+		"\"failed\":[{\"path\":\"\",\"error\":\"x\"}]}",
+		"{\"files\":1,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],"
+		"\"failed\":[{\"path\":\"a\"}]}",
+		"{\"files\":1,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],"
+		"\"failed\":[{\"path\":\"a\\u0000b\",\"error\":\"x\"}]}",
+		"{\"files\":1,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[\"a\"],"
+		"\"failed\":[]}",
+		"{\"files\":1,\"files\":2,\"bytes\":0,\"bytes_left\":0,\"uploading\":0,\"waiting\":[],"
+		"\"failed\":[]}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int rc = cfs_json_parse_sync(S(bad[i]), &s);
+		if (rc != CFS_E_PROTO)
+			fprintf(stderr, "sync reply accepted: %s\n", bad[i]);
+		CHECK_EQ(rc, CFS_E_PROTO);
+		CHECK(s.n_waiting == 0 && s.n_failed == 0); /* nothing half-parsed is left */
+	}
+
+	/* the writer: 25 failed entries become 20; a name that is not UTF-8 is
+	 * written with '?' and reads back */
+	struct cfs_json_sync w = { .files = 30, .bytes = 7, .bytes_left = 3, .uploading = 2 };
+	char paths[CFS_SYNC_LIST_MAX][32];
+	for (int i = 0; i < CFS_SYNC_LIST_MAX; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "dir/f%02d.pt", i);
+		w.failed[i] = (struct cfs_json_sync_entry){ paths[i], "no write permission" };
+		w.waiting[i] = (struct cfs_json_sync_entry){ paths[i], "rate limited" };
+	}
+	w.n_failed = 25; /* more than the lists hold: the writer stops at 20 */
+	w.n_waiting = 2;
+	char bad_utf8[] = "x\xff\xc3y\xe2\x82z";
+	w.waiting[1].path = bad_utf8;
+	char *txt = NULL;
+	CHECK_EQ(cfs_json_write_sync(&w, CFS_SYNC_REPLY_MAX, &txt), 0);
+	CHECK_EQ(cfs_json_parse_sync(txt, strlen(txt), &s), 0);
+	CHECK(s.files == 30 && s.bytes == 7 && s.bytes_left == 3 && s.uploading == 2);
+	CHECK_EQ(s.n_failed, CFS_SYNC_LIST_MAX);
+	CHECK_EQ(s.n_waiting, 2);
+	CHECK_STR(s.failed[19].path, "dir/f19.pt");
+	CHECK_STR(s.waiting[1].path, "x??y??z");
+	CHECK_STR(s.waiting[0].error, "rate limited");
+	size_t full = strlen(txt);
+	cfs_json_sync_cleanup(&s);
+	free(txt);
+
+	/* a cap that cannot hold every entry: waiting ones go first, the reply
+	 * fits; then failed ones, but never the last of them */
+	CHECK_EQ(cfs_json_write_sync(&w, full - 10, &txt), 0);
+	CHECK(strlen(txt) < full - 10);
+	CHECK_EQ(cfs_json_parse_sync(txt, strlen(txt), &s), 0);
+	CHECK_EQ(s.n_waiting, 1);
+	CHECK_EQ(s.n_failed, CFS_SYNC_LIST_MAX);
+	cfs_json_sync_cleanup(&s);
+	free(txt);
+	CHECK_EQ(cfs_json_write_sync(&w, 150, &txt), 0); /* one failed entry fits, two do not */
+	CHECK_EQ(cfs_json_parse_sync(txt, strlen(txt), &s), 0);
+	CHECK(s.n_waiting == 0 && s.n_failed == 1 && s.files == 30);
+	cfs_json_sync_cleanup(&s);
+	free(txt);
+	CHECK_EQ(cfs_json_write_sync(&w, 20, &txt), -ENOSPC);
+	CHECK(txt == NULL);
+}
+
 int main(void)
 {
+	test_sync();
 	test_writes();
 	test_file();
 	test_list();

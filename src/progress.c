@@ -1,0 +1,43 @@
+/* progress: progress line pieces (see progress.h). */
+#include "progress.h"
+
+#include <stdio.h>
+#include <time.h>
+
+double cfs_progress_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void cfs_progress_bytes(char *buf, size_t cap, double v)
+{
+	static const char *const u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	int i = 0;
+	while (v >= 1024 && i < 4) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, cap, "%.1f %s", v, u[i]);
+}
+
+void cfs_progress_bar(char *buf, size_t cap, double frac)
+{
+	if (!(frac >= 0)) /* NaN too */
+		frac = 0;
+	if (frac > 1)
+		frac = 1;
+	size_t width = cap - 1, fill = (size_t)(frac * (double)width);
+	for (size_t i = 0; i < width; i++)
+		buf[i] = i < fill ? '#' : '.';
+	buf[width] = '\0';
+}
+
+void cfs_progress_eta(char *buf, size_t cap, double s)
+{
+	if (!(s >= 0) || s >= 99 * 3600.0)
+		snprintf(buf, cap, "--:--");
+	else
+		snprintf(buf, cap, "%d:%02d", (int)s / 60, (int)s % 60);
+}
