@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ctlname.h"
+#include "json.h"
 #include "log.h"
 #include "reply.h"
 #include "vfs.h"
@@ -451,9 +452,9 @@ static void do_control(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino,
 		rc = cfs_vfs_warm(fs->vfs, ino, (int64_t)c->off, c->len, &bytes);
 		n = snprintf(val, sizeof(val), "{\"fetched_bytes\":%" PRIu64 "}", bytes);
 	} else {
-		rc = c->kind == CFS_CTL_EVICT
-			     ? cfs_vfs_evict(fs->vfs, ino, &bytes, &blocks, inval_cb, fs)
-			     : cfs_vfs_evict_to(fs->vfs, c->target, &bytes, &blocks);
+		rc = c->kind == CFS_CTL_EVICT	   ? cfs_vfs_evict(fs->vfs, ino, &bytes, &blocks, inval_cb, fs)
+		     : c->kind == CFS_CTL_EVICT_TO ? cfs_vfs_evict_to(fs->vfs, c->target, &bytes, &blocks)
+						   : -EINVAL;
 		n = snprintf(val, sizeof(val), "{\"freed_bytes\":%" PRIu64 ",\"freed_blocks\":%" PRIu64 "}",
 			     bytes, blocks);
 	}
@@ -473,7 +474,7 @@ static int may_control(fuse_req_t req, struct cfs_fs *fs, const struct cfs_ctlna
 		unsigned k = __atomic_add_fetch(&fs->ctl_refused, 1, __ATOMIC_RELAXED);
 		if (k <= CTL_REFUSALS_LOGGED)
 			CFS_WARN("control: %s refused to uid %u (pid %d): only the mount's owner "
-				 "(uid %u) and root may evict or warm%s",
+				 "(uid %u) and root may evict, warm or sync%s",
 				 cfs_ctlname_verb(c->kind), (unsigned)ctx->uid, (int)ctx->pid,
 				 (unsigned)fs->owner,
 				 k == CTL_REFUSALS_LOGGED ? "; further refusals are not logged" : "");
@@ -504,6 +505,20 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 			reply_xattr_value(req, fs->cache_dir, strlen(fs->cache_dir), size);
 		else
 			reply_status(req, -ENODATA);
+	} else if (c.kind == CFS_CTL_SYNC) {
+		/* uploads below ino start now; their state (vfs.h) */
+		struct cfs_buf b = { 0 };
+		static const char none[] = "{\"files\":0,\"bytes\":0,\"bytes_left\":0,"
+					   "\"uploading\":0,\"waiting\":[],\"failed\":[]}";
+		int src = !size ? 0 : cfs_vfs_writable(fs->vfs) ? cfs_vfs_sync_json(fs->vfs, ino, &b)
+			: cfs_buf_append(&b, none, sizeof(none) - 1);
+		if (src)
+			reply_status(req, src);
+		else if (size == 0)
+			fuse_reply_xattr(req, CFS_SYNC_REPLY_MAX);
+		else
+			reply_xattr_value(req, b.data, b.len, size);
+		cfs_buf_cleanup(&b);
 	} else if (c.kind == CFS_CTL_STATS) {
 		struct cfs_buf b = { 0 };
 		if (cfs_stats_json(&fs->stats, &b))

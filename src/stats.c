@@ -38,8 +38,10 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 	uint64_t checked = 0, mismatched = 0, polls = 0, changes = 0;
 	struct cfs_vfs_scan_stats sc = { 0 };
 	struct cfs_vfs_mem_stats mem = { 0 };
+	struct cfs_vfs_write_stats ws = { 0 };
 	if (s->vfs) {
 		cfs_vfs_mem_stats(s->vfs, &mem);
+		cfs_vfs_write_stats(s->vfs, &ws);
 		cfs_vfs_counters(s->vfs, &checked, &mismatched);
 		cfs_vfs_poll_stats(s->vfs, &polls, &changes);
 		cfs_vfs_scan_stats(s->vfs, &sc);
@@ -123,6 +125,19 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "stalls_total", d.stalls },
 		{ "hedges_total", d.hedges },
 		{ "hedge_wins_total", d.hedge_wins },
+		{ "uploads_pending", ws.pending },
+		{ "uploads_in_flight", ws.in_flight },
+		{ "uploads_pending_bytes", ws.pending_bytes },
+		{ "uploads_bytes_left", ws.bytes_left },
+		{ "uploads_failed", ws.failed },
+		{ "uploads_last_error", ws.last_error > -4096 && ws.last_error < 0
+						? (uint64_t)-ws.last_error : ws.last_error ? EIO : 0 },
+		{ "uploads_done_total", ws.done },
+		{ "uploads_bytes_total", ws.bytes },
+		{ "uploads_retries_total", ws.retries },
+		{ "uploads_conflicts_total", ws.conflicts },
+		{ "writes_bytes_total", ws.writes_bytes },
+		{ "staging_bytes", ws.staging_bytes },
 		{ "uploads_total", d.uploads },
 		{ "upload_bytes_total", d.upload_bytes },
 		{ "upload_retries_total", d.upload_retries },

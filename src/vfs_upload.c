@@ -33,6 +33,7 @@
 
 #include "buf.h"
 #include "drive_write.h"
+#include "json.h"
 #include "err.h"
 #include "log.h"
 #include "names.h"
@@ -42,7 +43,6 @@
 #define QUOTA_RETRY_MS 60000
 #define USER_RETRY_MS (10 * 60 * 1000)
 #define NET_RETRY_MS 10000
-#define SYNC_LIST_MAX 20
 
 void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w)
 {
@@ -475,22 +475,6 @@ static int node_path(struct cfs_vfs *v, uint64_t ino, uint64_t top, struct cfs_b
 	return below;
 }
 
-static int json_str(struct cfs_buf *b, const char *s)
-{
-	int rc = cfs_buf_append(b, "\"", 1);
-	for (; !rc && *s; s++) {
-		char esc[8];
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			rc = cfs_buf_append(b, (char[]){ '\\', (char)c }, 2);
-		else if (c < 0x20)
-			rc = cfs_buf_append(b, esc, (size_t)snprintf(esc, sizeof(esc), "\\u%04x", c));
-		else
-			rc = cfs_buf_append(b, s, 1);
-	}
-	return rc ? rc : cfs_buf_append(b, "\"", 1);
-}
-
 static const char *why(int err)
 {
 	switch (err) {
@@ -503,8 +487,9 @@ static const char *why(int err)
 
 int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
 {
-	struct cfs_buf waiting = { 0 }, failed = { 0 }, path = { 0 };
-	uint64_t files = 0, bytes = 0, left = 0, uploading = 0, nw = 0, nf = 0;
+	struct cfs_json_sync st;
+	struct cfs_buf path = { 0 };
+	memset(&st, 0, sizeof(st));
 	int rc = 0;
 	int64_t now = cfs_vfs_now_ms();
 	cfs_inode_lock(v->tab);
@@ -521,41 +506,30 @@ int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
 		w->urgent = 1;
 		if (w->failed)
 			w->due_ms = now; /* the user asks: try again now */
-		files++;
-		bytes += (uint64_t)w->j.size;
-		left += (uint64_t)(w->j.size - (w->sending ? w->sent_bytes : 0));
-		uploading += w->sending != 0;
-		if (w->err && !w->sending) {
-			struct cfs_buf *l = w->failed ? &failed : &waiting;
-			uint64_t *k = w->failed ? &nf : &nw;
-			if ((*k)++ >= SYNC_LIST_MAX)
-				continue;
-			if (cfs_buf_append(&path, "", 1)) {
-				rc = -ENOMEM;
-				break;
-			}
-			rc = (l->len ? cfs_buf_append(l, ",", 1) : 0) ||
-			     cfs_buf_append(l, "{\"path\":", 8) || json_str(l, path.data) ||
-			     cfs_buf_append(l, ",\"error\":", 9) || json_str(l, why(w->err)) ||
-			     cfs_buf_append(l, "}", 1) ? -ENOMEM : 0;
-		}
+		st.files++;
+		st.bytes += w->j.size;
+		st.bytes_left += w->j.size - (w->sending ? w->sent_bytes : 0);
+		st.uploading += w->sending != 0;
+		int *k = w->failed ? &st.n_failed : &st.n_waiting;
+		struct cfs_json_sync_entry *e = w->failed ? st.failed : st.waiting;
+		if (!w->err || w->sending || *k >= CFS_SYNC_LIST_MAX)
+			continue;
+		if (cfs_buf_append(&path, "", 1) || !(e[*k].path = strdup(path.len > 1 ? path.data
+											 : w->j.name)) ||
+		    !(e[*k].error = strdup(why(w->err))))
+			rc = -ENOMEM;
+		(*k)++;
 	}
 	pthread_cond_broadcast(&v->w.cond);
 	pthread_mutex_unlock(&v->w.lock);
 	cfs_inode_unlock(v->tab);
-	char head[200];
-	int n = snprintf(head, sizeof(head),
-			 "{\"files\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"bytes_left\":%" PRIu64
-			 ",\"uploading\":%" PRIu64 ",\"waiting\":[",
-			 files, bytes, left, uploading);
+	char *txt = NULL;
 	if (!rc)
-		rc = cfs_buf_append(out, head, (size_t)n) ||
-		     (waiting.len && cfs_buf_append(out, waiting.data, waiting.len)) ||
-		     cfs_buf_append(out, "],\"failed\":[", 12) ||
-		     (failed.len && cfs_buf_append(out, failed.data, failed.len)) ||
-		     cfs_buf_append(out, "]}", 2) ? -ENOMEM : 0;
-	cfs_buf_cleanup(&waiting);
-	cfs_buf_cleanup(&failed);
+		rc = cfs_json_write_sync(&st, CFS_SYNC_REPLY_MAX, &txt);
+	if (!rc)
+		rc = cfs_buf_append(out, txt, strlen(txt));
+	free(txt);
+	cfs_json_sync_cleanup(&st);
 	cfs_buf_cleanup(&path);
 	return rc;
 }
