@@ -76,8 +76,8 @@ static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
 }
 
 /* The staging folder of a writable mount: --staging-dir, else CACHE-DIR/
- * staging when the cache is on disk, else one on disk below
- * /var/tmp/colabfs-UID named after the cache folder (checkpoints must not
+ * staging when the cache is on disk, else /var/tmp/colabfs-UID/staging/NAME
+ * on disk, NAME being the cache folder's (so named after the mountpoint) (checkpoints must not
  * take RAM), so a remount with the same cache folder finds its journal. */
 static int prepare_staging(struct cfs_config *c, char *why, size_t wcap)
 {
@@ -95,7 +95,7 @@ static int prepare_staging(struct cfs_config *c, char *why, size_t wcap)
 			if (rc)
 				return rc;
 		}
-		if ((in_ram ? asprintf(&dir, "%s/staging-%s", base, name)
+		if ((in_ram ? asprintf(&dir, "%s/staging/%s", base, name)
 			    : asprintf(&dir, "%s/staging", c->cache_dir)) < 0)
 			return -ENOMEM;
 		c->staging_dir = dir;

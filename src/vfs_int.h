@@ -79,6 +79,8 @@ struct cfs_wfile {
 	int unlinked;           /* removed from the namespace: never uploaded */
 	int urgent;             /* fsync or sync asked: no write-back delay */
 	int failed;             /* the last attempt needs the user (quota, permission) */
+	int torn;               /* a write failed (staging disk full): never uploaded as
+				 * it is; a truncate (O_TRUNC) or unlink clears it */
 	int err;                /* the last attempt's error, 0 after a success */
 	int64_t due_ms;         /* the upload may start (monotonic ms) */
 	int64_t sent_bytes;     /* confirmed by Drive in the upload now sending */

@@ -39,6 +39,7 @@
 #include "names.h"
 #include "nsdb.h"
 #include "stage.h"
+#include "store.h"
 
 #define QUOTA_RETRY_MS 60000
 #define USER_RETRY_MS (10 * 60 * 1000)
@@ -69,7 +70,8 @@ static struct cfs_wfile *pick(struct cfs_vfs *v, int64_t now, long *wait_ms)
 	struct cfs_wfile *best = NULL;
 	int64_t next = now + 1000;
 	for (struct cfs_wfile *w = v->w.files; w; w = w->next) {
-		if (w->unlinked || w->sending || w->gen <= w->durable || w->journaled < w->gen)
+		if (w->unlinked || w->sending || w->torn || w->gen <= w->durable ||
+		    w->journaled < w->gen)
 			continue;
 		if (w->writers && !w->urgent)
 			continue;
@@ -180,8 +182,29 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 	return cfs_drive_upload_all(v->drive, &u, out);
 }
 
+/* The bytes just uploaded become cache blocks of the revision Drive made of
+ * them (key content id @ revision, as reads look them up), so the first
+ * read after the staged copy goes costs no download.  Best effort, and only
+ * for files small next to the cache budget. */
+static void seed_cache(struct cfs_vfs *v, int fd, const char *id, const char *rev, int64_t size)
+{
+	uint32_t bs = cfs_store_block_size(v->store);
+	if (size <= 0 || (uint64_t)size > cfs_store_budget(v->store) / 4)
+		return;
+	char key[2 * CFS_ID_MAX + 2];
+	snprintf(key, sizeof(key), "%s@%s", id, rev);
+	char *buf = malloc(bs);
+	for (uint64_t b = 0; buf && (int64_t)(b * bs) < size; b++) {
+		size_t got = 0;
+		if (cfs_stage_pread(fd, (int64_t)(b * bs), buf, bs, &got) || !got ||
+		    cfs_store_put(v->store, key, b, buf, (uint32_t)got))
+			break;
+	}
+	free(buf);
+}
+
 /* After a verified upload: what changed meanwhile is applied in Drive. */
-static void after_upload(struct cfs_vfs *v, struct cfs_wfile *w, const struct cfs_jent *j,
+static void after_upload(struct cfs_vfs *v, struct cfs_wfile *w, int fd, const struct cfs_jent *j,
 			 int conflict, const char *sent_id, const char *sent_name,
 			 const struct cfs_file_meta *out)
 {
@@ -219,6 +242,22 @@ static void after_upload(struct cfs_vfs *v, struct cfs_wfile *w, const struct cf
 	/* the node now shows Drive's revision of these bytes */
 	char rev[CFS_ID_MAX];
 	cfs_vfs_content_rev(out, rev, sizeof(rev));
+	pthread_mutex_lock(&v->w.lock);
+	uint64_t sent = w->sending;
+	int same = w->gen == sent && !w->writers;
+	pthread_mutex_unlock(&v->w.lock);
+	if (same) {
+		seed_cache(v, fd, sent_id, rev, out->size);
+		pthread_mutex_lock(&v->w.lock);
+		same = w->gen == sent; /* a write meanwhile: those blocks may mix both */
+		pthread_mutex_unlock(&v->w.lock);
+		if (!same) {
+			char key[2 * CFS_ID_MAX + 2];
+			uint64_t fb, fk;
+			snprintf(key, sizeof(key), "%s@%s", sent_id, rev);
+			cfs_store_evict_prefix(v->store, key, &fb, &fk);
+		}
+	}
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, w->ino);
 	if (n && strcmp(n->id, sent_id) == 0 && !cfs_node_set_rev(n, rev)) {
@@ -338,7 +377,7 @@ static void *uploader(void *arg)
 		if (!rc)
 			rc = send_one(&s, j, &conflict, sent_id, sent_name, &out);
 		if (!rc)
-			after_upload(v, w, j, conflict, sent_id, sent_name, &out);
+			after_upload(v, w, s.fd, j, conflict, sent_id, sent_name, &out);
 		if (!rc && conflict)
 			expire_parent(v, w->ino);
 		cfs_file_meta_cleanup(&out);
@@ -504,7 +543,7 @@ int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
 		if (below <= 0)
 			continue;
 		w->urgent = 1;
-		if (w->failed)
+		if (w->failed && !w->torn)
 			w->due_ms = now; /* the user asks: try again now */
 		st.files++;
 		st.bytes += w->j.size;
@@ -516,7 +555,9 @@ int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
 			continue;
 		if (cfs_buf_append(&path, "", 1) || !(e[*k].path = strdup(path.len > 1 ? path.data
 											 : w->j.name)) ||
-		    !(e[*k].error = strdup(why(w->err))))
+		    !(e[*k].error = strdup(w->torn ? "a write failed: the staging disk was full; "
+							  "not uploaded until written again"
+						: why(w->err))))
 			rc = -ENOMEM;
 		(*k)++;
 	}

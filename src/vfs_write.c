@@ -294,6 +294,10 @@ static int add_node(struct cfs_vfs *v, uint64_t parent, const char *name, const 
 static void w_changed(struct cfs_wfile *w)
 {
 	w->gen++;
+	if (w->torn && w->j.size == 0) { /* written again from the start */
+		w->torn = w->failed = 0;
+		w->err = 0;
+	}
 	w->j.uri[0] = '\0';
 	w->j.confirmed = 0;
 }
@@ -476,7 +480,8 @@ void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer)
 	w->handles--;
 	if (writer && --w->writers == 0)
 		w->due_ms = cfs_vfs_now_ms() + v->w.delay_ms;
-	if (w->unlinked && w->handles == 0 && !w->sending)
+	/* nobody has it open: gone from the namespace, or all of it in Drive */
+	if (w->handles == 0 && !w->sending && (w->unlinked || w->gen <= w->durable))
 		cfs_vfs_w_drop(v, w);
 	pthread_cond_broadcast(&v->w.cond);
 	pthread_mutex_unlock(&v->w.lock);
@@ -869,7 +874,12 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 		/* what a full disk took past the old end goes: no half write */
 		if (ftruncate(w->fd, (off_t)w->j.size))
 			CFS_WARN("staging: cannot cut %s back after ENOSPC", w->j.id);
-		CFS_WARN("staging folder full: a write to %s fails with ENOSPC", w->j.name);
+		if (!w->torn)
+			CFS_WARN("staging folder full: a write to %s fails with ENOSPC; the file is "
+				 "not uploaded until it is written again from the start", w->j.name);
+		w->torn = 1;
+		w->err = -ENOSPC;
+		w->failed = 1;
 	}
 	pthread_mutex_unlock(&v->w.lock);
 	cfs_vfs_put_file(v, f);
@@ -888,6 +898,8 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
 	pthread_mutex_lock(&v->w.lock);
 	if (!rc && w->gen > w->journaled && !w->unlinked)
 		rc = w_journal(v, w);
+	if (!rc && w->torn)
+		rc = -ENOSPC; /* a write failed for the staging disk: not uploaded so */
 	if (!rc && w->gen > w->durable) {
 		w->due_ms = cfs_vfs_now_ms() + v->w.delay_ms;
 		if (cfs_vfs_now_ms() < v->w.quota_full_until_ms)
@@ -922,7 +934,10 @@ int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 		return 0;
 	}
 	rc = flush_w(v, w);
-	if (rc == -ENOSPC)
+	pthread_mutex_lock(&v->w.lock);
+	int torn = w->torn;
+	pthread_mutex_unlock(&v->w.lock);
+	if (rc == -ENOSPC && !torn)
 		rc = 0; /* the upload's own answer is what fsync returns */
 	pthread_mutex_lock(&v->w.lock);
 	uint64_t want = w->gen;

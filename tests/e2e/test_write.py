@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import signal
+import subprocess
 import urllib.parse
 
 import pytest
@@ -234,3 +235,32 @@ def test_conflict_copy_keeps_both(mount_factory, wemu):
     # the mount shows both once the folder is listed again
     H.wait_until(lambda: name in os.listdir(m.path()), 30, what="the conflict copy listed")
     assert open(m.path("old.bin"), "rb").read() == theirs
+
+
+def test_staging_disk_full_is_enospc_at_write_and_never_uploaded(mount_factory, wemu, tmp_path):
+    staging = tmp_path / "staging"
+    staging.mkdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(staging)],
+                   check=True, timeout=30)
+    try:
+        m = wmount(mount_factory, wemu, extra=["--staging-dir=%s" % staging])
+        f = open(m.path("huge.bin"), "wb", buffering=0)
+        with pytest.raises(OSError) as e:
+            for _ in range(8):
+                f.write(b"\1" * MiB)
+        assert e.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as e:
+            f.close()
+        assert e.value.errno == errno.ENOSPC
+        rc, out, err = H.run_cmd([H.colabfs_bin(), "sync", "--timeout", "30", m.path()], timeout=60)
+        assert rc == 1 and "huge.bin" in err and "staging disk" in err, (rc, out, err)
+        assert at_path(wemu, "/huge.bin") == []  # never a half-written upload
+        # written again from the start, it goes
+        data = os.urandom(MiB)
+        write_synced(m.path("huge.bin"), data)
+        assert content(wemu, at_path(wemu, "/huge.bin")[0]) == data
+        rc, out, err = H.run_cmd([H.colabfs_bin(), "sync", "--timeout", "30", m.path()], timeout=60)
+        assert rc == 0, (rc, out, err)
+        m.umount()
+    finally:
+        subprocess.run(["umount", "-l", str(staging)], timeout=30)

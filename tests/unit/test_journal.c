@@ -1,0 +1,182 @@
+/* test_journal: the write journal (journal.h) and the staging folder
+ * (stage.h) on a temporary folder, the row format against damage, and the
+ * conflict-copy name rule (names.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "check.h"
+#include "err.h"
+#include "journal.h"
+#include "names.h"
+#include "stage.h"
+
+static void entry(struct cfs_jent *e, const char *id, const char *name, int64_t size)
+{
+	memset(e, 0, sizeof(*e));
+	snprintf(e->id, sizeof(e->id), "%s", id);
+	snprintf(e->parent, sizeof(e->parent), "0AParentFolder");
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	snprintf(e->base_rev, sizeof(e->base_rev), "r:0BRev1");
+	e->is_new = 1;
+	e->size = size;
+	e->mtime_ns = 1700000000123456789LL;
+	e->gen = 7;
+}
+
+static void test_rows(void)
+{
+	struct cfs_jent e, d;
+	entry(&e, "1AbcDEF", "model (1).pt", 123456789);
+	snprintf(e.replaces, sizeof(e.replaces), "1Replaced");
+	snprintf(e.uri, sizeof(e.uri), "http://127.0.0.1:1/upload/drive/v3/files?upload_id=xyz");
+	e.confirmed = 8 << 20;
+	e.seq = 42;
+	struct cfs_buf b = { 0 };
+	CHECK_EQ(cfs_journal_encode(&e, &b), 0);
+	CHECK_EQ(cfs_journal_decode(b.data, b.len, &d), 0);
+	CHECK_STR(d.id, e.id);
+	CHECK_STR(d.name, e.name);
+	CHECK_STR(d.parent, e.parent);
+	CHECK_STR(d.base_rev, e.base_rev);
+	CHECK_STR(d.replaces, e.replaces);
+	CHECK_STR(d.uri, e.uri);
+	CHECK_EQ(d.size, e.size);
+	CHECK_EQ(d.confirmed, e.confirmed);
+	CHECK_EQ(d.mtime_ns, e.mtime_ns);
+	CHECK_EQ(d.gen, 7);
+	CHECK_EQ(d.seq, 42);
+	CHECK_EQ(d.is_new, 1);
+	/* every cut and every flipped byte of the header: an error or a row
+	 * that still holds together, never a crash */
+	for (size_t n = 0; n < b.len; n++)
+		CHECK(cfs_journal_decode(b.data, n, &d) == CFS_E_PROTO);
+	unsigned char *p = (unsigned char *)b.data;
+	p[0] ^= 1;
+	CHECK(cfs_journal_decode(b.data, b.len, &d) == CFS_E_PROTO);
+	p[0] ^= 1;
+	/* confirmed past the size is damage */
+	e.confirmed = e.size + 1;
+	cfs_buf_reset(&b);
+	CHECK_EQ(cfs_journal_encode(&e, &b), 0);
+	CHECK(cfs_journal_decode(b.data, b.len, &d) == CFS_E_PROTO);
+	cfs_buf_cleanup(&b);
+}
+
+static void test_store(const char *dir)
+{
+	struct cfs_journal *j;
+	CHECK_EQ(cfs_journal_open(dir, &j), 0);
+	struct cfs_jent a, b, c, got;
+	entry(&a, "1First", "a.bin", 10);
+	entry(&b, "1Second", "b.bin", 20);
+	entry(&c, "1Third", "c.bin", 30);
+	CHECK_EQ(cfs_journal_put(j, &b), 0);
+	CHECK_EQ(cfs_journal_put(j, &a), 0);
+	CHECK_EQ(cfs_journal_put(j, &c), 0);
+	CHECK(b.seq < a.seq && a.seq < c.seq);
+	/* a rewrite keeps its place in the order */
+	b.size = 21;
+	CHECK_EQ(cfs_journal_put(j, &b), 0);
+	CHECK_EQ(cfs_journal_get(j, "1Second", &got), 0);
+	CHECK_EQ(got.size, 21);
+	CHECK_EQ(cfs_journal_del(j, "1Third"), 0);
+	CHECK_EQ(cfs_journal_del(j, "1Third"), -ENOENT);
+	CHECK_EQ(cfs_journal_done_put(j, 77, -EEXIST, 0), 0);
+	CHECK_EQ(cfs_journal_done_put(j, 78, 0, 1234), 0);
+	cfs_journal_close(j);
+
+	/* a later process sees the same, in order */
+	CHECK_EQ(cfs_journal_open(dir, &j), 0);
+	struct cfs_jent *all = NULL;
+	size_t n = 0, damaged = 9;
+	CHECK_EQ(cfs_journal_load(j, &all, &n, &damaged), 0);
+	CHECK_EQ(n, 2);
+	CHECK_EQ(damaged, 0);
+	if (n == 2) {
+		CHECK_STR(all[0].id, "1Second");
+		CHECK_EQ(all[0].size, 21);
+		CHECK_STR(all[1].id, "1First");
+	}
+	free(all);
+	int rc;
+	uint64_t ino;
+	CHECK_EQ(cfs_journal_done_get(j, 77, &rc, &ino), 0);
+	CHECK_EQ(rc, -EEXIST);
+	CHECK_EQ(cfs_journal_done_get(j, 78, &rc, &ino), 0);
+	CHECK_EQ(ino, 1234);
+	CHECK_EQ(cfs_journal_clear_done(j), 0);
+	CHECK_EQ(cfs_journal_done_get(j, 78, &rc, &ino), -ENOENT);
+	CHECK_EQ(cfs_journal_load(j, &all, &n, NULL), 0); /* entries stay */
+	CHECK_EQ(n, 2);
+	free(all);
+	cfs_journal_close(j);
+}
+
+static void test_stage(const char *dir)
+{
+	struct cfs_stage *s;
+	CHECK_EQ(cfs_stage_open(dir, &s), 0);
+	int fd, fd2;
+	CHECK_EQ(cfs_stage_file(s, "1Abc", 0, 0, &fd), -ENOENT);
+	CHECK_EQ(cfs_stage_file(s, "1Abc", 1, 0, &fd), 0);
+	CHECK_EQ(cfs_stage_pwrite(fd, 5, "hello", 5), 0);
+	char buf[16];
+	size_t got = 0;
+	CHECK_EQ(cfs_stage_pread(fd, 0, buf, sizeof(buf), &got), 0);
+	CHECK_EQ(got, 10);
+	CHECK(memcmp(buf, "\0\0\0\0\0hello", 10) == 0);
+	CHECK_EQ(cfs_stage_file(s, "1Abc", 1, 1, &fd2), 0); /* trunc */
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0 && st.st_size == 0);
+	close(fd2);
+	close(fd);
+	/* names that could leave the folder are refused */
+	CHECK_EQ(cfs_stage_file(s, "../x", 1, 0, &fd), -EINVAL);
+	CHECK_EQ(cfs_stage_file(s, ".hidden", 1, 0, &fd), -EINVAL);
+	CHECK_EQ(cfs_stage_file(s, "", 1, 0, &fd), -EINVAL);
+	/* a symlink planted under a staged name is not followed */
+	char path[512];
+	snprintf(path, sizeof(path), "%s/w-1Link", dir);
+	CHECK(symlink("/etc/passwd", path) == 0);
+	CHECK_EQ(cfs_stage_file(s, "1Link", 1, 1, &fd), -ELOOP);
+	CHECK_EQ(cfs_stage_remove(s, "1Link"), 0);
+	CHECK_EQ(cfs_stage_remove(s, "1Abc"), 0);
+	CHECK_EQ(cfs_stage_remove(s, "1Abc"), -ENOENT);
+	cfs_stage_close(s);
+}
+
+static void test_conflict_names(void)
+{
+	char out[300];
+	/* 2026-12-01 22:30:16 UTC */
+	CHECK_EQ(cfs_names_conflict("model.pt", 1796164216, out, sizeof(out)), 0);
+	CHECK_STR(out, "model (conflict 2026-12-01 223016).pt");
+	CHECK_EQ(cfs_names_conflict("data.tar.gz", 1796164216, out, sizeof(out)), 0);
+	CHECK_STR(out, "data.tar (conflict 2026-12-01 223016).gz");
+	CHECK_EQ(cfs_names_conflict(".bashrc", 1796164216, out, sizeof(out)), 0);
+	CHECK_STR(out, ".bashrc (conflict 2026-12-01 223016)");
+	CHECK_EQ(cfs_names_conflict("noext", 1796164216, out, sizeof(out)), 0);
+	CHECK_STR(out, "noext (conflict 2026-12-01 223016)");
+	CHECK_EQ(cfs_names_conflict("model.pt", 1796164216, out, 10), -ENAMETOOLONG);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/cfs-journal-XXXXXX", sdir[] = "/tmp/cfs-stage-XXXXXX";
+	if (!mkdtemp(dir) || !mkdtemp(sdir))
+		return 2;
+	test_rows();
+	test_store(dir);
+	test_stage(sdir);
+	test_conflict_names();
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s", dir, sdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+	return check_done("test_journal");
+}
