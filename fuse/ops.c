@@ -258,7 +258,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	reply_status(req, cfs_vfs_flush(fs_of(req)->vfs, ino, fi->fh));
+	struct cfs_fs *fs = fs_of(req);
+	if (!cfs_vfs_writable(fs->vfs)) {
+		fuse_reply_err(req, ENOSYS); /* the kernel stops sending FLUSH at all */
+		return;
+	}
+	reply_status(req, cfs_vfs_flush(fs->vfs, ino, fi->fh));
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -260,8 +260,12 @@ def test_uid_gid_modes_show_in_stat(sec_mounts, mount_factory, emulator):
     # without allow_other nobody cannot enter, whatever the modes say
     assert probe([["stat", m.mnt, None]]) == [{"errno": "EACCES"}]
 
+    # the defaults, 0644 and 0755 (0444 and 0555 --read-only), less the umask
     u = sec_mounts(mount_factory, emulator, ["--umask=027"])
     st_f, st_d = os.stat(u.path("top.txt")), os.stat(u.path("level1"))
+    assert stat.S_IMODE(st_f.st_mode) == 0o640 and stat.S_IMODE(st_d.st_mode) == 0o750
+    r = sec_mounts(mount_factory, emulator, ["--umask=027", "--read-only"])
+    st_f, st_d = os.stat(r.path("top.txt")), os.stat(r.path("level1"))
     assert stat.S_IMODE(st_f.st_mode) == 0o440 and stat.S_IMODE(st_d.st_mode) == 0o550
     assert (st_f.st_uid, st_f.st_gid) == (os.getuid(), os.getgid())
 
