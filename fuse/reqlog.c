@@ -14,6 +14,10 @@ enum { S_FREE = 0, S_READING = 1, S_HELD = 2, S_REPLAY = 3 };
 
 _Static_assert(sizeof(struct cfs_reqlog_slot) == CFS_REQLOG_SLOT, "slot size");
 _Static_assert(CFS_REQLOG_DATA >= sizeof(struct fuse_in_header), "room for a header");
+_Static_assert(sizeof(struct cfs_reqlog_big) == CFS_REQLOG_BIG_SLOT, "big slot size");
+_Static_assert(CFS_REQLOG_WHOLE >= sizeof(struct fuse_in_header) + sizeof(struct fuse_write_in) +
+			       CFS_MAX_WRITE, "room for a whole WRITE");
+_Static_assert(CFS_REQLOG_BIGS < (1u << (32 - CFS_REQLOG_BIG_SHIFT)), "big slot in the flags");
 
 static const struct fuse_in_header *hdr(const struct cfs_reqlog_slot *s)
 {
@@ -51,38 +55,106 @@ int cfs_reqlog_claim(struct cfs_reqlog *l, unsigned hint)
 	return -ENOSPC;
 }
 
+int cfs_reqlog_claim_big(struct cfs_reqlog *l, int i, unsigned hint)
+{
+	for (unsigned k = 0; k < CFS_REQLOG_BIGS; k++) {
+		unsigned b = (hint + k) % CFS_REQLOG_BIGS;
+		uint64_t free_ = 0;
+		if (!__atomic_compare_exchange_n(&l->big[b].owner, &free_, (uint64_t)i + 1, 0,
+						 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		/* named before the read starts: a recovery finds it from the slot */
+		__atomic_store_n(&l->slot[i].flags, (b + 1) << CFS_REQLOG_BIG_SHIFT,
+				 __ATOMIC_RELEASE);
+		return (int)b;
+	}
+	return -ENOSPC;
+}
+
+/* The big slot slot s names, or -1. */
+static int big_of(const struct cfs_reqlog_slot *s)
+{
+	return (int)(__atomic_load_n(&s->flags, __ATOMIC_ACQUIRE) >> CFS_REQLOG_BIG_SHIFT) - 1;
+}
+
+/* Gives back the big slot of slot s, if it has one (s stays as it is). */
+static void put_big(struct cfs_reqlog *l, struct cfs_reqlog_slot *s)
+{
+	int b = big_of(s);
+	if (b < 0 || b >= CFS_REQLOG_BIGS)
+		return;
+	__atomic_store_n(&s->flags, s->flags & CFS_REQLOG_PARTIAL, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->big[b].owner, 0, __ATOMIC_RELEASE);
+}
+
+/* Frees slot s (word w): its big slot first, so that no later owner of s
+ * can have its own big slot given back. */
+static void free_slot(struct cfs_reqlog *l, struct cfs_reqlog_slot *s, uint64_t w)
+{
+	put_big(l, s);
+	__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
+}
+
 static int has_reply(uint32_t op)
 {
 	return op != FUSE_FORGET && op != FUSE_BATCH_FORGET && op != FUSE_INTERRUPT;
+}
+
+/* Sets len and flags of slot s for a request of n bytes: whole, or its
+ * header only (partial); a big slot it does not need is given back. */
+static void set_len(struct cfs_reqlog *l, struct cfs_reqlog_slot *s, uint32_t n)
+{
+	int whole = n <= CFS_REQLOG_DATA || (n <= CFS_REQLOG_WHOLE && big_of(s) >= 0);
+	if (n <= CFS_REQLOG_DATA || !whole)
+		put_big(l, s);
+	s->len = whole ? n : (uint32_t)sizeof(struct fuse_in_header);
+	s->flags = (s->flags & ~CFS_REQLOG_PARTIAL) | (whole ? 0 : CFS_REQLOG_PARTIAL);
 }
 
 void cfs_reqlog_filled(struct cfs_reqlog *l, int i, long n)
 {
 	struct cfs_reqlog_slot *s = &l->slot[i];
 	if (n < (long)sizeof(struct fuse_in_header) || !has_reply(hdr(s)->opcode)) {
+		put_big(l, s);
 		move(s, S_READING, S_FREE, 0);
 		return;
 	}
-	s->len = n > CFS_REQLOG_DATA ? (uint32_t)sizeof(struct fuse_in_header) : (uint32_t)n;
-	s->flags = n > CFS_REQLOG_DATA ? CFS_REQLOG_PARTIAL : 0;
+	set_len(l, s, (uint32_t)n);
 	move(s, S_READING, S_HELD, 0);
+}
+
+static int holds(const struct cfs_reqlog_slot *s, uint64_t unique)
+{
+	return STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) == S_HELD &&
+	       hdr(s)->unique == unique;
+}
+
+/* The slot that holds unique (slot hint first), or -1. */
+static int find_held(const struct cfs_reqlog *l, uint64_t unique, int hint)
+{
+	if (hint >= 0 && hint < CFS_REQLOG_SLOTS && holds(&l->slot[hint], unique))
+		return hint;
+	for (int i = 0; i < CFS_REQLOG_SLOTS; i++)
+		if (holds(&l->slot[i], unique))
+			return i;
+	return -1;
 }
 
 int cfs_reqlog_done(struct cfs_reqlog *l, uint64_t unique, int hint)
 {
-	if (hint >= 0 && hint < CFS_REQLOG_SLOTS) {
-		struct cfs_reqlog_slot *s = &l->slot[hint];
-		if (STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) == S_HELD &&
-		    hdr(s)->unique == unique && move(s, S_HELD, S_FREE, 0))
-			return 0;
-	}
-	for (int i = 0; i < CFS_REQLOG_SLOTS; i++) {
-		struct cfs_reqlog_slot *s = &l->slot[i];
-		if (STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) == S_HELD &&
-		    hdr(s)->unique == unique && move(s, S_HELD, S_FREE, 0))
-			return 0;
-	}
-	return -ENOENT;
+	int i = find_held(l, unique, hint);
+	if (i < 0)
+		return -ENOENT;
+	/* one reply a request: no other thread frees this slot meanwhile */
+	struct cfs_reqlog_slot *s = &l->slot[i];
+	put_big(l, s);
+	return move(s, S_HELD, S_FREE, 0) ? 0 : -ENOENT;
+}
+
+int cfs_reqlog_opcode(const struct cfs_reqlog *l, uint64_t unique, int hint)
+{
+	int i = find_held(l, unique, hint);
+	return i < 0 ? -ENOENT : (int)hdr(&l->slot[i])->opcode;
 }
 
 /* 1 when the slot holds a request a dead server took: held or to be
@@ -116,7 +188,7 @@ int cfs_reqlog_recover(struct cfs_reqlog *l, int **order, size_t *n)
 		uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
 		if (!recorded(s)) {
 			if (STATE(w) != S_FREE)
-				__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
+				free_slot(l, s, w);
 			continue;
 		}
 		if (STATE(w) == S_READING) {
@@ -124,14 +196,21 @@ int cfs_reqlog_recover(struct cfs_reqlog *l, int **order, size_t *n)
 			 * says how long the request is */
 			uint32_t len = hdr(s)->len;
 			if (len < sizeof(struct fuse_in_header) || !has_reply(hdr(s)->opcode)) {
-				__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
+				free_slot(l, s, w);
 				continue;
 			}
-			s->len = len > CFS_REQLOG_DATA ? (uint32_t)sizeof(struct fuse_in_header) : len;
-			s->flags = len > CFS_REQLOG_DATA ? CFS_REQLOG_PARTIAL : 0;
+			set_len(l, s, len);
 		}
 		__atomic_store_n(&s->word, WORD(w >> 32, S_REPLAY), __ATOMIC_RELEASE);
 		v[m++] = i;
+	}
+	/* a big slot no replay names was claimed by a thread that died before it
+	 * named it, or belongs to a slot freed above */
+	for (int b = 0; b < CFS_REQLOG_BIGS; b++) {
+		uint64_t o = __atomic_load_n(&l->big[b].owner, __ATOMIC_ACQUIRE);
+		if (o && (o > CFS_REQLOG_SLOTS || STATE(l->slot[o - 1].word) != S_REPLAY ||
+			  big_of(&l->slot[o - 1]) != b))
+			__atomic_store_n(&l->big[b].owner, 0, __ATOMIC_RELEASE);
 	}
 	qsort_r(v, m, sizeof(*v), by_unique, l);
 	*order = v;
@@ -145,11 +224,17 @@ long cfs_reqlog_take(struct cfs_reqlog *l, int i, void *buf, size_t cap)
 	if (!move(s, S_REPLAY, S_HELD, 0))
 		return -ENOENT;
 	size_t len = s->len;
-	if (len > cap || len > CFS_REQLOG_DATA)
+	int b = big_of(s);
+	if (len > cap || len > CFS_REQLOG_WHOLE || (len > CFS_REQLOG_DATA && b < 0) ||
+	    (s->flags & CFS_REQLOG_PARTIAL)) {
 		len = sizeof(struct fuse_in_header) <= cap ? sizeof(struct fuse_in_header) : 0;
-	memcpy(buf, s->data, len);
-	if ((s->flags & CFS_REQLOG_PARTIAL) || len < s->len)
+		memcpy(buf, s->data, len);
 		return -E2BIG;
+	}
+	size_t head = len < CFS_REQLOG_DATA ? len : CFS_REQLOG_DATA;
+	memcpy(buf, s->data, head);
+	if (len > head)
+		memcpy((uint8_t *)buf + head, l->big[b].data, len - head);
 	return (long)len;
 }
 
@@ -175,7 +260,7 @@ int cfs_reqlog_drop(struct cfs_reqlog *l, uint64_t unique)
 		struct cfs_reqlog_slot *s = &l->slot[i];
 		uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
 		if (recorded(s) && hdr(s)->unique == unique) {
-			__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
+			free_slot(l, s, w);
 			return 0;
 		}
 	}

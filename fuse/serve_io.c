@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "replyrec.h"
 #include "testhook.h"
 
 /* The unique of the replayed INIT: never one the kernel hands out (those
@@ -29,10 +30,17 @@ static struct {
 	unsigned delay_us; /* COLABFS_TEST_REQUEST_DELAY_US: keeps requests in flight */
 } g = { .fuse_fd = -1 };
 
-/* forward mode: the log slot of the request this thread serves, and where it
- * looks for a free slot first */
+/* The request this thread read last and serves: its unique as read (bit 63
+ * set when the kernel resends it), opcode, and whether it was read before
+ * (resent or replayed).  Forward mode: its log slot, and where the thread
+ * looks for a free slot and big slot first. */
+static __thread uint64_t cur_unique;
+static __thread uint32_t cur_opcode;
+static __thread int cur_repeat;
 static __thread int cur_slot = -1;
-static __thread unsigned slot_hint;
+static __thread unsigned slot_hint, big_hint;
+
+#define RESEND_BIT (1ull << 63)
 
 static int has_reply(uint32_t op)
 {
@@ -54,49 +62,69 @@ static void track(uint64_t unique, uint32_t opcode)
 	/* full: the guard misses this one; it is still resent or replayed */
 }
 
-static void untrack(uint64_t unique)
+/* The guard's slot of unique, or NULL. */
+static struct cfs_shm_slot *tracked(uint64_t unique)
 {
 	size_t h = (size_t)(unique >> 1) % CFS_SHM_SLOTS;
 	for (size_t i = 0; i < CFS_SHM_SLOTS; i++) {
 		struct cfs_shm_slot *s = &g.shm->slot[(h + i) % CFS_SHM_SLOTS];
-		uint64_t u = unique;
-		if (__atomic_compare_exchange_n(&s->unique, &u, 0, 0, __ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED))
-			return;
+		if (__atomic_load_n(&s->unique, __ATOMIC_ACQUIRE) == unique)
+			return s;
 	}
+	return NULL;
 }
 
-int (*cfs_serve_journal_lookup)(uint64_t key, uint32_t opcode, void *reply, size_t cap,
-				size_t *len);
-
-static int changes_state(uint32_t op)
+static void untrack(uint64_t unique)
 {
-	switch (op) {
-	case FUSE_SETATTR: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_UNLINK: case FUSE_RMDIR:
-	case FUSE_RENAME: case FUSE_RENAME2: case FUSE_LINK: case FUSE_SYMLINK: case FUSE_WRITE:
-	case FUSE_CREATE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_FALLOCATE:
-		return 1;
-	default:
-		return 0;
+	struct cfs_shm_slot *s = tracked(unique);
+	uint64_t u = unique;
+	if (s)
+		__atomic_compare_exchange_n(&s->unique, &u, 0, 0, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
+}
+
+/* The opcode of the request a reply with this unique answers (0: unknown):
+ * this thread's own request, else the request log's or the guard's record
+ * (a reply from another thread). */
+static uint32_t opcode_of(uint64_t unique)
+{
+	if (unique == cur_unique)
+		return cur_opcode;
+	if (g.log) {
+		int op = cfs_reqlog_opcode(g.log, unique, cur_slot);
+		return op < 0 ? 0 : (uint32_t)op;
 	}
+	const struct cfs_shm_slot *s = tracked(unique);
+	return s ? s->opcode : 0;
+}
+
+uint64_t cfs_serve_current_unique(void)
+{
+	return g.shm ? cur_unique & ~RESEND_BIT : 0;
 }
 
 /* A repeated state-changing request answered from the journal: 1 when it
  * was (the caller reads the next request instead). */
 static int answered_from_journal(const struct fuse_in_header *h)
 {
-	uint8_t reply[512];
+	uint8_t reply[CFS_REPLYREC_DATA] __attribute__((aligned(8)));
 	size_t len = 0;
-	if (!cfs_serve_journal_lookup || !changes_state(h->opcode) ||
-	    !cfs_serve_journal_lookup(h->unique & ~(1ull << 63), h->opcode, reply, sizeof(reply),
-				      &len) ||
+	if (!cur_repeat || !cfs_replyrec_changes_state(h->opcode) ||
+	    !cfs_replyrec_get(&g.shm->journal, h->unique & ~RESEND_BIT, h->opcode, reply,
+			      sizeof(reply), &len) ||
 	    len < sizeof(struct fuse_out_header))
 		return 0;
 	((struct fuse_out_header *)reply)->unique = h->unique;
+	__atomic_fetch_add(&g.shm->rec.journalled, 1, __ATOMIC_RELAXED);
 	struct iovec iov = { reply, len };
-	if (writev(g.fuse_fd, &iov, 1) < 0)
+	/* ENOENT: the kernel had the reply already (the dead server wrote it
+	 * and died before it freed the request's record) */
+	if (writev(g.fuse_fd, &iov, 1) < 0 && errno != ENOENT)
 		CFS_WARN("journalled reply to request %llu: %s", (unsigned long long)h->unique,
 			 strerror(errno));
+	else
+		CFS_DEBUG("request %llu (opcode %u) answered from the reply journal",
+			  (unsigned long long)h->unique, h->opcode);
 	if (g.log)
 		cfs_reqlog_done(g.log, h->unique, cur_slot);
 	else
@@ -105,7 +133,8 @@ static int answered_from_journal(const struct fuse_in_header *h)
 }
 
 /* A replayed request too long to have been recorded whole: answered EIO
- * (never on a read-only mount, see reqlog.h). */
+ * (see reqlog.h: longer than CFS_REQLOG_WHOLE, or read with no big slot
+ * free). */
 static void answer_partial(int slot, const struct fuse_in_header *h)
 {
 	struct fuse_out_header oh = { .len = sizeof(oh), .error = -EIO, .unique = h->unique };
@@ -131,9 +160,11 @@ static ssize_t read_recorded(char *buf, size_t len)
 			answer_partial(i, (const struct fuse_in_header *)buf);
 		if (n > 0) {
 			cur_slot = i;
+			cur_repeat = 1;
 			return n;
 		}
 	}
+	cur_repeat = 0;
 	int i = cfs_reqlog_claim(g.log, slot_hint);
 	if (i < 0) {
 		/* more requests in service than slots (cannot happen with at
@@ -146,12 +177,28 @@ static ssize_t read_recorded(char *buf, size_t len)
 	}
 	slot_hint = (unsigned)i;
 	struct cfs_reqlog_slot *sl = &g.log->slot[i];
-	struct iovec iov[2] = { { sl->data, CFS_REQLOG_DATA },
-				{ buf + CFS_REQLOG_DATA, len - CFS_REQLOG_DATA } };
-	ssize_t n = readv(g.fuse_fd, iov, 2);
+	/* [slot][big slot][the rest of buf], never more than len in all */
+	int b = cfs_reqlog_claim_big(g.log, i, big_hint);
+	size_t big = 0; /* len > CFS_REQLOG_DATA: see io_read */
+	if (b >= 0)
+		big = len - CFS_REQLOG_DATA < CFS_REQLOG_BIG_DATA ? len - CFS_REQLOG_DATA
+								 : CFS_REQLOG_BIG_DATA;
+	size_t used = CFS_REQLOG_DATA + big;
+	struct iovec iov[3] = { { sl->data, CFS_REQLOG_DATA } };
+	int cnt = 1;
+	if (b >= 0) {
+		big_hint = (unsigned)b;
+		iov[cnt++] = (struct iovec){ g.log->big[b].data, big };
+	}
+	if (len > used)
+		iov[cnt++] = (struct iovec){ buf + used, len - used };
+	ssize_t n = readv(g.fuse_fd, iov, cnt);
 	int e = errno;
 	if (n > 0)
 		memcpy(buf, sl->data, (size_t)n < CFS_REQLOG_DATA ? (size_t)n : CFS_REQLOG_DATA);
+	if (n > CFS_REQLOG_DATA && big)
+		memcpy(buf + CFS_REQLOG_DATA, g.log->big[b].data,
+		       (size_t)n - CFS_REQLOG_DATA < big ? (size_t)n - CFS_REQLOG_DATA : big);
 	cfs_reqlog_filled(g.log, i, n);
 	cur_slot = n >= (ssize_t)sizeof(struct fuse_in_header) &&
 			   has_reply(((const struct fuse_in_header *)buf)->opcode)
@@ -167,12 +214,19 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	(void)userdata;
 	ssize_t n;
 again:
-	if (g.log && len > CFS_REQLOG_DATA)
+	if (g.log && len > CFS_REQLOG_DATA) {
 		n = read_recorded(buf, len);
-	else
+	} else {
 		n = read(g.fuse_fd, buf, len);
+		cur_repeat = 0;
+	}
+	cur_unique = 0;
+	cur_opcode = 0;
 	if (n >= (ssize_t)sizeof(struct fuse_in_header)) {
 		const struct fuse_in_header *h = buf;
+		cur_unique = h->unique;
+		cur_opcode = h->opcode;
+		cur_repeat |= (h->unique & RESEND_BIT) != 0;
 		__atomic_fetch_add(&g.shm->rec.requests, 1, __ATOMIC_RELAXED);
 		if (has_reply(h->opcode)) {
 			if (!g.log) /* the log is the guard's record in forward mode */
@@ -234,6 +288,15 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	uint64_t unique = 0;
 	if (count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header))
 		unique = ((const struct fuse_out_header *)iov[0].iov_base)->unique;
+	/* journalled before the kernel can have it: a death after this write
+	 * and before the kernel's is answered from the record */
+	uint32_t op = unique ? opcode_of(unique) : 0;
+	if (cfs_replyrec_changes_state(op)) {
+		int rc = cfs_replyrec_put(&g.shm->journal, unique & ~RESEND_BIT, op, iov, count);
+		if (rc)
+			CFS_WARN("the reply to request %llu (opcode %u) is not journalled: %s",
+				 (unsigned long long)unique, op, strerror(-rc));
+	}
 	ssize_t n = writev(g.fuse_fd, iov, count);
 	int e = errno;
 	/* forget the record even of a reply the kernel refused (ENOENT: a
@@ -253,6 +316,7 @@ int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts 
 		return -EINVAL;
 	g.fuse_fd = o->fuse_fd;
 	g.shm = o->shm;
+	cfs_replyrec_recover(&o->shm->journal);
 	if (o->record) {
 		/* what a dead server left is served first, before new requests */
 		g.log = &o->shm->log;

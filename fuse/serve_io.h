@@ -4,8 +4,10 @@
  * from the inherited /dev/fuse descriptor.  In forward mode each is read
  * straight into the shared request log (reqlog.h) and its record freed once
  * the reply is written; a new server serves what the last one left there
- * first.  Otherwise the requests being worked on are published in the
- * shared page for the crash-loop guard.  It completes FUSE_INIT from the recorded request: the
+ * first (a WRITE of up to CFS_MAX_WRITE bytes is recorded whole, reqlog.h).
+ * Otherwise the requests being worked on are published in the shared page
+ * for the crash-loop guard.  Replies to requests that change state are
+ * journalled (below).  It completes FUSE_INIT from the recorded request: the
  * first server sends the reply and records it, a later one checks that its
  * own reply is byte-identical and sends nothing.  The INIT reply also gets
  * FUSE_PARALLEL_DIROPS, which libfuse 3.14 computes but never sends, so one
@@ -27,16 +29,23 @@ struct cfs_serve_io_opts {
  * server must not serve), or -errno. */
 int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts *o);
 
-/* The reply journal, for a write path to come.  A request read twice (the
- * kernel's resend sets bit 63 of its unique; a forward replay repeats it)
- * runs twice: harmless for every request of today's read-only mount.  A
- * request that changes state (create, mkdir, unlink, rename, setattr, write)
- * must not: its reply is to be recorded, keyed by the unique without bit 63,
- * before it is sent, and a repeated request answered from the record.  When
- * set, lookup is asked for every request of those opcodes before it is
- * served; it returns 1 and fills the recorded reply (at most cap bytes) when
- * there is one.  NULL today: nothing changes state. */
-extern int (*cfs_serve_journal_lookup)(uint64_t key, uint32_t opcode, void *reply, size_t cap,
-				       size_t *len);
+/* The unique (bit 63, the kernel's resend mark, cleared) of the request the
+ * calling thread read last and now serves, a replayed or resent one
+ * included; 0 in a process that is not a supervised server (or a thread
+ * that has read no request).  The worker pool (loop.c) serves a request in
+ * the thread that read it, so a callback in ops.c may call this and pass
+ * the value down: a request handed out again after a server's death (the
+ * kernel's resend, a forward replay) has the same value, which lets the
+ * core make a create, rename or unlink exactly-once.  Valid until the
+ * thread reads its next request: read it in the callback, before replying
+ * from another thread. */
+uint64_t cfs_serve_current_unique(void);
+
+/* The reply journal (replyrec.h) is kept here: a reply to a state-changing
+ * request (cfs_replyrec_changes_state) is recorded in shm->journal before it
+ * is written to /dev/fuse, and a request read again (bit 63 set, or a
+ * forward replay) whose reply is recorded is answered from the record and
+ * never reaches the file system.  Nothing to call: every reply of the
+ * session goes through it. */
 
 #endif

@@ -18,9 +18,13 @@
  * The supervisor and its children share one memfd.  Its first part is the
  * supervisor's page (struct cfs_super_shm): the recorded INIT request and
  * reply, the counters `colabfs stats` shows, the requests the child is
- * working on (resend mode) and the request log (forward mode).  Its second part, from CFS_SHM_HANDLES_OFF, is the servers'
- * table of open file handle rows (src/fhtab.h), which the supervisor sizes
- * and never reads: it outlives every server and dies with the mount. */
+ * working on (resend mode), the reply journal (replyrec.h, 512 KiB, both
+ * modes) and the request log (forward mode, 9.25 MiB, reqlog.h): about
+ * 10 MiB, fixed, of which resend mode touches only the first part and the
+ * journal records it uses.  Its second part, from CFS_SHM_HANDLES_OFF, is
+ * the servers' table of open file handle rows (src/fhtab.h), which the
+ * supervisor sizes and never reads: it outlives every server and dies with
+ * the mount. */
 #ifndef CFS_SUPER_H
 #define CFS_SUPER_H
 
@@ -28,6 +32,7 @@
 #include <sys/types.h>
 
 #include "fhtab.h"
+#include "replyrec.h"
 #include "reqlog.h"
 #include "stats.h"
 
@@ -56,6 +61,7 @@ struct cfs_super_shm {
 	uint32_t ready;                      /* the current server serves */
 	struct cfs_stats_recovery rec;
 	struct cfs_shm_slot slot[CFS_SHM_SLOTS]; /* requests the server works on */
+	struct cfs_replyrec journal __attribute__((aligned(64))); /* replies to state changes */
 	struct cfs_reqlog log __attribute__((aligned(4096))); /* forward mode */
 };
 

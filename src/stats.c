@@ -56,6 +56,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		rec.replayed = __atomic_load_n(&sr->replayed, __ATOMIC_RELAXED);
 		rec.poisoned = __atomic_load_n(&sr->poisoned, __ATOMIC_RELAXED);
 		rec.requests = __atomic_load_n(&sr->requests, __ATOMIC_RELAXED);
+		rec.journalled = __atomic_load_n(&sr->journalled, __ATOMIC_RELAXED);
 		rec.mounted_ms = __atomic_load_n(&sr->mounted_ms, __ATOMIC_RELAXED);
 	}
 	int64_t since = sr && rec.mounted_ms ? rec.mounted_ms : s->started_ms;
@@ -66,6 +67,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "recovery_resends_total", rec.resends },
 		{ "requests_resent_total", rec.resent },
 		{ "requests_replayed_total", rec.replayed },
+		{ "requests_journalled_total", rec.journalled },
 		{ "fuse_requests_total", rec.requests },
 		{ "requests_failed_crash_loop_total", rec.poisoned },
 		{ "cache_hits_total", r.hits },

@@ -37,6 +37,7 @@ struct cfs_stats_recovery {
 	uint64_t replayed;        /* requests a new server served again (forward mode) */
 	uint64_t poisoned;        /* requests answered EIO by the crash-loop guard */
 	uint64_t requests;        /* requests the servers read from the kernel */
+	uint64_t journalled;      /* repeated requests answered from the reply journal */
 };
 
 /* The name of a recovery mode ("off", "resend", ...). */
