@@ -16,6 +16,8 @@
 #include "json.h"
 #include "log.h"
 #include "reply.h"
+#include "reqlog.h"
+#include "serve_io.h"
 #include "vfs.h"
 
 #define READ_BLKSIZE CFS_MAX_READ
@@ -91,7 +93,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_read = CFS_MAX_READ; /* must match the max_read mount option */
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA; /* content changes only with the revision */
 	conn->max_readahead = CFS_MAX_READ; /* libfuse caps it at what the kernel offers */
-	conn->max_write = 128 * 1024;        /* what the request log records whole */
+	conn->max_write = CFS_MAX_WRITE;     /* what the request log records whole */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
 	if (fs->se && cfs_vfs_writable(fs->vfs) && cfs_vfs_start_uploads(fs->vfs))
@@ -155,7 +157,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * state-changing requests (0 where no server journal exists). */
 static uint64_t req_unique(void)
 {
-	return 0; /* until the server's request number is exposed (serve_io.h) */
+	return cfs_serve_current_unique();
 }
 
 

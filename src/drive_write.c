@@ -541,7 +541,8 @@ static int resume(struct cfs_drive *d, const struct cfs_drive_upload *u, char *b
 	if (!(*uri = strdup(u->resume_uri)))
 		return -ENOMEM;
 	int rc = cfs_drive_upload_status(d, *uri, u->total, &conf, out);
-	if (rc == -ENOENT || (!rc && (conf < 0 || conf > u->total))) {
+	/* forgotten (404), or refused (400: not the size it was started for) */
+	if (rc == -ENOENT || rc == -EIO || rc == -EINVAL || (!rc && (conf < 0 || conf > u->total))) {
 		CFS_INFO("upload %s: the earlier session is gone; starting over",
 			 u->id ? u->id : u->meta && u->meta->id ? u->meta->id : "");
 		explicit_bzero(*uri, strlen(*uri));

@@ -13,7 +13,7 @@
 #include "log.h"
 #include "rowio.h"
 
-#define JE_MAGIC 0x3145454au /* "JEE1" */
+#define JE_MAGIC 0x3245454au /* "JEE2" */
 #define JE_HEAD 48
 #define SEQ_KEY "seq"
 #define DONE_PREFIX "u:"
@@ -53,7 +53,7 @@ int cfs_journal_encode(const struct cfs_jent *e, struct cfs_buf *b)
 {
 	unsigned char h[JE_HEAD];
 	cfs_le_put(h, JE_MAGIC, 4);
-	cfs_le_put(h + 4, (uint64_t)(e->is_new ? 1 : 0), 4);
+	cfs_le_put(h + 4, (uint64_t)(e->is_new ? 1 : 0) | (e->removed ? 2 : 0), 4);
 	cfs_le_put(h + 8, e->seq, 8);
 	cfs_le_put(h + 16, (uint64_t)e->size, 8);
 	cfs_le_put(h + 24, (uint64_t)e->mtime_ns, 8);
@@ -72,6 +72,10 @@ int cfs_journal_encode(const struct cfs_jent *e, struct cfs_buf *b)
 		rc = cfs_row_put_str(b, e->replaces, sizeof(e->replaces));
 	if (!rc)
 		rc = cfs_row_put_str(b, e->uri, sizeof(e->uri));
+	if (!rc)
+		rc = cfs_row_put_str(b, e->sent_name, sizeof(e->sent_name));
+	if (!rc)
+		rc = cfs_row_put_str(b, e->sent_parent, sizeof(e->sent_parent));
 	return rc;
 }
 
@@ -79,9 +83,10 @@ int cfs_journal_decode(const void *row, size_t len, struct cfs_jent *e)
 {
 	const unsigned char *p = row, *end = p + len;
 	memset(e, 0, sizeof(*e));
-	if (len < JE_HEAD || (uint32_t)cfs_le_get(p, 4) != JE_MAGIC || cfs_le_get(p + 4, 4) > 1)
+	if (len < JE_HEAD || (uint32_t)cfs_le_get(p, 4) != JE_MAGIC || cfs_le_get(p + 4, 4) > 3)
 		return CFS_E_PROTO;
-	e->is_new = (int)cfs_le_get(p + 4, 4);
+	e->is_new = (int)(cfs_le_get(p + 4, 4) & 1);
+	e->removed = (int)(cfs_le_get(p + 4, 4) >> 1);
 	e->seq = cfs_le_get(p + 8, 8);
 	e->size = (int64_t)cfs_le_get(p + 16, 8);
 	e->mtime_ns = (int64_t)cfs_le_get(p + 24, 8);
@@ -99,6 +104,10 @@ int cfs_journal_decode(const void *row, size_t len, struct cfs_jent *e)
 		rc = cfs_row_get_str(&p, end, e->replaces, sizeof(e->replaces));
 	if (!rc)
 		rc = cfs_row_get_str(&p, end, e->uri, sizeof(e->uri));
+	if (!rc)
+		rc = cfs_row_get_str(&p, end, e->sent_name, sizeof(e->sent_name));
+	if (!rc)
+		rc = cfs_row_get_str(&p, end, e->sent_parent, sizeof(e->sent_parent));
 	if (!rc && (p != end || !e->id[0] || e->size < 0 || e->confirmed < 0 ||
 		    e->confirmed > e->size))
 		rc = CFS_E_PROTO;

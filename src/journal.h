@@ -45,7 +45,11 @@ struct cfs_jent {
 	char base_rev[CFS_ID_MAX];    /* headRevisionId it was opened at; "" new */
 	char replaces[CFS_ID_MAX];    /* Drive id to trash once uploaded, or "" */
 	char uri[CFS_JOURNAL_URI_MAX];/* resumable session, or "" */
+	char sent_name[CFS_JOURNAL_NAME_MAX]; /* the name and folder the session was */
+	char sent_parent[CFS_ID_MAX];         /* started with (a rename since: redone) */
 	int is_new;                   /* not created in Drive yet */
+	int removed;                  /* a tombstone: the new file was removed here; the
+				       * item goes from Drive if a dead process made it */
 	int64_t size;                 /* staged bytes to upload */
 	int64_t mtime_ns;             /* modifiedTime to give it */
 	int64_t confirmed;            /* bytes of the session Drive confirmed */

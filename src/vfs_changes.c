@@ -72,6 +72,10 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 {
 	struct change_ctx *c = arg;
 	struct cfs_vfs *v = c->v;
+	if (cfs_vfs_w_is_mine(v, id)) { /* the namespace has it already (vfs_int.h) */
+		c->applied++;
+		return 0;
+	}
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_find(v->tab, id);
 	if (n && n->ino != CFS_ROOT_INO) {

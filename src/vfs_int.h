@@ -88,9 +88,20 @@ struct cfs_wfile {
 	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
 };
 
+/* w lock held: nothing left to do in Drive for w (all of it durable, what it
+ * replaces gone, Drive's name and folder the ones shown here). */
+static inline int cfs_wfile_settled(const struct cfs_wfile *w)
+{
+	return w->gen <= w->durable && !w->j.replaces[0] && !w->j.removed &&
+	       (!w->j.sent_name[0] || (strcmp(w->j.name, w->j.sent_name) == 0 &&
+				       strcmp(w->j.parent, w->j.sent_parent) == 0));
+}
+
 /* The write side (vfs_write.c, vfs_upload.c). */
 #define CFS_VFS_MAX_UPLOADERS 16
 #define CFS_VFS_CAPS 64
+#define CFS_VFS_MINE 512
+#define CFS_VFS_MINE_MS (10 * 60 * 1000)
 struct cfs_vfs_w {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;        /* uploaders: work; fsync waiters: a file's state changed */
@@ -107,6 +118,9 @@ struct cfs_vfs_w {
 	struct { char id[CFS_ID_MAX]; int can_add; int64_t at_ms; } caps[CFS_VFS_CAPS];
 	int ncaps;
 	int64_t q_limit, q_usage, q_at_ms; /* about.storageQuota, for statfs */
+	/* items this mount changed in Drive lately (the poller leaves them) */
+	struct { char id[CFS_ID_MAX]; int64_t at_ms; } mine[CFS_VFS_MINE];
+	unsigned mine_next;
 	struct cfs_vfs_write_stats st;
 };
 
@@ -264,11 +278,22 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 		     struct cfs_wfile **out);
 /* Gives back what cfs_vfs_w_attach took. */
 void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer);
+/* vfs_write.c: this mount changed item id in Drive (w lock not held), and
+ * whether a change of id is ours: a staged file, or one of the last
+ * CFS_VFS_MINE changes made within CFS_VFS_MINE_MS.  The Changes poller
+ * leaves our own changes alone: the namespace has them already, and a
+ * kernel invalidation of a folder or file we are writing would wait on the
+ * very request that changed it (a server killed then could not exit). */
+void cfs_vfs_w_mine(struct cfs_vfs *v, const char *id);
+int cfs_vfs_w_is_mine(struct cfs_vfs *v, const char *id);
 /* vfs_write.c: an id reserved with generateIds (batches kept in memory). */
 int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX]);
 /* vfs_write.c: trashes (--delete-permanently: deletes) a Drive item; one
  * already gone is 0. */
 int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id);
+/* vfs_write.c: drops the stored listing of a folder about to change in
+ * Drive (before the change: a server death after it leaves none stale). */
+void cfs_vfs_w_forget_listing(struct cfs_vfs *v, const char *content_id);
 /* vfs_write.c: new file id (node ino) is in Drive now, as name in folder
  * parent_cid: the folder's listing has it without the overlay (table and w
  * locks not held). */

@@ -70,6 +70,12 @@ static struct cfs_wfile *pick(struct cfs_vfs *v, int64_t now, long *wait_ms)
 	struct cfs_wfile *best = NULL;
 	int64_t next = now + 1000;
 	for (struct cfs_wfile *w = v->w.files; w; w = w->next) {
+		if (!w->sending && w->due_ms <= now &&
+		    ((w->unlinked && w->j.removed) ||
+		     (!w->unlinked && !w->j.is_new && w->gen <= w->durable && !cfs_wfile_settled(w)))) {
+			best = w; /* tombstones and metadata left to fix first: a call or two */
+			break;
+		}
 		if (w->unlinked || w->sending || w->torn || w->gen <= w->durable ||
 		    w->journaled < w->gen)
 			continue;
@@ -92,6 +98,8 @@ struct send {
 	struct cfs_wfile *w;
 	uint64_t gen;
 	int fd;
+	char sent_name[CFS_JOURNAL_NAME_MAX]; /* what the file is created as */
+	char sent_parent[CFS_ID_MAX];
 };
 
 static int read_staged(void *arg, int64_t off, void *buf, size_t len)
@@ -111,6 +119,8 @@ static void on_progress(void *arg, const char *uri, int64_t confirmed)
 	s->w->sent_bytes = confirmed;
 	if (s->w->gen == s->gen && !s->w->unlinked && strlen(uri) < sizeof(s->w->j.uri)) {
 		snprintf(s->w->j.uri, sizeof(s->w->j.uri), "%s", uri);
+		snprintf(s->w->j.sent_name, sizeof(s->w->j.sent_name), "%s", s->sent_name);
+		snprintf(s->w->j.sent_parent, sizeof(s->w->j.sent_parent), "%s", s->sent_parent);
 		s->w->j.confirmed = confirmed;
 		if (cfs_journal_put(v->w.journal, &s->w->j))
 			CFS_WARN("journal: cannot record the upload session of %s", s->w->j.id);
@@ -142,15 +152,46 @@ static int check_base(struct cfs_vfs *v, const struct cfs_jent *j, int *state)
 	return 0;
 }
 
+/* A new file whose reserved id Drive already holds: an earlier process
+ * created it and died before the journal said so (the id is ours alone).
+ * It is put where the entry says and its content replaced. */
+static int send_again(struct send *s, const struct cfs_jent *j, struct cfs_file_meta *out)
+{
+	struct cfs_vfs *v = s->v;
+	struct cfs_file_meta m;
+	int rc = cfs_drive_get(v->drive, j->id, &m);
+	if (rc)
+		return rc;
+	int moved = strcmp(m.parent, j->parent) != 0;
+	if (moved || !m.name || strcmp(m.name, j->name) != 0 || m.trashed)
+		rc = cfs_drive_update_meta(v->drive, j->id, j->name, moved ? j->parent : NULL,
+					   moved && m.parent[0] ? m.parent : NULL, m.trashed ? 0 : -1,
+					   0, NULL);
+	cfs_file_meta_cleanup(&m);
+	if (rc)
+		return rc;
+	CFS_INFO("upload %s: created by an earlier process; its content is replaced", j->id);
+	snprintf(s->sent_name, sizeof(s->sent_name), "%s", j->name);
+	snprintf(s->sent_parent, sizeof(s->sent_parent), "%s", j->parent);
+	struct cfs_json_meta_in mi = { .mtime_ns = j->mtime_ns, .trashed = -1 };
+	struct cfs_drive_upload u = { .meta = &mi, .id = j->id, .total = j->size,
+				      .read = read_staged, .arg = s };
+	return cfs_drive_upload_all(v->drive, &u, out);
+}
+
 /* Sends snapshot j of s->w; *conflict says where it went instead. */
 static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, char *sent_id,
-		    char *sent_name, struct cfs_file_meta *out)
+		    struct cfs_file_meta *out)
 {
 	struct cfs_vfs *v = s->v;
 	int rc = 0;
+	char *sent_name = s->sent_name;
 	*conflict = SAME;
 	snprintf(sent_id, CFS_ID_MAX, "%s", j->id);
-	snprintf(sent_name, CFS_JOURNAL_NAME_MAX, "%s", j->name);
+	/* a session taken up goes on with the metadata it was started with */
+	int resumed = j->uri[0] && j->sent_name[0];
+	snprintf(sent_name, CFS_JOURNAL_NAME_MAX, "%s", resumed ? j->sent_name : j->name);
+	snprintf(s->sent_parent, CFS_ID_MAX, "%s", resumed ? j->sent_parent : j->parent);
 	if (!j->is_new && (rc = check_base(v, j, conflict)) != 0)
 		return rc;
 	struct cfs_json_meta_in m = { .mtime_ns = j->mtime_ns, .trashed = -1 };
@@ -166,7 +207,7 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 	if (j->is_new || *conflict) {
 		m.id = sent_id;
 		m.name = sent_name;
-		m.parent = j->parent;
+		m.parent = s->sent_parent;
 		m.mime = "application/octet-stream";
 		u.meta = &m;
 		if (!*conflict) {
@@ -179,7 +220,13 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 		u.resume_uri = j->uri;
 		u.progress = on_progress;
 	}
-	return cfs_drive_upload_all(v->drive, &u, out);
+	CFS_DEBUG("upload %s: %s \"%s\", %" PRId64 " bytes%s", sent_id,
+		  j->is_new || *conflict ? "new file" : "new content of", sent_name, j->size,
+		  u.resume_uri && u.resume_uri[0] ? ", resuming its session" : "");
+	rc = cfs_drive_upload_all(v->drive, &u, out);
+	if (rc == -EEXIST && j->is_new && !*conflict)
+		rc = send_again(s, j, out);
+	return rc;
 }
 
 /* The bytes just uploaded become cache blocks of the revision Drive made of
@@ -204,38 +251,47 @@ static void seed_cache(struct cfs_vfs *v, int fd, const char *id, const char *re
 }
 
 /* After a verified upload: what changed meanwhile is applied in Drive. */
-static void after_upload(struct cfs_vfs *v, struct cfs_wfile *w, int fd, const struct cfs_jent *j,
-			 int conflict, const char *sent_id, const char *sent_name,
-			 const struct cfs_file_meta *out)
+static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jent *j,
+			 int conflict, const char *sent_id, const struct cfs_file_meta *out)
 {
+	struct cfs_wfile *w = s->w;
+	int fd = s->fd;
+	const char *sent_name = s->sent_name;
 	pthread_mutex_lock(&v->w.lock);
 	int unlinked = w->unlinked;
-	char name[CFS_JOURNAL_NAME_MAX], parent[CFS_ID_MAX];
+	/* now, not at the start of the upload: a rename may have come meanwhile */
+	char name[CFS_JOURNAL_NAME_MAX], parent[CFS_ID_MAX], replaces[CFS_ID_MAX];
 	snprintf(name, sizeof(name), "%s", w->j.name);
 	snprintf(parent, sizeof(parent), "%s", w->j.parent);
+	snprintf(replaces, sizeof(replaces), "%s", w->j.replaces);
 	pthread_mutex_unlock(&v->w.lock);
 	if (conflict == CHANGED) {
 		CFS_WARN("conflict: %s changed in Drive since it was opened for writing; ours is "
 			 "uploaded beside it as \"%s\"", j->name, sent_name);
 		return;
 	}
-	if (unlinked) {
-		cfs_vfs_w_remove_in_drive(v, sent_id);
-		return;
-	}
-	if (strcmp(name, sent_name) != 0 || strcmp(parent, j->parent) != 0) {
-		int moved = strcmp(parent, j->parent) != 0;
+	if (unlinked)
+		return; /* its tombstone takes it out of Drive */
+	if (strcmp(name, sent_name) != 0 || strcmp(parent, s->sent_parent) != 0) {
+		int moved = strcmp(parent, s->sent_parent) != 0;
+		CFS_DEBUG("drive: rename %s to %s (renamed while uploading)", sent_id, name);
 		int rc = cfs_drive_update_meta(v->drive, sent_id, name, moved ? parent : NULL,
-					       moved ? j->parent : NULL, -1, 0, NULL);
+					       moved ? s->sent_parent : NULL, -1, 0, NULL);
 		if (rc)
 			CFS_WARN("upload %s: cannot rename it to \"%s\": %s", sent_id, name,
 				 cfs_strerror(rc));
+		else { /* what Drive has now (finish compares: a rename since is redone) */
+			snprintf(s->sent_name, sizeof(s->sent_name), "%s", name);
+			snprintf(s->sent_parent, sizeof(s->sent_parent), "%s", parent);
+		}
 	}
 	if (j->is_new)
 		cfs_vfs_w_created(v, w->ino, sent_id, name, parent);
-	if (j->replaces[0] && !cfs_vfs_w_remove_in_drive(v, j->replaces)) {
+	if (replaces[0])
+		CFS_DEBUG("upload %s (%s) done: what it replaces goes", sent_id, name);
+	if (replaces[0] && !cfs_vfs_w_remove_in_drive(v, replaces)) {
 		pthread_mutex_lock(&v->w.lock);
-		if (strcmp(w->j.replaces, j->replaces) == 0)
+		if (strcmp(w->j.replaces, replaces) == 0)
 			w->j.replaces[0] = '\0';
 		pthread_mutex_unlock(&v->w.lock);
 	}
@@ -288,7 +344,7 @@ static void expire_parent(struct cfs_vfs *v, uint64_t ino)
 
 /* w lock held: the outcome of one attempt. */
 static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
-		   const struct cfs_jent *j, int conflict)
+		   const struct cfs_jent *j, int conflict, const struct send *s)
 {
 	int64_t now = cfs_vfs_now_ms();
 	w->sending = 0;
@@ -304,6 +360,10 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 		w->j.is_new = 0;
 		w->j.uri[0] = '\0';
 		w->j.confirmed = 0;
+		/* Drive's name and folder for it now: a rename after after_upload
+		 * looked is left to fix (pick) */
+		snprintf(w->j.sent_name, sizeof(w->j.sent_name), "%s", s->sent_name);
+		snprintf(w->j.sent_parent, sizeof(w->j.sent_parent), "%s", s->sent_parent);
 		if (conflict) {
 			/* the name shows Drive's file again; ours is the copy */
 			snprintf(w->j.id, sizeof(w->j.id), "%s", j->id);
@@ -311,7 +371,11 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 		}
 		v->w.st.done++;
 		v->w.st.bytes += (uint64_t)j->size;
-		if ((w->gen == w->durable && w->handles == 0) || conflict) {
+		if (!conflict && (w->j.removed || (w->gen <= w->durable && !cfs_wfile_settled(w)))) {
+			/* removed meanwhile (the tombstone is next), or what it
+			 * replaces or its name still to fix (bury): kept */
+			cfs_journal_put(v->w.journal, &w->j);
+		} else if ((w->gen == w->durable && w->handles == 0) || conflict) {
 			if (conflict && w->handles) {
 				w->unlinked = 1; /* closed later, never uploaded again */
 				cfs_journal_del(v->w.journal, w->j.id);
@@ -346,6 +410,57 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 	pthread_cond_broadcast(&v->w.cond);
 }
 
+/* w lock held (dropped meanwhile): a tombstone's item out of Drive, then
+ * the entry goes. */
+static void bury(struct cfs_vfs *v, struct cfs_wfile *w)
+{
+	char id[CFS_ID_MAX], gone[CFS_ID_MAX], name[CFS_JOURNAL_NAME_MAX], parent[CFS_ID_MAX],
+		from[CFS_ID_MAX];
+	int tomb = w->j.removed;
+	snprintf(id, sizeof(id), "%s", w->j.id);
+	snprintf(gone, sizeof(gone), "%s", tomb ? w->j.id : w->j.replaces);
+	snprintf(name, sizeof(name), "%s", w->j.name);
+	snprintf(parent, sizeof(parent), "%s", w->j.parent);
+	snprintf(from, sizeof(from), "%s", w->j.sent_parent);
+	int rename = !tomb && w->j.sent_name[0] &&
+		     (strcmp(name, w->j.sent_name) != 0 || strcmp(parent, from) != 0);
+	w->sending = w->gen ? w->gen : 1;
+	pthread_mutex_unlock(&v->w.lock);
+	CFS_DEBUG("%s %s (%s)", tomb ? "tombstone of" : "metadata left to fix for", id, name);
+	int rc = gone[0] ? cfs_vfs_w_remove_in_drive(v, gone) : 0;
+	if (!rc && rename) {
+		int moved = strcmp(parent, from) != 0;
+		cfs_vfs_w_mine(v, id);
+		rc = cfs_drive_update_meta(v->drive, id, name, moved ? parent : NULL,
+					   moved && from[0] ? from : NULL, -1, 0, NULL);
+	}
+	pthread_mutex_lock(&v->w.lock);
+	w->sending = 0;
+	if (rc) {
+		w->due_ms = cfs_vfs_now_ms() + NET_RETRY_MS;
+		return;
+	}
+	if (tomb) {
+		w->j.removed = 0;
+		cfs_journal_del(v->w.journal, id);
+		if (w->handles == 0)
+			cfs_vfs_w_drop(v, w);
+		pthread_cond_broadcast(&v->w.cond);
+		return;
+	}
+	if (strcmp(w->j.replaces, gone) == 0)
+		w->j.replaces[0] = '\0';
+	if (rename) {
+		snprintf(w->j.sent_name, sizeof(w->j.sent_name), "%s", name);
+		snprintf(w->j.sent_parent, sizeof(w->j.sent_parent), "%s", parent);
+	}
+	if (w->handles == 0 && cfs_wfile_settled(w))
+		cfs_vfs_w_drop(v, w);
+	else
+		cfs_journal_put(v->w.journal, &w->j);
+	pthread_cond_broadcast(&v->w.cond);
+}
+
 static void *uploader(void *arg)
 {
 	struct cfs_vfs *v = arg;
@@ -357,7 +472,11 @@ static void *uploader(void *arg)
 			cfs_vfs_wait_ms(&v->w.cond, &v->w.lock, wait_ms < 1000 ? wait_ms : 999);
 			continue;
 		}
-		struct send s = { v, w, w->gen, dup(w->fd) };
+		if ((w->unlinked && w->j.removed) || (!w->j.is_new && w->gen <= w->durable)) {
+			bury(v, w); /* picked for a tombstone or a leftover replaces */
+			continue;
+		}
+		struct send s = { .v = v, .w = w, .gen = w->gen, .fd = dup(w->fd) };
 		struct cfs_jent *j = malloc(sizeof(*j));
 		if (s.fd < 0 || !j) {
 			if (s.fd >= 0)
@@ -370,20 +489,25 @@ static void *uploader(void *arg)
 		w->sending = s.gen;
 		pthread_mutex_unlock(&v->w.lock);
 		struct cfs_file_meta out;
-		char sent_id[CFS_ID_MAX], sent_name[CFS_JOURNAL_NAME_MAX];
+		char sent_id[CFS_ID_MAX];
 		int conflict = SAME;
 		memset(&out, 0, sizeof(out));
 		int rc = fdatasync(s.fd) ? -errno : 0;
+		cfs_vfs_w_mine(v, j->id);
+		if (j->is_new || j->replaces[0]) /* its folder changes in Drive */
+			cfs_vfs_w_forget_listing(v, j->parent);
 		if (!rc)
-			rc = send_one(&s, j, &conflict, sent_id, sent_name, &out);
+			rc = send_one(&s, j, &conflict, sent_id, &out);
+		if (conflict)
+			cfs_vfs_w_mine(v, sent_id);
 		if (!rc)
-			after_upload(v, w, s.fd, j, conflict, sent_id, sent_name, &out);
+			after_upload(v, &s, j, conflict, sent_id, &out);
 		if (!rc && conflict)
 			expire_parent(v, w->ino);
 		cfs_file_meta_cleanup(&out);
 		close(s.fd);
 		pthread_mutex_lock(&v->w.lock);
-		finish(v, w, rc, s.gen, j, conflict);
+		finish(v, w, rc, s.gen, j, conflict, &s);
 		free(j);
 	}
 	pthread_mutex_unlock(&v->w.lock);
@@ -456,7 +580,7 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
 		int fd;
 		uint64_t ino;
 		const char *ids[1] = { e[i].id };
-		rc = cfs_stage_file(v->w.stage, e[i].id, 0, 0, &fd);
+		rc = cfs_stage_file(v->w.stage, e[i].id, e[i].removed, 0, &fd); /* a tombstone needs no bytes */
 		if (rc) {
 			CFS_ERROR("journal: the staged copy of \"%s\" (%s) is missing (%s); its entry "
 				  "is dropped", e[i].name, e[i].id, cfs_strerror(rc));
@@ -473,9 +597,13 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
 		}
 		w->j = e[i];
 		w->j.size = st.st_size; /* the staged bytes are the truth */
+		w->unlinked = w->j.removed;
 		w->fd = fd;
 		w->ino = ino;
 		w->gen = w->journaled = 1;
+		/* a handle still open for writing is rebuilt by its next request:
+		 * give it that long before uploading what may still grow */
+		w->due_ms = cfs_vfs_now_ms() + (v->w.delay_ms > 2000 ? v->w.delay_ms : 2000);
 		w->next = v->w.files;
 		v->w.files = w;
 		resumed++;
@@ -498,8 +626,12 @@ static int node_path(struct cfs_vfs *v, uint64_t ino, uint64_t top, struct cfs_b
 	int depth = 0, below = ino == top || top == CFS_ROOT_INO;
 	for (uint64_t at = ino; at != CFS_ROOT_INO && depth < MAX_DEPTH;) {
 		struct cfs_node *n = cfs_inode_get(v->tab, at), *d;
-		if (!n || !(d = cfs_inode_get(v->tab, n->parent)))
+		if (!n || !(d = cfs_inode_get(v->tab, n->parent))) {
+			/* not in the table yet (a new server): where it is is unknown,
+			 * so it counts as below (a sync waits for it) */
+			below = 1;
 			break;
+		}
 		const struct cfs_listing *l = d->dir ? d->dir->listing : NULL;
 		parts[depth++] = l && n->lpos < l->n && l->e[n->lpos].ino == at ? l->e[n->lpos].name
 										   : "?";

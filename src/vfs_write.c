@@ -58,17 +58,70 @@ struct cfs_wfile *cfs_vfs_w_find(struct cfs_vfs *v, uint64_t ino)
 	return NULL;
 }
 
+/* ---- our own changes -------------------------------------------------- */
+
+void cfs_vfs_w_mine(struct cfs_vfs *v, const char *id)
+{
+	if (!id || !id[0])
+		return;
+	pthread_mutex_lock(&v->w.lock);
+	unsigned k = v->w.mine_next++ % CFS_VFS_MINE;
+	snprintf(v->w.mine[k].id, sizeof(v->w.mine[k].id), "%s", id);
+	v->w.mine[k].at_ms = cfs_vfs_now_ms();
+	pthread_mutex_unlock(&v->w.lock);
+}
+
+int cfs_vfs_w_is_mine(struct cfs_vfs *v, const char *id)
+{
+	if (!v->w.enabled)
+		return 0;
+	int64_t now = cfs_vfs_now_ms();
+	int r = 0;
+	pthread_mutex_lock(&v->w.lock);
+	for (struct cfs_wfile *w = v->w.files; w && !r; w = w->next)
+		r = strcmp(w->j.id, id) == 0 || strcmp(w->j.replaces, id) == 0;
+	for (unsigned i = 0; i < CFS_VFS_MINE && !r; i++)
+		r = v->w.mine[i].at_ms && now - v->w.mine[i].at_ms < CFS_VFS_MINE_MS &&
+		    strcmp(v->w.mine[i].id, id) == 0;
+	pthread_mutex_unlock(&v->w.lock);
+	return r;
+}
+
 /* ---- done rows: a request served again gets the first answer ----------- */
 
-static int done_get(struct cfs_vfs *v, uint64_t unique, int *rc, uint64_t *ino)
-{
-	return unique && cfs_journal_done_get(v->w.journal, unique, rc, ino) == 0;
-}
+#define DONE_PENDING 1 /* never an answer: begun, not answered */
 
 static void done_put(struct cfs_vfs *v, uint64_t unique, int rc, uint64_t ino)
 {
 	if (unique && cfs_journal_done_put(v->w.journal, unique, rc, ino))
 		CFS_WARN("journal: cannot record the answer to request %" PRIu64, unique);
+}
+
+/* Before a state-changing request: 1 when it was answered already (*rc,
+ * *ino: that answer); else 0, with *replay set when a dead server began it
+ * (then an "already so" error, like ENOENT from a rename whose source moved,
+ * means the first service did it).  A row is written first thing so that
+ * a death at any point later leaves a trace. */
+static int done_begin(struct cfs_vfs *v, uint64_t unique, int *rc, uint64_t *ino, int *replay)
+{
+	int r;
+	uint64_t i;
+	*replay = 0;
+	if (!unique)
+		return 0;
+	if (cfs_journal_done_get(v->w.journal, unique, &r, &i) == 0) {
+		if (r != DONE_PENDING) {
+			*rc = r;
+			*ino = i;
+			return 1;
+		}
+		*replay = 1;
+		CFS_DEBUG("request %" PRIu64 " was begun by a server that died: served again",
+			  unique);
+		return 0;
+	}
+	done_put(v, unique, DONE_PENDING, 0);
+	return 0;
 }
 
 /* ---- ids and folder permissions ---------------------------------------- */
@@ -182,7 +235,7 @@ static int listing_edit(struct cfs_vfs *v, uint64_t dir, const char *rm, const c
 /* The stored listing of a folder Drive changed under our hands is dropped:
  * a restart lists it from Drive again (local-only files come back through
  * the overlay). */
-static void forget_stored_listing(struct cfs_vfs *v, const char *content_id)
+void cfs_vfs_w_forget_listing(struct cfs_vfs *v, const char *content_id)
 {
 	int rc = cfs_store_meta_del(v->store, "dirs", content_id, strlen(content_id));
 	if (rc && rc != -ENOENT)
@@ -192,7 +245,7 @@ static void forget_stored_listing(struct cfs_vfs *v, const char *content_id)
 void cfs_vfs_w_created(struct cfs_vfs *v, uint64_t ino, const char *id, const char *name,
 		       const char *parent_cid)
 {
-	forget_stored_listing(v, parent_cid);
+	cfs_vfs_w_forget_listing(v, parent_cid);
 	cfs_inode_lock(v->tab);
 	struct cfs_node *d = cfs_inode_find(v->tab, parent_cid);
 	if (d && d->is_dir && d->dir && d->dir->listing &&
@@ -481,7 +534,7 @@ void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer)
 	if (writer && --w->writers == 0)
 		w->due_ms = cfs_vfs_now_ms() + v->w.delay_ms;
 	/* nobody has it open: gone from the namespace, or all of it in Drive */
-	if (w->handles == 0 && !w->sending && (w->unlinked || w->gen <= w->durable))
+	if (w->handles == 0 && !w->sending && (w->unlinked ? !w->j.removed : cfs_wfile_settled(w)))
 		cfs_vfs_w_drop(v, w);
 	pthread_cond_broadcast(&v->w.cond);
 	pthread_mutex_unlock(&v->w.lock);
@@ -489,21 +542,16 @@ void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer)
 
 /* ---- creating --------------------------------------------------------------- */
 
-int cfs_vfs_create(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
-		   int flags, uint32_t pid, struct cfs_vfs_attr *a, uint64_t *fh)
+static int do_create(struct cfs_vfs *v, uint64_t parent, const char *name, int flags,
+		     uint32_t pid, struct cfs_vfs_attr *a, uint64_t *fh)
 {
-	if (!v->w.enabled)
-		return -EROFS;
 	int rc, keep, direct;
 	uint64_t ino = 0;
 	struct child c;
-	if (done_get(v, unique, &rc, &ino)) {
-		if (rc)
-			return rc;
-		goto open_it; /* served again: the file is ours already */
-	}
 	rc = find_child(v, parent, name, &c);
 	if (!rc) {
+		if (flags & O_EXCL)
+			CFS_DEBUG("create %s: exists (inode %" PRIu64 ")", name, c.ino);
 		if (flags & O_EXCL)
 			return -EEXIST;
 		if (c.is_dir)
@@ -541,7 +589,6 @@ int cfs_vfs_create(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const ch
 		rc = add_node(v, parent, name, j.id, 0, j.mtime_ns, &ino);
 	if (rc)
 		return rc;
-	done_put(v, unique, 0, ino);
 open_it:
 	rc = cfs_vfs_open(v, ino, flags & ~(O_CREAT | O_EXCL), pid, fh, &keep, &direct);
 	if (!rc)
@@ -549,17 +596,36 @@ open_it:
 	return rc;
 }
 
-int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
-		  struct cfs_vfs_attr *a)
+int cfs_vfs_create(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		   int flags, uint32_t pid, struct cfs_vfs_attr *a, uint64_t *fh)
 {
 	if (!v->w.enabled)
 		return -EROFS;
+	int rc, replay, keep, direct;
+	uint64_t ino;
+	if (done_begin(v, unique, &rc, &ino, &replay)) {
+		if (rc)
+			return rc;
+		/* served again: the file is ours already; a new handle for it */
+		rc = cfs_vfs_open(v, ino, flags & ~(O_CREAT | O_EXCL | O_TRUNC), pid, fh, &keep,
+				  &direct);
+		return rc ? rc : cfs_vfs_getattr(v, ino, a);
+	}
+	rc = do_create(v, parent, name, flags, pid, a, fh);
+	if (replay && rc == -EEXIST) /* the dead server created it */
+		rc = do_create(v, parent, name, flags & ~(O_EXCL | O_TRUNC), pid, a, fh);
+	done_put(v, unique, rc, rc ? 0 : a->ino);
+	return rc;
+}
+
+static int do_mkdir(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a)
+{
 	int rc;
 	uint64_t ino;
 	struct child c;
-	if (done_get(v, unique, &rc, &ino))
-		return rc ? rc : cfs_vfs_getattr(v, ino, a);
 	rc = find_child(v, parent, name, &c);
+	if (rc != -ENOENT)
+		CFS_DEBUG("mkdir %s: %s", name, rc ? cfs_strerror(rc) : "exists");
 	if (rc != -ENOENT)
 		return rc ? rc : -EEXIST;
 	char cid[CFS_ID_MAX], id[CFS_ID_MAX];
@@ -572,11 +638,12 @@ int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const cha
 	struct cfs_json_meta_in m = { .id = id, .name = name, .mime = CFS_FOLDER_MIME,
 				      .parent = cid, .trashed = -1 };
 	struct cfs_file_meta out;
+	cfs_vfs_w_mine(v, id);
+	cfs_vfs_w_forget_listing(v, cid); /* first: a death after the create leaves none stale */
 	if ((rc = cfs_drive_create(v->drive, &m, &out)) != 0)
 		return rc;
 	int64_t mtime = out.mtime_ns ? out.mtime_ns : wall_ns();
 	cfs_file_meta_cleanup(&out);
-	forget_stored_listing(v, cid);
 	if ((rc = add_node(v, parent, name, id, 1, mtime, &ino)) != 0)
 		return rc;
 	/* an empty folder is listed already: no files.list for it */
@@ -591,8 +658,23 @@ int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const cha
 	cfs_inode_unlock(v->tab);
 	cfs_listing_unref(l);
 	cfs_nsdb_save_listing(v->ns, id, NULL, 0, cfs_vfs_clock_ms(CLOCK_REALTIME));
-	done_put(v, unique, 0, ino);
 	return cfs_vfs_getattr(v, ino, a);
+}
+
+int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		  struct cfs_vfs_attr *a)
+{
+	if (!v->w.enabled)
+		return -EROFS;
+	int rc, replay;
+	uint64_t ino;
+	if (done_begin(v, unique, &rc, &ino, &replay))
+		return rc ? rc : cfs_vfs_getattr(v, ino, a);
+	rc = do_mkdir(v, parent, name, a);
+	if (replay && rc == -EEXIST) /* the dead server made it */
+		rc = cfs_vfs_lookup(v, parent, name, a);
+	done_put(v, unique, rc, rc ? 0 : a->ino);
+	return rc;
 }
 
 /* ---- removing ------------------------------------------------------------- */
@@ -600,6 +682,8 @@ int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const cha
 /* Trash (or delete) a Drive item; one already gone is fine. */
 int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id)
 {
+	cfs_vfs_w_mine(v, id);
+	CFS_DEBUG("drive: %s %s", v->w.delete_permanently ? "delete" : "trash", id);
 	int rc = v->w.delete_permanently ? cfs_drive_delete(v->drive, id)
 					 : cfs_drive_update_meta(v->drive, id, NULL, NULL, NULL, 1, 0,
 								 NULL);
@@ -612,27 +696,30 @@ int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id)
 }
 
 /* w lock held: w leaves the namespace (no upload, dropped once unused);
- * what it was to replace in Drive is copied to also_remove. */
+ * what it was to replace in Drive is copied to also_remove.  A new file
+ * leaves a tombstone: an upload running now, or one a dead process got to
+ * finish, may have made it in Drive, and the uploaders take it out again. */
 static void w_unlink(struct cfs_vfs *v, struct cfs_wfile *w, char also_remove[CFS_ID_MAX])
 {
 	snprintf(also_remove, CFS_ID_MAX, "%s", w->j.replaces);
 	w->unlinked = 1;
-	cfs_journal_del(v->w.journal, w->j.id);
-	if (w->handles == 0 && !w->sending)
-		cfs_vfs_w_drop(v, w);
+	w->j.replaces[0] = '\0';
+	if (w->j.is_new) {
+		w->j.removed = 1;
+		w->due_ms = 0;
+		cfs_journal_put(v->w.journal, &w->j);
+	} else {
+		cfs_journal_del(v->w.journal, w->j.id);
+		if (w->handles == 0 && !w->sending)
+			cfs_vfs_w_drop(v, w);
+	}
 	pthread_cond_broadcast(&v->w.cond);
 }
 
-static int remove_entry(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
-			int want_dir)
+static int remove_entry(struct cfs_vfs *v, uint64_t parent, const char *name, int want_dir)
 {
-	if (!v->w.enabled)
-		return -EROFS;
 	int rc;
-	uint64_t ino;
 	struct child c;
-	if (done_get(v, unique, &rc, &ino))
-		return rc;
 	if ((rc = find_child(v, parent, name, &c)) != 0)
 		return rc;
 	if (c.is_dir != want_dir)
@@ -648,6 +735,7 @@ static int remove_entry(struct cfs_vfs *v, uint64_t unique, uint64_t parent, con
 	}
 	char also[CFS_ID_MAX] = "";
 	int local = 0;
+	cfs_vfs_w_forget_listing(v, c.dir_cid); /* before Drive changes: see mkdir */
 	pthread_mutex_lock(&v->w.lock);
 	struct cfs_wfile *w = cfs_vfs_w_find(v, c.ino);
 	if (w) {
@@ -661,23 +749,51 @@ static int remove_entry(struct cfs_vfs *v, uint64_t unique, uint64_t parent, con
 		rc = cfs_vfs_w_remove_in_drive(v, also);
 	if (rc)
 		return rc;
-	if (!local || also[0])
-		forget_stored_listing(v, c.dir_cid);
 	cfs_inode_lock(v->tab);
 	listing_edit(v, parent, name, NULL, 0, 0);
 	cfs_inode_unlock(v->tab);
-	done_put(v, unique, 0, 0);
 	return 0;
+}
+
+/* A state-changing request whose "already so" answer is gone_rc, once. */
+static int once(struct cfs_vfs *v, uint64_t unique, int gone_rc, int (*op)(struct cfs_vfs *, void *),
+		void *arg)
+{
+	if (!v->w.enabled)
+		return -EROFS;
+	int rc, replay;
+	uint64_t ino;
+	if (done_begin(v, unique, &rc, &ino, &replay))
+		return rc;
+	rc = op(v, arg);
+	if (replay && rc == gone_rc)
+		rc = 0; /* the dead server did it */
+	done_put(v, unique, rc, 0);
+	return rc;
+}
+
+struct rm_arg {
+	uint64_t parent;
+	const char *name;
+	int dir;
+};
+
+static int rm_op(struct cfs_vfs *v, void *arg)
+{
+	struct rm_arg *a = arg;
+	return remove_entry(v, a->parent, a->name, a->dir);
 }
 
 int cfs_vfs_unlink(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name)
 {
-	return remove_entry(v, unique, parent, name, 0);
+	struct rm_arg a = { parent, name, 0 };
+	return once(v, unique, -ENOENT, rm_op, &a);
 }
 
 int cfs_vfs_rmdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name)
 {
-	return remove_entry(v, unique, parent, name, 1);
+	struct rm_arg a = { parent, name, 1 };
+	return once(v, unique, -ENOENT, rm_op, &a);
 }
 
 /* ---- renaming ---------------------------------------------------------------- */
@@ -700,18 +816,13 @@ static int check_target(struct cfs_vfs *v, const struct child *s, const struct c
 	return rc;
 }
 
-int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
-		   uint64_t newparent, const char *newname, unsigned flags)
+static int do_rename(struct cfs_vfs *v, uint64_t parent, const char *name, uint64_t newparent,
+		     const char *newname, unsigned flags)
 {
-	if (!v->w.enabled)
-		return -EROFS;
 	if (flags & CFS_VFS_RENAME_EXCHANGE)
 		return -EINVAL;
 	int rc;
-	uint64_t ino;
 	struct child s, t;
-	if (done_get(v, unique, &rc, &ino))
-		return rc;
 	if ((rc = find_child(v, parent, name, &s)) != 0)
 		return rc;
 	if (strlen(newname) > CFS_NAME_MAX)
@@ -732,18 +843,22 @@ int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const ch
 	int moved = strcmp(newcid, s.dir_cid) != 0;
 	if (moved && !can_add_to(v, newcid))
 		return -EACCES;
+	cfs_vfs_w_forget_listing(v, s.dir_cid); /* before Drive changes: see mkdir */
+	if (moved)
+		cfs_vfs_w_forget_listing(v, newcid);
 	pthread_mutex_lock(&v->w.lock);
 	struct cfs_wfile *ws = cfs_vfs_w_find(v, s.ino);
 	int s_local = ws && ws->j.is_new;
 	pthread_mutex_unlock(&v->w.lock);
-	if (!s_local && (rc = cfs_drive_update_meta(v->drive, s.id, newname, moved ? newcid : NULL,
-						     moved ? s.dir_cid : NULL, -1, 0, NULL)) != 0)
-		return rc;
-	/* what Drive must lose: the target (now, or once the source is
-	 * uploaded), and what the source was to replace at its old name */
+	/* What Drive must lose: the target (now, or once the source is
+	 * uploaded), and what the source was to replace at its old name.  The
+	 * target goes before the source takes its name: a death in between
+	 * leaves the source under its old name, and the request served again
+	 * finds it (the other order would make it look done, the target kept). */
 	char now_remove[2][CFS_ID_MAX] = { "", "" };
 	pthread_mutex_lock(&v->w.lock);
 	ws = cfs_vfs_w_find(v, s.ino);
+	s_local = ws && ws->j.is_new;
 	char inherit[CFS_ID_MAX] = "";
 	if (exists) {
 		struct cfs_wfile *wt = cfs_vfs_w_find(v, t.ino);
@@ -753,27 +868,43 @@ int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const ch
 		if (!t_local)
 			snprintf(inherit, sizeof(inherit), "%s", t.id);
 	}
-	if (ws && ws->j.is_new) {
+	if (s_local) {
 		snprintf(now_remove[0], CFS_ID_MAX, "%s", ws->j.replaces);
 		snprintf(ws->j.replaces, sizeof(ws->j.replaces), "%s", inherit);
-	} else {
-		snprintf(now_remove[0], CFS_ID_MAX, "%s", inherit);
-	}
-	if (ws) {
 		snprintf(ws->j.name, sizeof(ws->j.name), "%s", newname);
 		snprintf(ws->j.parent, sizeof(ws->j.parent), "%s", newcid);
 		rc = w_journal(v, ws);
+	} else {
+		snprintf(now_remove[0], CFS_ID_MAX, "%s", inherit);
 	}
+	CFS_DEBUG("rename %s (%s%s) to %s: target %s%s, it replaces %s, now removed %s",
+		  name, s.id, s_local ? ", local" : "", newname, exists ? t.id : "none",
+		  exists && !inherit[0] ? " (local, replacing nothing)" : "",
+		  s_local ? ws->j.replaces : "-", now_remove[0][0] ? now_remove[0] : "none");
 	pthread_mutex_unlock(&v->w.lock);
 	for (int i = 0; !rc && i < 2; i++)
 		if (now_remove[i][0])
 			rc = cfs_vfs_w_remove_in_drive(v, now_remove[i]);
+	if (!rc && !s_local) {
+		cfs_vfs_w_mine(v, s.id);
+		CFS_DEBUG("drive: rename %s to %s", s.id, newname);
+		rc = cfs_drive_update_meta(v->drive, s.id, newname, moved ? newcid : NULL,
+					   moved ? s.dir_cid : NULL, -1, 0, NULL);
+		pthread_mutex_lock(&v->w.lock);
+		ws = cfs_vfs_w_find(v, s.ino);
+		if (!rc && ws) { /* its pending content keeps the new place */
+			snprintf(ws->j.name, sizeof(ws->j.name), "%s", newname);
+			snprintf(ws->j.parent, sizeof(ws->j.parent), "%s", newcid);
+			if (ws->j.sent_name[0] && !ws->j.uri[0]) { /* Drive's, now */
+				snprintf(ws->j.sent_name, sizeof(ws->j.sent_name), "%s", newname);
+				snprintf(ws->j.sent_parent, sizeof(ws->j.sent_parent), "%s", newcid);
+			}
+			w_journal(v, ws);
+		}
+		pthread_mutex_unlock(&v->w.lock);
+	}
 	if (rc)
 		return rc;
-	if (!s_local || now_remove[0][0]) {
-		forget_stored_listing(v, s.dir_cid);
-		forget_stored_listing(v, newcid);
-	}
 	cfs_nsdb_set_parents(v->ns, newparent, &s.ino, 1);
 	cfs_inode_lock(v->tab);
 	listing_edit(v, parent, name, NULL, 0, 0);
@@ -782,8 +913,26 @@ int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const ch
 	if (n)
 		n->parent = newparent;
 	cfs_inode_unlock(v->tab);
-	done_put(v, unique, 0, 0);
 	return 0;
+}
+
+struct mv_arg {
+	uint64_t parent, newparent;
+	const char *name, *newname;
+	unsigned flags;
+};
+
+static int mv_op(struct cfs_vfs *v, void *arg)
+{
+	struct mv_arg *a = arg;
+	return do_rename(v, a->parent, a->name, a->newparent, a->newname, a->flags);
+}
+
+int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
+		   uint64_t newparent, const char *newname, unsigned flags)
+{
+	struct mv_arg a = { parent, newparent, name, newname, flags };
+	return once(v, unique, -ENOENT, mv_op, &a);
 }
 
 /* ---- attributes, writes, flush, fsync -------------------------------------- */
@@ -834,8 +983,10 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		if (n && !w && ino != CFS_ROOT_INO && !n->export_mime[0])
 			snprintf(id, sizeof(id), "%s", n->id);
 		cfs_inode_unlock(v->tab);
-		if (id[0])
+		if (id[0]) {
+			cfs_vfs_w_mine(v, id);
 			rc = cfs_drive_update_meta(v->drive, id, NULL, NULL, NULL, -1, s->mtime_ns, NULL);
+		}
 		if (rc)
 			return rc;
 		cfs_inode_lock(v->tab);
@@ -863,6 +1014,12 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	}
 	rc = cfs_stage_pwrite(w->fd, off, buf, len);
 	pthread_mutex_lock(&v->w.lock);
+	if (!rc && w->j.uri[0]) {
+		/* an upload session was started for older bytes: the journal must not
+		 * hand it to a later process for these */
+		w_changed(w);
+		w_journal(v, w);
+	}
 	if (!rc) {
 		if (off + (int64_t)len > w->j.size)
 			w->j.size = off + (int64_t)len;
@@ -998,9 +1155,22 @@ int cfs_vfs_w_overlay(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **lp)
 	size_t k = 0;
 	for (size_t i = 0; i < l->n; i++) {
 		struct cfs_node *c = cfs_inode_get(v->tab, l->e[i].ino);
-		if (c && replaced(v, d->content_id, c->id)) {
-			free(l->e[i].name);
+		struct cfs_wfile *w = cfs_vfs_w_find(v, l->e[i].ino);
+		if ((c && replaced(v, d->content_id, c->id)) ||
+		    (w && strcmp(w->j.parent, d->content_id) != 0)) {
+			free(l->e[i].name); /* replaced here, or moved away locally */
 			continue;
+		}
+		if (w && w->j.is_new && strcmp(w->j.name, l->e[i].name) != 0) {
+			/* created in Drive under an older name, renamed here since */
+			char *nm = strdup(w->j.name);
+			if (!nm) {
+				rc = -ENOMEM;
+				nm = l->e[i].name;
+			} else {
+				free(l->e[i].name);
+			}
+			l->e[i].name = nm;
 		}
 		nl->e[k++] = l->e[i];
 	}
