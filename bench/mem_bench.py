@@ -31,10 +31,8 @@ import json
 import mmap
 import os
 import random
-import signal
 import statistics
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -147,15 +145,6 @@ def seq_rate(paths):
     return n / (time.perf_counter() - t)
 
 
-class Ctx(R.Bench):
-    """The suite's Bench, for its Emulator/Mount bookkeeping and clean-up."""
-
-    def __init__(self, a):
-        ns = argparse.Namespace(quick=False, big_mib=0, rand_seconds=0, max_connections=16,
-                                mount_opt=[], keep=a.keep)
-        super().__init__(ns)
-
-
 def pressure_row(b, a, src_items, rows):
     give = a.give_mib * MiB
     floor = 2 * give           # --min-free-memory: the shortage (floor + floor/4 - avail) is give
@@ -253,14 +242,10 @@ def main(argv=None):
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    b = Ctx(a)
+    b = R.Side(a.keep)
     rows = []
-    rc = 0
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    try:
-        b.work = tempfile.mkdtemp(prefix="colabfs-membench-", dir="/dev/shm")
-        os.makedirs(os.path.join(b.work, "logs"))
+
+    def body():
         src = os.path.join(b.work, "src")
         os.makedirs(src)
         n = (a.give_mib + 128) * MiB // FILE_SIZE
@@ -271,15 +256,7 @@ def main(argv=None):
         b.emu = R.Emulator(b, spec, "emu", 0, 0, 0)
         pressure_row(b, a, items, rows)
         read_rows(b, a, items, rows)
-    except KeyboardInterrupt:
-        rc = 130
-    except Exception as e:
-        R.log("bench failed: %s: %s" % (type(e).__name__, e))
-        rc = 1
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        b.cleanup()
+    rc = b.run_in(body, "colabfs-membench-", "/dev/shm")
     print("%-4s %-52s %12s %12s  %-26s %s" % ("row", "workload", "measured", "reference",
                                              "reference is", "notes"))
     for key, name, v, ref, ref_name, note in rows:

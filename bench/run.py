@@ -780,6 +780,37 @@ class Bench:
         elif self.work:
             log("kept %s" % self.work)
 
+    def guarded(self, body):
+        """Run ``body()``; SIGTERM, SIGHUP and Ctrl-C interrupt it.  Afterwards, whatever happened,
+        with those signals ignored (a second Ctrl-C would leave mounts behind), every mount, the
+        emulator and the work folder are cleaned up (after an error, the mounts' log tails are
+        logged first).  Returns the exit status: 0, 1 (an error, logged) or 130 (interrupted)."""
+        def on_signal(signum, frame):
+            raise KeyboardInterrupt("signal %d" % signum)
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGHUP, on_signal)
+        rc = 0
+        try:
+            body()
+        except KeyboardInterrupt:
+            log("interrupted; cleaning up")
+            rc = 130
+        except Exception as e:
+            log("bench failed: %s: %s" % (type(e).__name__, e))
+            rc = 1
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
+            if rc == 1 and self.work:
+                for m in self.mounts:
+                    try:
+                        log("tail of %s:\n%s" % (m.log_file, open(m.log_file, errors="replace")
+                                                               .read()[-3000:]))
+                    except OSError:
+                        pass
+            self.cleanup()
+        return rc
+
     # -- setup ------------------------------------------------------------------------------------
 
     def setup(self, suite, dataset):
@@ -1274,6 +1305,23 @@ class Bench:
                            "config": self.cfg}, f, indent=1)
 
 
+class Side(Bench):
+    """The suite's Bench for a bench script of its own (mem_bench.py, write_bench.py): its Emulator
+    and Mount bookkeeping and its clean-up."""
+
+    def __init__(self, keep, mount_opt=()):
+        super().__init__(argparse.Namespace(quick=False, big_mib=0, rand_seconds=0, max_connections=16,
+                                            mount_opt=list(mount_opt), keep=keep))
+
+    def run_in(self, body, prefix, workdir):
+        """``guarded(body)`` in a fresh work folder (``self.work``, with logs/) under ``workdir``."""
+        def inner():
+            self.work = tempfile.mkdtemp(prefix=prefix, dir=workdir)
+            os.makedirs(os.path.join(self.work, "logs"))
+            body()
+        return self.guarded(inner)
+
+
 def med(xs):
     return statistics.median(xs)
 
@@ -1343,12 +1391,7 @@ def main(argv=None):
     only = set(args.only.split(","))
     bench = Bench(args)
 
-    def on_signal(signum, frame):
-        raise KeyboardInterrupt("signal %d" % signum)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
-    rc = 0
-    try:
+    def body():
         bench.setup(bool(only & set("1234567")), "8" in only)
         if only & {"1", "2", "6"}:
             bench.w1_w2_w6("1" in only, "2" in only, "6" in only)
@@ -1362,25 +1405,7 @@ def main(argv=None):
             bench.w7()
         if "8" in only:
             bench.w8()
-    except KeyboardInterrupt:
-        log("interrupted; cleaning up")
-        rc = 130
-    except Exception as e:
-        log("bench failed: %s: %s" % (type(e).__name__, e))
-        rc = 1
-    finally:
-        # a second Ctrl-C during cleanup would leave mounts behind: ignore it there
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        if rc == 1 and bench.work:
-            for m in bench.mounts:
-                try:
-                    log("tail of %s:\n%s" % (m.log_file, open(m.log_file, errors="replace")
-                                                            .read()[-3000:]))
-                except OSError:
-                    pass
-        bench.cleanup()
+    rc = bench.guarded(body)
     if bench.rows:
         bench.report(argv)
     return rc
