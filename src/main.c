@@ -34,7 +34,7 @@
 #include "memory.h"
 #include "journal.h"
 #include "mnt.h"
-#include "stage.h"
+#include "staging.h"
 #include "names.h"
 #include "nsdb.h"
 #include "session.h"
@@ -185,7 +185,7 @@ struct mount {
 	struct cfs_fhtab *fhtab; /* supervised: handle rows in the supervisor's memfd */
 	int no_fh_rows;     /* --recovery=off: this process is the mount, no rows */
 	struct cfs_journal *journal; /* writable mounts: the write journal and */
-	struct cfs_stage *stage;     /* the staging folder */
+	struct cfs_staging *stage;     /* the staging folder */
 	char why[512];
 	char ram_note[512]; /* a cache in RAM: its budget rule, for the mount's terminal */
 	int ram_warn;       /* ram_note is a warning */
@@ -287,7 +287,7 @@ static int open_core(struct mount *m)
 	if (!c->read_only) {
 		rc = cfs_journal_open(c->staging_dir, &m->journal);
 		if (!rc)
-			rc = cfs_stage_open(c->staging_dir, &m->stage);
+			rc = cfs_staging_open(c->staging_dir, &m->stage);
 		if (rc) {
 			snprintf(m->why, sizeof(m->why), "cannot open the write journal in %s: %s",
 				 c->staging_dir, cfs_strerror(rc));
@@ -327,7 +327,7 @@ static void close_core(struct mount *m)
 	cfs_vfs_free(m->vfs);
 	cfs_store_close(m->store);
 	cfs_journal_close(m->journal);
-	cfs_stage_close(m->stage);
+	cfs_staging_close(m->stage);
 	m->vfs = NULL;
 	m->store = NULL;
 	m->journal = NULL;

@@ -59,7 +59,7 @@ struct cfs_vfs_opts {
 	 * upload_threads: files uploaded at once; fresh_mount: a new mount
 	 * (not a server restarted under a live one): old done rows go. */
 	struct cfs_journal *journal;
-	struct cfs_stage *stage;
+	struct cfs_staging *stage;
 	int delete_permanently;
 	long write_back_ms;
 	int upload_threads;

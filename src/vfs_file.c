@@ -20,7 +20,7 @@
 #include "err.h"
 #include "log.h"
 #include "nsdb.h"
-#include "stage.h"
+#include "staging.h"
 #include "store.h"
 
 
@@ -262,7 +262,7 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 	if (rc)
 		return rc;
 	if (f->w) {
-		rc = cfs_stage_pread(f->w->fd, off, buf, len, got);
+		rc = cfs_staging_pread(f->w->fd, off, buf, len, got);
 		cfs_vfs_put_file(v, f);
 		return rc;
 	}

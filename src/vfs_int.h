@@ -108,7 +108,7 @@ struct cfs_vfs_w {
 	int ready, enabled, delete_permanently, nthreads, started, stop;
 	long delay_ms;
 	struct cfs_journal *journal;
-	struct cfs_stage *stage;
+	struct cfs_staging *stage;
 	struct cfs_wfile *files;
 	pthread_t threads[CFS_VFS_MAX_UPLOADERS];
 	/* ids reserved with generateIds, not used yet */

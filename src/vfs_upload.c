@@ -38,7 +38,7 @@
 #include "log.h"
 #include "names.h"
 #include "nsdb.h"
-#include "stage.h"
+#include "staging.h"
 #include "store.h"
 
 #define QUOTA_RETRY_MS 60000
@@ -53,7 +53,7 @@ void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w)
 	if (*pp)
 		*pp = w->next;
 	close(w->fd);
-	int rc = cfs_stage_remove(v->w.stage, w->j.id);
+	int rc = cfs_staging_remove(v->w.stage, w->j.id);
 	if (rc && rc != -ENOENT)
 		CFS_WARN("staging: cannot remove the staged copy of %s: %s", w->j.id, cfs_strerror(rc));
 	if (!w->unlinked)
@@ -106,7 +106,7 @@ static int read_staged(void *arg, int64_t off, void *buf, size_t len)
 {
 	struct send *s = arg;
 	size_t got = 0;
-	int rc = cfs_stage_pread(s->fd, off, buf, len, &got);
+	int rc = cfs_staging_pread(s->fd, off, buf, len, &got);
 	return rc ? rc : got == len ? 0 : -EIO; /* cut short under us: the next try */
 }
 
@@ -243,7 +243,7 @@ static void seed_cache(struct cfs_vfs *v, int fd, const char *id, const char *re
 	char *buf = malloc(bs);
 	for (uint64_t b = 0; buf && (int64_t)(b * bs) < size; b++) {
 		size_t got = 0;
-		if (cfs_stage_pread(fd, (int64_t)(b * bs), buf, bs, &got) || !got ||
+		if (cfs_staging_pread(fd, (int64_t)(b * bs), buf, bs, &got) || !got ||
 		    cfs_store_put(v->store, key, b, buf, (uint32_t)got))
 			break;
 	}
@@ -580,7 +580,7 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
 		int fd;
 		uint64_t ino;
 		const char *ids[1] = { e[i].id };
-		rc = cfs_stage_file(v->w.stage, e[i].id, e[i].removed, 0, &fd); /* a tombstone needs no bytes */
+		rc = cfs_staging_file(v->w.stage, e[i].id, e[i].removed, 0, &fd); /* a tombstone needs no bytes */
 		if (rc) {
 			CFS_ERROR("journal: the staged copy of \"%s\" (%s) is missing (%s); its entry "
 				  "is dropped", e[i].name, e[i].id, cfs_strerror(rc));

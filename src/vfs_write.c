@@ -1,6 +1,6 @@
 /* vfs_write: the namespace writes and staged files (see vfs.h, vfs_int.h).
  *
- * Policy.  File content is write-back: bytes go to a staged file (stage.h),
+ * Policy.  File content is write-back: bytes go to a staged file (staging.h),
  * close() syncs it and writes the journal entry (journal.h), and the
  * uploaders (vfs_upload.c) send it to Drive later.  A new file gets its Drive
  * id at create, from ids reserved with files.generateIds, and is shown at
@@ -31,7 +31,7 @@
 #include "log.h"
 #include "names.h"
 #include "nsdb.h"
-#include "stage.h"
+#include "staging.h"
 #include "store.h"
 
 #define IDS_BATCH 100
@@ -365,7 +365,7 @@ static int w_new(struct cfs_vfs *v, uint64_t ino, const struct cfs_jent *j, int 
 		return -ENOMEM;
 	w->j = *j;
 	w->ino = ino;
-	int rc = cfs_stage_file(v->w.stage, j->id, 1, trunc, &w->fd);
+	int rc = cfs_staging_file(v->w.stage, j->id, 1, trunc, &w->fd);
 	if (rc) {
 		free(w);
 		return rc;
@@ -411,7 +411,7 @@ static int copy_in(struct cfs_vfs *v, uint64_t ino, int fd)
 		if (!rc && !got)
 			rc = -EIO;
 		if (!rc)
-			rc = cfs_stage_pwrite(fd, off, buf, got);
+			rc = cfs_staging_pwrite(fd, off, buf, got);
 		off += (int64_t)got;
 	}
 	cfs_reader_stream_free(s);
@@ -491,14 +491,14 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	if (rc)
 		return rc;
 	int fd;
-	rc = cfs_stage_file(v->w.stage, j.id, 1, 1, &fd);
+	rc = cfs_staging_file(v->w.stage, j.id, 1, 1, &fd);
 	if (rc)
 		return rc;
 	if (!trunc && j.size > 0)
 		rc = copy_in(v, ino, fd);
 	if (rc) {
 		close(fd);
-		cfs_stage_remove(v->w.stage, j.id);
+		cfs_staging_remove(v->w.stage, j.id);
 		return rc;
 	}
 	close(fd);
@@ -1012,7 +1012,7 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 		cfs_vfs_put_file(v, f);
 		return -EBADF;
 	}
-	rc = cfs_stage_pwrite(w->fd, off, buf, len);
+	rc = cfs_staging_pwrite(w->fd, off, buf, len);
 	pthread_mutex_lock(&v->w.lock);
 	if (!rc && w->j.uri[0]) {
 		/* an upload session was started for older bytes: the journal must not

@@ -141,16 +141,8 @@ def vmrss(pid):
     return None
 
 
-RENAME_BUG = (
-    "a file renamed while its resumable upload runs, then the server restarted before the upload "
-    "ends, stays in Drive under its old name: the session was started with the old name, the "
-    "journal holds the new one, and after the restart send_one() (src/vfs_upload.c) takes the "
-    "journal's name as the name sent, so after_upload() sees nothing to rename; once the upload "
-    "is done the mount too lists the old name")
-
-
 class WrongNameInDrive(AssertionError):
-    """Drive holds the file under another name than the mount shows (RENAME_BUG)."""
+    """Drive holds the file under another name than the mount shows."""
 
 
 class HashingWriter:
@@ -173,9 +165,7 @@ class HashingWriter:
 
 
 @pytest.mark.deadline(600)
-@pytest.mark.xfail(strict=True, raises=WrongNameInDrive, reason=RENAME_BUG)
 def test_torch_checkpoint_survives_kills_and_outage(mount_factory, aemu):
-    """Everything is checked before the name in Drive (RENAME_BUG): only that may fail."""
     torch = pytest.importorskip("torch")
     t0 = time.monotonic()
     g = torch.Generator().manual_seed(20240612)
@@ -211,7 +201,7 @@ def test_torch_checkpoint_survives_kills_and_outage(mount_factory, aemu):
     H.wait_until(lambda: time.monotonic() - t_out > 5 and emu_up(aemu), 90, interval=0.5,
                  what="Drive back after the outage")
     post(aemu, "/_emu/faults", {"faults": []})
-    sync(m)  # the whole mount (a folder's sync after a restart: see the xfail test of b)
+    sync(m)
     t_synced = time.monotonic()
     sess = [s for s in sessions(aemu) if s["total"] == size]
     assert len(sess) == 1 and sess[0]["complete"], sess  # resumed every time, never restarted
@@ -238,7 +228,6 @@ def test_torch_checkpoint_survives_kills_and_outage(mount_factory, aemu):
     only_one(aemu, "/dir/ckpt.pt")
 
 
-@pytest.mark.xfail(strict=True, reason=RENAME_BUG)
 def test_rename_during_upload_then_restart_keeps_the_new_name(mount_factory, aemu):
     data = os.urandom(12 * MiB + 5)
     m = amount(mount_factory, aemu)
@@ -282,18 +271,13 @@ def test_kill_between_create_and_first_chunk_no_duplicate(mount_factory, aemu, w
     # the next server's calls are not
     post(aemu, "/_emu/faults", {"faults": []})
     kill_server(m)
-    sync(m, timeout=120)  # the whole mount: a folder's sync misses it (the xfail test below)
+    sync(m, timeout=120)
     item = only_one(aemu, "/dir/once.bin")
     assert item["md5Checksum"] == hashlib.md5(data).hexdigest()
     assert content(aemu, item) == data
     assert open(m.path("dir/once.bin"), "rb").read() == data
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "colabfs sync FOLDER right after a server restart says 'nothing was pending' while the "
-    "journal's replayed upload of a file in FOLDER is still running: node_path() "
-    "(src/vfs_upload.c) counts an entry as below FOLDER only by walking parents in the in-memory "
-    "inode table, which the new server has not filled for it yet"))
 def test_folder_sync_after_restart_waits_for_the_replayed_upload(mount_factory, aemu):
     data = os.urandom(300_000)
     m = amount(mount_factory, aemu, delay=3600)

@@ -19,10 +19,24 @@ static void permissions(void)
 	CHECK_EQ(parse(def, 1, &c, why, sizeof(why)), 0);
 	CHECK_EQ(c.uid, -1);
 	CHECK_EQ(c.gid, -1);
-	CHECK_EQ(c.file_mode, 0444);
-	CHECK_EQ(c.dir_mode, 0555);
+	CHECK_EQ(c.file_mode, 0644); /* writable by default */
+	CHECK_EQ(c.dir_mode, 0755);
 	CHECK_EQ(c.umask_bits, 0);
 	CHECK(c.fuse_opts == NULL); /* nothing added without allow_other */
+	CHECK_EQ(c.read_only, 0);
+	CHECK_EQ(c.write_back_delay_s, 5);
+	CHECK_EQ(c.create_rate, 2);
+	CHECK_EQ(c.upload_threads, 4);
+	cfs_config_cleanup(&c);
+	/* --read-only: the read-only modes, and "ro" for the kernel */
+	const char *ro[] = { "--read-only", "-o", "allow_other", "/m" };
+	CHECK_EQ(parse(ro, 4, &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.file_mode, 0444);
+	CHECK_EQ(c.dir_mode, 0555);
+	CHECK(c.fuse_opts && strncmp(c.fuse_opts, "ro,", 3) == 0);
+	cfs_config_cleanup(&c);
+	const char *zero[] = { "--upload-threads=0", "/m" };
+	CHECK(parse(zero, 2, &c, why, sizeof(why)) != 0);
 	cfs_config_cleanup(&c);
 	const char *set[] = { "--uid=1234", "--gid", "0", "--file-mode=640", "--dir-mode=0750",
 			      "--umask=027", "/m" };

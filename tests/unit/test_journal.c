@@ -1,5 +1,5 @@
 /* test_journal: the write journal (journal.h) and the staging folder
- * (stage.h) on a temporary folder, the row format against damage, and the
+ * (staging.h) on a temporary folder, the row format against damage, and the
  * conflict-copy name rule (names.h). */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include "err.h"
 #include "journal.h"
 #include "names.h"
-#include "stage.h"
+#include "staging.h"
 
 static void entry(struct cfs_jent *e, const char *id, const char *name, int64_t size)
 {
@@ -119,35 +119,35 @@ static void test_store(const char *dir)
 
 static void test_stage(const char *dir)
 {
-	struct cfs_stage *s;
-	CHECK_EQ(cfs_stage_open(dir, &s), 0);
+	struct cfs_staging *s;
+	CHECK_EQ(cfs_staging_open(dir, &s), 0);
 	int fd, fd2;
-	CHECK_EQ(cfs_stage_file(s, "1Abc", 0, 0, &fd), -ENOENT);
-	CHECK_EQ(cfs_stage_file(s, "1Abc", 1, 0, &fd), 0);
-	CHECK_EQ(cfs_stage_pwrite(fd, 5, "hello", 5), 0);
+	CHECK_EQ(cfs_staging_file(s, "1Abc", 0, 0, &fd), -ENOENT);
+	CHECK_EQ(cfs_staging_file(s, "1Abc", 1, 0, &fd), 0);
+	CHECK_EQ(cfs_staging_pwrite(fd, 5, "hello", 5), 0);
 	char buf[16];
 	size_t got = 0;
-	CHECK_EQ(cfs_stage_pread(fd, 0, buf, sizeof(buf), &got), 0);
+	CHECK_EQ(cfs_staging_pread(fd, 0, buf, sizeof(buf), &got), 0);
 	CHECK_EQ(got, 10);
 	CHECK(memcmp(buf, "\0\0\0\0\0hello", 10) == 0);
-	CHECK_EQ(cfs_stage_file(s, "1Abc", 1, 1, &fd2), 0); /* trunc */
+	CHECK_EQ(cfs_staging_file(s, "1Abc", 1, 1, &fd2), 0); /* trunc */
 	struct stat st;
 	CHECK(fstat(fd, &st) == 0 && st.st_size == 0);
 	close(fd2);
 	close(fd);
 	/* names that could leave the folder are refused */
-	CHECK_EQ(cfs_stage_file(s, "../x", 1, 0, &fd), -EINVAL);
-	CHECK_EQ(cfs_stage_file(s, ".hidden", 1, 0, &fd), -EINVAL);
-	CHECK_EQ(cfs_stage_file(s, "", 1, 0, &fd), -EINVAL);
+	CHECK_EQ(cfs_staging_file(s, "../x", 1, 0, &fd), -EINVAL);
+	CHECK_EQ(cfs_staging_file(s, ".hidden", 1, 0, &fd), -EINVAL);
+	CHECK_EQ(cfs_staging_file(s, "", 1, 0, &fd), -EINVAL);
 	/* a symlink planted under a staged name is not followed */
 	char path[512];
 	snprintf(path, sizeof(path), "%s/w-1Link", dir);
 	CHECK(symlink("/etc/passwd", path) == 0);
-	CHECK_EQ(cfs_stage_file(s, "1Link", 1, 1, &fd), -ELOOP);
-	CHECK_EQ(cfs_stage_remove(s, "1Link"), 0);
-	CHECK_EQ(cfs_stage_remove(s, "1Abc"), 0);
-	CHECK_EQ(cfs_stage_remove(s, "1Abc"), -ENOENT);
-	cfs_stage_close(s);
+	CHECK_EQ(cfs_staging_file(s, "1Link", 1, 1, &fd), -ELOOP);
+	CHECK_EQ(cfs_staging_remove(s, "1Link"), 0);
+	CHECK_EQ(cfs_staging_remove(s, "1Abc"), 0);
+	CHECK_EQ(cfs_staging_remove(s, "1Abc"), -ENOENT);
+	cfs_staging_close(s);
 }
 
 static void test_conflict_names(void)

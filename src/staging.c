@@ -1,6 +1,6 @@
-/* stage: the staging folder (see stage.h). */
+/* staging: the staging folder (see staging.h). */
 #define _GNU_SOURCE
-#include "stage.h"
+#include "staging.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,15 +12,15 @@
 
 #include "json.h"
 
-struct cfs_stage {
+struct cfs_staging {
 	int dfd;
 	char *dir;
 };
 
-int cfs_stage_open(const char *dir, struct cfs_stage **out)
+int cfs_staging_open(const char *dir, struct cfs_staging **out)
 {
 	*out = NULL;
-	struct cfs_stage *s = calloc(1, sizeof(*s));
+	struct cfs_staging *s = calloc(1, sizeof(*s));
 	if (!s || !(s->dir = strdup(dir))) {
 		free(s);
 		return -ENOMEM;
@@ -36,7 +36,7 @@ int cfs_stage_open(const char *dir, struct cfs_stage **out)
 	return 0;
 }
 
-void cfs_stage_close(struct cfs_stage *s)
+void cfs_staging_close(struct cfs_staging *s)
 {
 	if (!s)
 		return;
@@ -45,7 +45,7 @@ void cfs_stage_close(struct cfs_stage *s)
 	free(s);
 }
 
-const char *cfs_stage_dir(const struct cfs_stage *s)
+const char *cfs_staging_dir(const struct cfs_staging *s)
 {
 	return s->dir;
 }
@@ -57,7 +57,7 @@ static int stage_name(const char *id, char *out, size_t cap)
 	return (size_t)snprintf(out, cap, "w-%s", id) < cap ? 0 : -ENAMETOOLONG;
 }
 
-int cfs_stage_file(struct cfs_stage *s, const char *id, int create, int trunc, int *fd)
+int cfs_staging_file(struct cfs_staging *s, const char *id, int create, int trunc, int *fd)
 {
 	char name[CFS_ID_MAX + 4];
 	int rc = stage_name(id, name, sizeof(name));
@@ -68,7 +68,7 @@ int cfs_stage_file(struct cfs_stage *s, const char *id, int create, int trunc, i
 	return *fd < 0 ? -errno : 0;
 }
 
-int cfs_stage_remove(struct cfs_stage *s, const char *id)
+int cfs_staging_remove(struct cfs_staging *s, const char *id)
 {
 	char name[CFS_ID_MAX + 4];
 	int rc = stage_name(id, name, sizeof(name));
@@ -77,7 +77,7 @@ int cfs_stage_remove(struct cfs_stage *s, const char *id)
 	return unlinkat(s->dfd, name, 0) ? -errno : 0;
 }
 
-int cfs_stage_pread(int fd, int64_t off, void *buf, size_t len, size_t *got)
+int cfs_staging_pread(int fd, int64_t off, void *buf, size_t len, size_t *got)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -94,7 +94,7 @@ int cfs_stage_pread(int fd, int64_t off, void *buf, size_t len, size_t *got)
 	return 0;
 }
 
-int cfs_stage_pwrite(int fd, int64_t off, const void *buf, size_t len)
+int cfs_staging_pwrite(int fd, int64_t off, const void *buf, size_t len)
 {
 	size_t done = 0;
 	while (done < len) {

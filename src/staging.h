@@ -1,4 +1,4 @@
-/* stage: the staging folder, where written bytes wait for their upload.
+/* staging: the staging folder, where written bytes wait for their upload.
  *
  * One sparse file per Drive file with local content, named "w-" + its Drive
  * id (ids are [A-Za-z0-9_-], checked by the Drive client), in a folder only
@@ -7,28 +7,28 @@
  * the journal that says what each file is for (journal.h).  Files are
  * opened O_NOFOLLOW; a full disk is ENOSPC at the write that hits it, never
  * a file that is uploaded half-written.  Returns 0 or -errno. */
-#ifndef CFS_STAGE_H
-#define CFS_STAGE_H
+#ifndef CFS_STAGING_H
+#define CFS_STAGING_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-struct cfs_stage;
+struct cfs_staging;
 
-int cfs_stage_open(const char *dir, struct cfs_stage **out);
-void cfs_stage_close(struct cfs_stage *s); /* NULL-safe */
-const char *cfs_stage_dir(const struct cfs_stage *s);
+int cfs_staging_open(const char *dir, struct cfs_staging **out);
+void cfs_staging_close(struct cfs_staging *s); /* NULL-safe */
+const char *cfs_staging_dir(const struct cfs_staging *s);
 
 /* Opens the staged file of id read-write into *fd (create: make it, empty,
  * when missing; trunc: empty it).  -ENOENT without create when missing. */
-int cfs_stage_file(struct cfs_stage *s, const char *id, int create, int trunc, int *fd);
+int cfs_staging_file(struct cfs_staging *s, const char *id, int create, int trunc, int *fd);
 /* Removes the staged file of id (-ENOENT when there is none). */
-int cfs_stage_remove(struct cfs_stage *s, const char *id);
+int cfs_staging_remove(struct cfs_staging *s, const char *id);
 
 /* pread/pwrite of exactly len bytes (pread: short at the end of the file,
  * *got says how many).  pwrite's -ENOSPC leaves the file as it was before
  * the call but for bytes past its old end, which a truncate removes. */
-int cfs_stage_pread(int fd, int64_t off, void *buf, size_t len, size_t *got);
-int cfs_stage_pwrite(int fd, int64_t off, const void *buf, size_t len);
+int cfs_staging_pread(int fd, int64_t off, void *buf, size_t len, size_t *got);
+int cfs_staging_pwrite(int fd, int64_t off, const void *buf, size_t len);
 
 #endif
