@@ -314,7 +314,7 @@ int cfs_drive_upload_multipart(struct cfs_drive *d, const struct cfs_json_meta_i
 		r.body_len = body.len;
 		r.content_type = ctype;
 		r.out = &reply;
-		rc = call(d, &r, what, cfs_drive_validate_meta, NULL, &c, 1);
+		rc = call(d, &r, what, cfs_drive_validate_meta, NULL, &c, id == NULL);
 		cfs_http_req_cleanup(&r);
 		if (!rc)
 			COUNT(d, upload_bytes, len);
@@ -381,7 +381,7 @@ int cfs_drive_upload_start(struct cfs_drive *d, const struct cfs_json_meta_in *m
 		r.headers[0] = type;
 		r.headers[1] = length;
 		r.out = &reply;
-		rc = call(d, &r, what, validate_start, NULL, &c, 1);
+		rc = call(d, &r, what, validate_start, NULL, &c, id == NULL);
 		cfs_http_req_cleanup(&r);
 	}
 	if (rc) {

@@ -5,8 +5,9 @@
  *
  * Policy.  Every call goes through the same runner as the reads (drive_int.h:
  * auth, the API pacer, retries with backoff within the io timeout, replies
- * validated before use).  Creations and upload starts (files.create,
- * multipart uploads, the start of a resumable session) also take a token of
+ * validated before use).  Creations (files.create, and multipart uploads and
+ * resumable session starts that make a new file; new content of an existing
+ * file is not a creation) also take a token of
  * a second, much lower budget (DESIGN.md §3; cfs_drive_opts.create_rate,
  * about 2/s with a burst of 4): Drive throttles creations far below reads,
  * and a refusal for the rate (403 userRateLimitExceeded/rateLimitExceeded,
