@@ -100,16 +100,34 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		CFS_WARN("cannot start the uploaders");
 }
 
+static void entry_param(struct cfs_fs *fs, const struct cfs_vfs_attr *a,
+			struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->ino;
+	e->generation = 1;
+	e->attr_timeout = attr_ttl(fs, a);
+	e->entry_timeout = entry_ttl(fs, a);
+	to_stat(fs, a, &e->attr);
+}
+
 static void reply_entry(fuse_req_t req, struct cfs_fs *fs, const struct cfs_vfs_attr *a)
 {
 	struct fuse_entry_param e;
-	memset(&e, 0, sizeof(e));
-	e.ino = a->ino;
-	e.generation = 1;
-	e.attr_timeout = attr_ttl(fs, a);
-	e.entry_timeout = entry_ttl(fs, a);
-	to_stat(fs, a, &e.attr);
+	entry_param(fs, a, &e);
 	fuse_reply_entry(req, &e);
+}
+
+/* Replies to getattr and setattr: the error, or the attributes. */
+static void reply_attr(fuse_req_t req, struct cfs_fs *fs, int rc, const struct cfs_vfs_attr *a)
+{
+	if (rc) {
+		reply_status(req, rc);
+		return;
+	}
+	struct stat st;
+	to_stat(fs, a, &st);
+	fuse_reply_attr(req, &st, attr_ttl(fs, a));
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -143,14 +161,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 	struct cfs_fs *fs = fs_of(req);
 	struct cfs_vfs_attr a;
-	int rc = cfs_vfs_getattr(fs->vfs, ino, &a);
-	if (rc) {
-		reply_status(req, rc);
-		return;
-	}
-	struct stat st;
-	to_stat(fs, &a, &st);
-	fuse_reply_attr(req, &st, attr_ttl(fs, &a));
+	reply_attr(req, fs, cfs_vfs_getattr(fs->vfs, ino, &a), &a);
 }
 
 /* The request being served, for the core's once-only record of
@@ -179,14 +190,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	/* modes, owners, atime: accepted, unchanged (Drive has no POSIX modes) */
 	struct cfs_vfs_attr a;
-	int rc = cfs_vfs_setattr(fs->vfs, ino, fi ? fi->fh : 0, &s, &a);
-	if (rc) {
-		reply_status(req, rc);
-		return;
-	}
-	struct stat st;
-	to_stat(fs, &a, &st);
-	fuse_reply_attr(req, &st, attr_ttl(fs, &a));
+	reply_attr(req, fs, cfs_vfs_setattr(fs->vfs, ino, fi ? fi->fh : 0, &s, &a), &a);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -234,12 +238,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	struct fuse_entry_param e;
-	memset(&e, 0, sizeof(e));
-	e.ino = a.ino;
-	e.generation = 1;
-	e.attr_timeout = attr_ttl(fs, &a);
-	e.entry_timeout = entry_ttl(fs, &a);
-	to_stat(fs, &a, &e.attr);
+	entry_param(fs, &a, &e);
 	fi->fh = fh;
 	fi->keep_cache = 0;
 	fi->direct_io = 0;
@@ -314,11 +313,7 @@ static int add_dirent(const char *name, uint64_t ino, int is_dir, off_t next, vo
 		struct cfs_vfs_attr a;
 		memset(&e, 0, sizeof(e));
 		if (cfs_vfs_getattr(fs->vfs, ino, &a) == 0) {
-			e.ino = ino;
-			e.generation = 1;
-			e.attr_timeout = attr_ttl(fs, &a);
-			e.entry_timeout = entry_ttl(fs, &a);
-			to_stat(fs, &a, &e.attr);
+			entry_param(fs, &a, &e);
 		} else {
 			e.attr.st_ino = ino;
 			e.attr.st_mode = is_dir ? S_IFDIR : S_IFREG;

@@ -997,6 +997,16 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 	return cfs_vfs_getattr(v, ino, a);
 }
 
+/* The open file fh of ino with a reference, and its staged file when it was
+ * opened for writing (else *w NULL: the caller gives f back). */
+static int writer_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **f,
+		       struct cfs_wfile **w)
+{
+	int rc = cfs_vfs_get_file(v, ino, fh, f);
+	*w = !rc && (*f)->writer ? (*f)->w : NULL;
+	return rc;
+}
+
 int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, const char *buf,
 		  size_t len, size_t *written)
 {
@@ -1004,11 +1014,11 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	if (off < 0)
 		return -EINVAL;
 	struct cfs_vfs_file *f;
-	int rc = cfs_vfs_get_file(v, ino, fh, &f);
+	struct cfs_wfile *w;
+	int rc = writer_file(v, ino, fh, &f, &w);
 	if (rc)
 		return rc;
-	struct cfs_wfile *w = f->w;
-	if (!w || !f->writer) {
+	if (!w) {
 		cfs_vfs_put_file(v, f);
 		return -EBADF;
 	}
@@ -1070,11 +1080,12 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
 int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 {
 	struct cfs_vfs_file *f;
-	int rc = cfs_vfs_get_file(v, ino, fh, &f);
+	struct cfs_wfile *w;
+	int rc = writer_file(v, ino, fh, &f, &w);
 	if (rc)
 		return rc == -EBADF ? 0 : rc;
-	if (f->w && f->writer)
-		rc = flush_w(v, f->w);
+	if (w)
+		rc = flush_w(v, w);
 	cfs_vfs_put_file(v, f);
 	return rc;
 }
@@ -1082,11 +1093,11 @@ int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 {
 	struct cfs_vfs_file *f;
-	int rc = cfs_vfs_get_file(v, ino, fh, &f);
+	struct cfs_wfile *w;
+	int rc = writer_file(v, ino, fh, &f, &w);
 	if (rc)
 		return rc;
-	struct cfs_wfile *w = f->w;
-	if (!w || !f->writer) {
+	if (!w) {
 		cfs_vfs_put_file(v, f);
 		return 0;
 	}

@@ -312,6 +312,7 @@ def test_outage_pauses_uncached_read_and_serves_cached(mount_factory, emulator_f
         "precondition: the read should still run when Drive goes down: %r (progress %d)" % (r.error, r.progress)
 
     port = emu.port
+    emu.proc.kill()  # at once: a SIGTERM'd emulator finishing its replies lets the read-ahead finish
     emu.stop()
     H.wait_until(lambda: _refuses(port), 10, what="port %d to refuse connections" % port)
     t_down = time.monotonic()

@@ -264,3 +264,12 @@ def test_staging_disk_full_is_enospc_at_write_and_never_uploaded(mount_factory, 
         m.umount()
     finally:
         subprocess.run(["umount", "-l", str(staging)], timeout=30)
+
+
+def test_statfs_is_drive_storage_quota(mount_factory, wemu):
+    post(wemu, "/_emu/storage", {"limit": 7 * 1024 * MiB})
+    m = wmount(mount_factory, wemu)
+    st = os.statvfs(m.path())
+    usage = json.loads(emu_get(wemu, "/_emu/storage"))["usage"]
+    assert st.f_blocks * st.f_frsize == 7 * 1024 * MiB
+    assert st.f_bavail * st.f_frsize == (7 * 1024 * MiB - usage) // st.f_frsize * st.f_frsize
