@@ -44,6 +44,9 @@
 #define QUOTA_RETRY_MS 60000
 #define USER_RETRY_MS (10 * 60 * 1000)
 #define NET_RETRY_MS 10000
+/* Resumable chunks: each costs a round trip (200-500 ms from Colab), so big
+ * ones; at most --upload-threads of them in memory (4 x 32 MiB). */
+#define UPLOAD_CHUNK (32u << 20)
 
 void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w)
 {
@@ -195,7 +198,8 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 	if (!j->is_new && (rc = check_base(v, j, conflict)) != 0)
 		return rc;
 	struct cfs_json_meta_in m = { .mtime_ns = j->mtime_ns, .trashed = -1 };
-	struct cfs_drive_upload u = { .total = j->size, .read = read_staged, .arg = s };
+	struct cfs_drive_upload u = { .total = j->size, .chunk = UPLOAD_CHUNK, .read = read_staged,
+				      .arg = s };
 	if (*conflict) {
 		if ((rc = cfs_vfs_w_reserve_id(v, sent_id)) != 0)
 			return rc;
