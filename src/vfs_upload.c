@@ -47,6 +47,7 @@
 /* Resumable chunks: each costs a round trip (200-500 ms from Colab), so big
  * ones; at most --upload-threads of them in memory (4 x 32 MiB). */
 #define UPLOAD_CHUNK (32u << 20)
+#define SEED_MAX (64ll << 20) /* largest upload copied into the cache */
 
 void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w)
 {
@@ -236,12 +237,12 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 /* The bytes just uploaded become cache blocks of the revision Drive made of
  * them (key content id @ revision, as reads look them up), so the first
  * read after the staged copy goes costs no download.  Best effort, and only
- * for files small next to the cache budget. */
+ * for files up to SEED_MAX and small next to the cache budget. */
 static void seed_cache(struct cfs_vfs *v, int fd, const char *id, const char *rev, int64_t size)
 {
 	uint32_t bs = cfs_store_block_size(v->store);
-	if (size <= 0 || (uint64_t)size > cfs_store_budget(v->store) / 4)
-		return;
+	if (size <= 0 || (uint64_t)size > cfs_store_budget(v->store) / 4 || size > SEED_MAX)
+		return; /* a large checkpoint is rarely read back soon: not worth the copy */
 	char key[2 * CFS_ID_MAX + 2];
 	snprintf(key, sizeof(key), "%s@%s", id, rev);
 	char *buf = malloc(bs);
