@@ -3,6 +3,7 @@
  * reqlog.c. */
 #define _GNU_SOURCE
 #include "super.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,13 +58,6 @@ struct sup {
 	size_t nguard;
 	char mode_line[128];         /* logged once the log is open */
 };
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const char *opname(uint32_t op)
 {
@@ -176,7 +170,7 @@ static void spawn(struct sup *s)
 	int n = 0;
 	char **argv = calloc((size_t)s->o->argc + 16, sizeof(*argv));
 	if (!argv) {
-		s->respawn_at_ms = mono_ms() + 1000;
+		s->respawn_at_ms = cfs_clock_mono_ms() + 1000;
 		return;
 	}
 	argv[n++] = "colabfs";
@@ -206,11 +200,11 @@ static void spawn(struct sup *s)
 	free(argv);
 	if (pid < 0) {
 		CFS_ERROR("supervisor: cannot start the server: %s; retrying", strerror(errno));
-		s->respawn_at_ms = mono_ms() + 1000;
+		s->respawn_at_ms = cfs_clock_mono_ms() + 1000;
 		return;
 	}
 	s->child = pid;
-	s->child_started_ms = mono_ms();
+	s->child_started_ms = cfs_clock_mono_ms();
 	s->respawn_at_ms = 0;
 	CFS_DEBUG("supervisor: server %d started", (int)pid);
 }
@@ -314,7 +308,7 @@ static int watch_start(struct sup *s)
 		s->ready_fd = -1;
 		return -1;
 	}
-	int64_t left = s->child_started_ms + s->o->start_timeout_ms - mono_ms();
+	int64_t left = s->child_started_ms + s->o->start_timeout_ms - cfs_clock_mono_ms();
 	if (s->o->start_timeout_ms <= 0 || left > 0)
 		return s->o->start_timeout_ms <= 0 || left > 100 ? 100 : (int)left;
 	char msg[256];
@@ -332,7 +326,7 @@ static void child_died(struct sup *s, int status)
 {
 	char how[96];
 	describe(status, how, sizeof(how));
-	int64_t lived = mono_ms() - s->child_started_ms;
+	int64_t lived = cfs_clock_mono_ms() - s->child_started_ms;
 	pid_t pid = s->child;
 	s->child = 0;
 	int was_ready = __atomic_load_n(&s->shm->ready, __ATOMIC_ACQUIRE);
@@ -358,7 +352,7 @@ static void child_died(struct sup *s, int status)
 			CFS_WARN("supervisor: the server %s before it served; starting another "
 				 "(%d of %d)",
 				 how, s->start_deaths + 1, CFS_SUPER_START_TRIES);
-			s->respawn_at_ms = mono_ms() + 100;
+			s->respawn_at_ms = cfs_clock_mono_ms() + 100;
 			return;
 		}
 		CFS_ERROR("supervisor: the server %s before it served; ending the mount", how);
@@ -406,7 +400,7 @@ static void child_died(struct sup *s, int status)
 		 : s->mode == CFS_RECOVERY_FORWARD ? "the next server serves them again"
 						   : "they are lost (recovery none)",
 		 (unsigned long long)s->shm->rec.restarts, delay ? ", after a back-off" : "");
-	s->respawn_at_ms = mono_ms() + delay;
+	s->respawn_at_ms = cfs_clock_mono_ms() + delay;
 }
 
 /* ---- the loop ----------------------------------------------------------- */
@@ -436,7 +430,7 @@ static void loop(struct sup *s)
 		struct pollfd p = { .fd = s->sigfd, .events = POLLIN };
 		int timeout = watch_start(s);
 		if (s->respawn_at_ms) {
-			int64_t left = s->respawn_at_ms - mono_ms();
+			int64_t left = s->respawn_at_ms - cfs_clock_mono_ms();
 			timeout = left > 0 && (timeout < 0 || left < timeout) ? (int)left : 0;
 		}
 		int r = poll(&p, 1, timeout);
@@ -444,7 +438,7 @@ static void loop(struct sup *s)
 			break;
 		if (r > 0 && p.revents)
 			on_signal(s);
-		if (s->respawn_at_ms && !s->child && !s->stopping && mono_ms() >= s->respawn_at_ms)
+		if (s->respawn_at_ms && !s->child && !s->stopping && cfs_clock_mono_ms() >= s->respawn_at_ms)
 			spawn(s);
 	}
 }
@@ -463,7 +457,7 @@ static int make_shm(struct sup *s)
 		return -errno;
 	}
 	s->shm->magic = CFS_SHM_MAGIC;
-	s->shm->rec.mounted_ms = mono_ms();
+	s->shm->rec.mounted_ms = cfs_clock_mono_ms();
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* cacheview: read-only access to a daemon's cache folder (see cacheview.h). */
 #include "cacheview.h"
+#include "clock.h"
 #include "classes.h"
 #include "heat.h"
 #include "store.h" /* CFS_STORE_CHECK_MARKER */
@@ -532,12 +533,10 @@ static void heat_refresh(struct cfs_cview *v)
 	char path[4096];
 	struct stat st;
 	uint64_t ep = __atomic_load_n(&v->epoch, __ATOMIC_RELAXED);
-	struct timespec ts;
 	if (v->heat.map && v->heat.epoch == ep)
 		return;
 	/* not there (yet) or from another epoch: look again at most once a second */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	uint64_t now = (uint64_t)ts.tv_sec;
+	uint64_t now = (uint64_t)(cfs_clock_mono_ms() / 1000);
 	if (v->heat_checked == now + 1)
 		return;
 	v->heat_checked = now + 1;

@@ -12,6 +12,7 @@
  * are copied from there first and skip the rounds. */
 #define _GNU_SOURCE /* asprintf */
 #include "stage.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -558,13 +559,6 @@ static uint32_t clip(const struct piece *pc, uint64_t from, uint64_t to, uint32_
 
 /* ---- hot blocks ------------------------------------------------------------ */
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* This stage's access counts: one per block a plan touches. */
 static void hot_count_plan(struct cfs_stage *s, const struct cfs_stage_plan *p)
 {
@@ -633,7 +627,7 @@ static int hot_refresh_locked(struct cfs_stage *s)
 	uint64_t total = 0, held = 0;
 	size_t k = 0;
 
-	s->hot_at_ms = now_ms();
+	s->hot_at_ms = cfs_clock_mono_ms();
 	STAT_ADD(s, hot_refreshes, 1);
 	if ((rc = cfs_cview_begin(s->cv, &t)) != 0)
 		goto out;
@@ -738,7 +732,7 @@ out:
 static void hot_maybe_refresh(struct cfs_stage *s)
 {
 	pthread_mutex_lock(&s->hot_mu);
-	if (s->hot_budget && (!s->hot_at_ms || now_ms() - s->hot_at_ms >= s->hot_every_ms))
+	if (s->hot_budget && (!s->hot_at_ms || cfs_clock_mono_ms() - s->hot_at_ms >= s->hot_every_ms))
 		hot_refresh_locked(s); /* a failure keeps the old set; the next plan tries later */
 	pthread_mutex_unlock(&s->hot_mu);
 }

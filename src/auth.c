@@ -2,6 +2,7 @@
  * refresh policy). */
 #define _GNU_SOURCE
 #include "auth.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,13 +54,6 @@ struct cfs_auth {
 	int64_t got_at, expires_at; /* monotonic seconds */
 	uint64_t rng;
 };
-
-static int64_t mono_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
 
 int cfs_auth_needs_refresh(int64_t now, int64_t got_at, int64_t expires_at)
 {
@@ -210,7 +204,7 @@ static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
 	if (strlen(t) < sizeof(a->token)) {
 		memcpy(a->token, t, strlen(t) + 1);
 		a->gen = 1;
-		a->got_at = mono_now();
+		a->got_at = (cfs_clock_mono_ms() / 1000);
 		a->expires_at = a->got_at + (exp > 0 ? exp : 3600);
 	}
 	explicit_bzero(t, strlen(t));
@@ -511,7 +505,7 @@ int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen)
 	int rc = 0;
 	pthread_mutex_lock(&a->lock);
 	for (;;) {
-		int64_t now = mono_now();
+		int64_t now = (cfs_clock_mono_ms() / 1000);
 		int fresh = usable(a, now) &&
 			    (a->kind == K_STATIC || !cfs_auth_needs_refresh(now, a->got_at, a->expires_at));
 		if (fresh)
@@ -524,7 +518,7 @@ int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen)
 			uint64_t seq = a->seq;
 			while (a->refreshing && a->seq == seq)
 				pthread_cond_wait(&a->cond, &a->lock);
-			if (a->last_rc && !usable(a, mono_now())) {
+			if (a->last_rc && !usable(a, (cfs_clock_mono_ms() / 1000))) {
 				rc = a->last_rc;
 				break;
 			}
@@ -545,7 +539,7 @@ int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen)
 			snprintf(a->token, sizeof(a->token), "%s", t);
 			a->gen++;
 			a->rejected = 0;
-			a->got_at = mono_now();
+			a->got_at = (cfs_clock_mono_ms() / 1000);
 			a->expires_at = a->got_at + (exp > 0 ? exp : 3600);
 			free(a->granted);
 			a->granted = granted;
@@ -560,7 +554,7 @@ int cfs_auth_token(struct cfs_auth *a, char *tok, size_t cap, uint64_t *gen)
 		}
 		pthread_cond_broadcast(&a->cond);
 		if (frc) {
-			if (usable(a, mono_now()))
+			if (usable(a, (cfs_clock_mono_ms() / 1000)))
 				break; /* refresh ahead failed; the old token still works */
 			rc = frc;
 			break;

@@ -1,6 +1,7 @@
 /* ctl: command-line side of the control plane (see ctl.h). */
 #define _GNU_SOURCE
 #include "ctl.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -91,13 +92,11 @@ int cfs_ctl_umount(const char *mp, long timeout_ms, char *why, size_t wcap)
 		return rc;
 	}
 	/* Wait for the daemon to finish its own cleanup and exit. */
-	struct timespec start, now;
-	clock_gettime(CLOCK_MONOTONIC, &start);
+	int64_t start = cfs_clock_mono_ms();
 	for (;;) {
 		if (exited(pid))
 			return 0;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		long ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+		long ms = (long)(cfs_clock_mono_ms() - start);
 		if (ms >= timeout_ms) {
 			snprintf(why, wcap, "unmounted %s, but daemon %d has not exited after %ld ms",
 				 mp, (int)pid, ms);

@@ -1,6 +1,7 @@
 /* drive: Drive API v3 calls (see drive.h); media downloads and their hedges
  * live in drive_media.c. */
 #include "drive_int.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -23,9 +24,7 @@
 
 int64_t cfs_drive_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return cfs_clock_mono_ms();
 }
 
 int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs_drive_opts *o,
@@ -144,14 +143,7 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
  * finishing its backoff (up to the 32 s cap). */
 static void backoff_wait(struct cfs_drive *d, long wait_ms, int wakeable)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += wait_ms / 1000;
-	ts.tv_nsec += (wait_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	struct timespec ts = cfs_clock_deadline(wait_ms);
 	pthread_mutex_lock(&d->wake_lock);
 	uint64_t seen = d->successes;
 	d->sleepers++;

@@ -1,5 +1,6 @@
 /* pace: AIMD token bucket on API calls (see pace.h for the policy). */
 #include "pace.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <time.h>
@@ -149,17 +150,10 @@ double cfs_pace_rate(struct cfs_pace *p)
 	return r;
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 int cfs_pace_take(struct cfs_pace *p, int prio, const int *cancel)
 {
 	if (prio != CFS_PACE_BACKGROUND) {
-		int64_t wait = cfs_pace_reserve(p, mono_us(), prio);
+		int64_t wait = cfs_pace_reserve(p, cfs_clock_mono_us(), prio);
 		if (wait > 0)
 			usleep((useconds_t)wait);
 		return 0;
@@ -171,7 +165,7 @@ int cfs_pace_take(struct cfs_pace *p, int prio, const int *cancel)
 			rc = -ECANCELED;
 			break;
 		}
-		int64_t wait = cfs_pace_reserve(p, mono_us(), prio);
+		int64_t wait = cfs_pace_reserve(p, cfs_clock_mono_us(), prio);
 		if (!wait)
 			break;
 		usleep((useconds_t)(wait < POLL_MAX_US ? wait : POLL_MAX_US));

@@ -1,14 +1,13 @@
 /* progress: progress line pieces (see progress.h). */
 #include "progress.h"
+#include "clock.h"
 
 #include <stdio.h>
 #include <time.h>
 
 double cfs_progress_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	return (double)cfs_clock_ns(CLOCK_MONOTONIC) / 1e9;
 }
 
 void cfs_progress_bytes(char *buf, size_t cap, double v)

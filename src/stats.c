@@ -1,6 +1,7 @@
 /* stats: gathering and rendering (see stats.h). */
 #define _GNU_SOURCE /* strerrorname_np */
 #include "stats.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -26,9 +27,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 	struct cfs_drive_stats d = { 0 };
 	struct cfs_store_stats c = { 0 };
 	struct cfs_reader_stats r = { 0 };
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	int64_t now = cfs_clock_mono_ms();
 	if (s->drive)
 		cfs_drive_stats(s->drive, &d);
 	if (s->store)

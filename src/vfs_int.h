@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "drive.h"
+#include "clock.h"
 #include "handles.h"
 #include "inode.h"
 #include "journal.h"
@@ -196,22 +197,14 @@ struct cfs_vfs_file {
 
 static inline int64_t cfs_vfs_clock_ms(clockid_t c)
 {
-	struct timespec ts;
-	clock_gettime(c, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return cfs_clock_ns(c) / 1000000;
 }
 
 /* Waits on cond (mutex held, cond on CLOCK_MONOTONIC) for at most ms < 1000
  * milliseconds. */
 static inline void cfs_vfs_wait_ms(pthread_cond_t *cond, pthread_mutex_t *mu, long ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += ms * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
+	struct timespec ts = cfs_clock_deadline(ms);
 	pthread_cond_timedwait(cond, mu, &ts);
 }
 

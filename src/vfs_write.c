@@ -16,6 +16,7 @@
  *
  * Lock order: the inode table lock before w.lock; Drive calls with neither. */
 #include "vfs_int.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,13 +42,6 @@
 int cfs_vfs_writable(const struct cfs_vfs *v)
 {
 	return v->w.enabled;
-}
-
-static int64_t wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 struct cfs_wfile *cfs_vfs_w_find(struct cfs_vfs *v, uint64_t ino)
@@ -471,7 +465,7 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 			rc = ftruncate(w->fd, 0) ? -errno : 0;
 			if (!rc) {
 				w->j.size = 0;
-				w->j.mtime_ns = wall_ns();
+				w->j.mtime_ns = cfs_clock_wall_ns();
 				w_changed(w);
 			}
 		}
@@ -506,7 +500,7 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	if ((w = cfs_vfs_w_find(v, ino)) == NULL) {
 		if (trunc) {
 			j.size = 0;
-			j.mtime_ns = wall_ns();
+			j.mtime_ns = cfs_clock_wall_ns();
 		}
 		/* an unchanged copy is durable as it is: only a change uploads */
 		rc = w_new(v, ino, &j, 0, &w);
@@ -571,7 +565,7 @@ static int do_create(struct cfs_vfs *v, uint64_t parent, const char *name, int f
 		return rc;
 	snprintf(j.name, sizeof(j.name), "%s", name);
 	j.is_new = 1;
-	j.mtime_ns = wall_ns();
+	j.mtime_ns = cfs_clock_wall_ns();
 	const char *ids[1] = { j.id };
 	if ((rc = cfs_nsdb_inos(v->ns, ids, 1, &ino)) != 0)
 		return rc;
@@ -642,7 +636,7 @@ static int do_mkdir(struct cfs_vfs *v, uint64_t parent, const char *name, struct
 	cfs_vfs_w_forget_listing(v, cid); /* first: a death after the create leaves none stale */
 	if ((rc = cfs_drive_create(v->drive, &m, &out)) != 0)
 		return rc;
-	int64_t mtime = out.mtime_ns ? out.mtime_ns : wall_ns();
+	int64_t mtime = out.mtime_ns ? out.mtime_ns : cfs_clock_wall_ns();
 	cfs_file_meta_cleanup(&out);
 	if ((rc = add_node(v, parent, name, id, 1, mtime, &ino)) != 0)
 		return rc;
@@ -957,7 +951,7 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 			rc = ftruncate(w->fd, (off_t)s->size) ? -errno : 0;
 			if (!rc) {
 				w->j.size = s->size;
-				w->j.mtime_ns = wall_ns();
+				w->j.mtime_ns = cfs_clock_wall_ns();
 				w_changed(w);
 			}
 		}
@@ -1033,7 +1027,7 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	if (!rc) {
 		if (off + (int64_t)len > w->j.size)
 			w->j.size = off + (int64_t)len;
-		w->j.mtime_ns = wall_ns();
+		w->j.mtime_ns = cfs_clock_wall_ns();
 		w_changed(w);
 		v->w.st.writes_bytes += len;
 		*written = len;
