@@ -95,7 +95,7 @@ static void free_slot(struct cfs_reqlog *l, struct cfs_reqlog_slot *s, uint64_t 
 	__atomic_store_n(&s->word, WORD(w >> 32, S_FREE), __ATOMIC_RELEASE);
 }
 
-static int has_reply(uint32_t op)
+int cfs_reqlog_has_reply(uint32_t op)
 {
 	return op != FUSE_FORGET && op != FUSE_BATCH_FORGET && op != FUSE_INTERRUPT;
 }
@@ -114,7 +114,7 @@ static void set_len(struct cfs_reqlog *l, struct cfs_reqlog_slot *s, uint32_t n)
 void cfs_reqlog_filled(struct cfs_reqlog *l, int i, long n)
 {
 	struct cfs_reqlog_slot *s = &l->slot[i];
-	if (n < (long)sizeof(struct fuse_in_header) || !has_reply(hdr(s)->opcode)) {
+	if (n < (long)sizeof(struct fuse_in_header) || !cfs_reqlog_has_reply(hdr(s)->opcode)) {
 		put_big(l, s);
 		move(s, S_READING, S_FREE, 0);
 		return;
@@ -195,7 +195,7 @@ int cfs_reqlog_recover(struct cfs_reqlog *l, int **order, size_t *n)
 			/* killed between the read and cfs_reqlog_filled: the header
 			 * says how long the request is */
 			uint32_t len = hdr(s)->len;
-			if (len < sizeof(struct fuse_in_header) || !has_reply(hdr(s)->opcode)) {
+			if (len < sizeof(struct fuse_in_header) || !cfs_reqlog_has_reply(hdr(s)->opcode)) {
 				free_slot(l, s, w);
 				continue;
 			}
@@ -247,7 +247,7 @@ size_t cfs_reqlog_pending(const struct cfs_reqlog *l, struct cfs_reqlog_info *ou
 			continue;
 		const struct fuse_in_header *h = hdr(s);
 		if (STATE(__atomic_load_n(&s->word, __ATOMIC_ACQUIRE)) == S_READING &&
-		    (h->len < sizeof(*h) || !has_reply(h->opcode)))
+		    (h->len < sizeof(*h) || !cfs_reqlog_has_reply(h->opcode)))
 			continue;
 		out[n++] = (struct cfs_reqlog_info){ h->unique, h->opcode };
 	}

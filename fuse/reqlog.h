@@ -145,4 +145,8 @@ size_t cfs_reqlog_pending(const struct cfs_reqlog *l, struct cfs_reqlog_info *ou
  * slot records it. */
 int cfs_reqlog_drop(struct cfs_reqlog *l, uint64_t unique);
 
+/* 1 when the kernel waits for a reply to a request of opcode op (all but
+ * FORGET, BATCH_FORGET and INTERRUPT). */
+int cfs_reqlog_has_reply(uint32_t op);
+
 #endif

@@ -42,11 +42,6 @@ static __thread unsigned slot_hint, big_hint;
 
 #define RESEND_BIT (1ull << 63)
 
-static int has_reply(uint32_t op)
-{
-	return op != FUSE_FORGET && op != FUSE_BATCH_FORGET && op != FUSE_INTERRUPT;
-}
-
 static void track(uint64_t unique, uint32_t opcode)
 {
 	size_t h = (size_t)(unique >> 1) % CFS_SHM_SLOTS;
@@ -201,7 +196,7 @@ static ssize_t read_recorded(char *buf, size_t len)
 		       (size_t)n - CFS_REQLOG_DATA < big ? (size_t)n - CFS_REQLOG_DATA : big);
 	cfs_reqlog_filled(g.log, i, n);
 	cur_slot = n >= (ssize_t)sizeof(struct fuse_in_header) &&
-			   has_reply(((const struct fuse_in_header *)buf)->opcode)
+			   cfs_reqlog_has_reply(((const struct fuse_in_header *)buf)->opcode)
 		   ? i
 		   : -1;
 	errno = e;
@@ -228,7 +223,7 @@ again:
 		cur_opcode = h->opcode;
 		cur_repeat |= (h->unique & RESEND_BIT) != 0;
 		__atomic_fetch_add(&g.shm->rec.requests, 1, __ATOMIC_RELAXED);
-		if (has_reply(h->opcode)) {
+		if (cfs_reqlog_has_reply(h->opcode)) {
 			if (!g.log) /* the log is the guard's record in forward mode */
 				track(h->unique, h->opcode);
 			if (answered_from_journal(h))

@@ -13,6 +13,7 @@
 #define _GNU_SOURCE /* asprintf */
 #include "stage.h"
 #include "clock.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -108,15 +109,6 @@ struct cfs_stage_plan {
 
 /* ---- open ------------------------------------------------------------------ */
 
-static uint64_t fnv1a(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
-}
 
 /* The cache folder, as the mount serving mnt says (user.colabfs.cache_dir,
  * src/ctlname.h): never a path recomputed here, which another user could
@@ -376,7 +368,7 @@ static int lookup(struct cfs_stage *s, struct cfs_cview_txn *t, const char *cid,
 		if (i < s->nlc) {
 			listing_free(s->lc[i]);
 		} else if (s->nlc == LCACHE_MAX) {
-			i = (size_t)(fnv1a(cid) % LCACHE_MAX);
+			i = (size_t)(cfs_hash_fnv1a(cid) % LCACHE_MAX);
 			listing_free(s->lc[i]);
 		} else {
 			i = s->nlc++;

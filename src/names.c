@@ -1,6 +1,8 @@
 /* names: Drive name -> POSIX name rule (see names.h for the rule). */
 #include "names.h"
 
+#include "hash.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,12 +11,7 @@
 
 uint64_t cfs_names_fnv1a(const char *s)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		h ^= *p;
-		h *= 0x100000001b3ULL;
-	}
-	return h;
+	return cfs_hash_fnv1a(s);
 }
 
 int cfs_names_sanitize(const char *name, char *out, size_t cap)

@@ -1,7 +1,6 @@
 /* stats: gathering and rendering (see stats.h). */
 #define _GNU_SOURCE /* strerrorname_np */
 #include "stats.h"
-#include "clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -10,7 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "drive.h"
+#include "progress.h"
 #include "err.h"
 #include "json.h"
 #include "reader.h"
@@ -195,19 +196,13 @@ static int collect(const char *name, int64_t v, void *arg)
 	return 0;
 }
 
+/* Byte counts humanised (progress.h's one printer), others as they are. */
 static void human(char *buf, size_t cap, const char *name, double v)
 {
-	if (strstr(name, "bytes") && v >= 1024) {
-		const char *u = "KMGTP";
-		int i = -1;
-		while (v >= 1024 && i < 4) {
-			v /= 1024;
-			i++;
-		}
-		snprintf(buf, cap, "%.1f %ciB", v, u[i]);
-	} else {
+	if (strstr(name, "bytes") && v >= 1024)
+		cfs_progress_bytes(buf, cap, v);
+	else
 		snprintf(buf, cap, "%.0f", v);
-	}
 }
 
 /* The table's sections: their names print under the title, in this order,
