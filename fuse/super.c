@@ -106,6 +106,20 @@ static int read_init(struct sup *s, char *why, size_t wcap)
 	return rc;
 }
 
+int cfs_super_release_has_resend(const char *release)
+{
+	char *end;
+	errno = 0;
+	long major = strtol(release, &end, 10);
+	if (end == release || *end != '.' || errno || major < 0)
+		return -EINVAL;
+	const char *p = end + 1;
+	long minor = strtol(p, &end, 10);
+	if (end == p || errno || minor < 0)
+		return -EINVAL;
+	return major > 6 || (major == 6 && minor >= 9);
+}
+
 /* 1 when the INIT request advertises FUSE_HAS_RESEND. */
 static int kernel_has_resend(const struct cfs_super_shm *shm, uint32_t *major, uint32_t *minor)
 {

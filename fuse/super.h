@@ -90,4 +90,11 @@ struct cfs_super_opts {
  * Returns a process exit status. */
 int cfs_super_run(const struct cfs_super_opts *o);
 
+/* Pure: whether a kernel of this release ("6.8.0-1019-gcp", uname -r) has
+ * FUSE_NOTIFY_RESEND (Linux 6.9 and later), so that --recovery=auto picks
+ * resend (else forward).  The supervisor decides from the kernel's FUSE_INIT
+ * flags; this is the same rule by version, for `colabfs doctor`.  Returns 1,
+ * 0, or -EINVAL for a release that does not start "MAJOR.MINOR". */
+int cfs_super_release_has_resend(const char *release);
+
 #endif

@@ -312,6 +312,14 @@ const char *cfs_auth_source(const struct cfs_auth *a)
 	return a->source;
 }
 
+int64_t cfs_auth_expires_in(struct cfs_auth *a)
+{
+	pthread_mutex_lock(&a->lock);
+	int64_t left = a->kind == K_STATIC || !a->gen ? -1 : a->expires_at - mono_now();
+	pthread_mutex_unlock(&a->lock);
+	return left < 0 ? -1 : left;
+}
+
 /* RS256 over "hdr.claims" with the service account key. */
 static int make_jwt(struct cfs_auth *a, struct cfs_buf *out)
 {

@@ -47,6 +47,10 @@ void cfs_auth_free(struct cfs_auth *a);
 /* A short description of the source in use ("credentials file /x (authorized_user)"). */
 const char *cfs_auth_source(const struct cfs_auth *a);
 
+/* Seconds until the current token expires, or -1 when that is not known
+ * (no token fetched yet, or a static one from the environment). */
+int64_t cfs_auth_expires_in(struct cfs_auth *a);
+
 /* Copies a valid token into tok and its generation into *gen.  Refreshes
  * first when needed.  Returns 0, CFS_E_AUTH (refused: revoked, bad file),
  * or a transient status (CFS_E_NET...) when the token endpoint is unreachable. */

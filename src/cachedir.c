@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+#include "names.h"
 
 static const char tag_text[] = "Signature: 8a477f597d28d172789f06886806bc55\n"
 			       "# This file is a cache directory tag created by colabfs.\n"
@@ -75,12 +78,14 @@ static int write_tag(int dfd)
 	return n == (ssize_t)sizeof(tag_text) - 1 ? 0 : -EIO;
 }
 
-int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap)
+/* The rules of cachedir.h; change: create, narrow and tag (prepare), else
+ * only look (check). */
+static int trust(const char *path, int own_base, int change, char *why, size_t wcap)
 {
 	struct stat st;
 	int rc;
 	if (lstat(path, &st) != 0) {
-		rc = errno == ENOENT ? mkdirs(path) : -errno;
+		rc = errno == ENOENT && change ? mkdirs(path) : -errno;
 		if (!rc && lstat(path, &st) != 0)
 			rc = -errno;
 		if (rc) {
@@ -108,7 +113,7 @@ int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap)
 			 "folder of your own",
 			 path, (unsigned)st.st_uid, (unsigned)geteuid());
 		rc = -EPERM;
-	} else if (own_base && (st.st_mode & 077) && fchmod(dfd, 0700) != 0) {
+	} else if (own_base && (st.st_mode & 077) && change && fchmod(dfd, 0700) != 0) {
 		rc = -errno;
 		snprintf(why, wcap, "cannot chmod 0700 %s: %s", path, strerror(errno));
 	} else if (!own_base && (st.st_mode & 022)) {
@@ -117,7 +122,8 @@ int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap)
 			 path, (unsigned)(st.st_mode & 0777));
 		rc = -EPERM;
 	} else if (own_base && !has_tag(dfd)) {
-		(void)write_tag(dfd); /* best effort: a tag for backup tools */
+		if (change)
+			(void)write_tag(dfd); /* best effort: a tag for backup tools */
 	} else if (!own_base && !has_tag(dfd)) {
 		int empty = is_empty(dfd);
 		int old = faccessat(dfd, "index.mdb", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
@@ -129,11 +135,35 @@ int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap)
 				 "(it has no %s of colabfs): give a new or empty folder",
 				 path, CFS_CACHEDIR_TAG);
 			rc = -ENOTEMPTY;
-		} else if ((rc = write_tag(dfd)) != 0) {
+		} else if (change && (rc = write_tag(dfd)) != 0) {
 			snprintf(why, wcap, "cannot write %s/%s: %s", path, CFS_CACHEDIR_TAG,
 				 strerror(-rc));
 		}
 	}
 	close(dfd);
 	return rc;
+}
+
+int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap)
+{
+	return trust(path, own_base, 1, why, wcap);
+}
+
+int cfs_cachedir_check(const char *path, int own_base, char *why, size_t wcap)
+{
+	return trust(path, own_base, 0, why, wcap);
+}
+
+int cfs_cachedir_default(const char *mp, char *base, size_t bcap, char **dir)
+{
+	char name[160];
+	*dir = NULL;
+	if ((size_t)snprintf(base, bcap, "/dev/shm/colabfs-%u", (unsigned)getuid()) >= bcap)
+		return -ENAMETOOLONG;
+	size_t o = 0;
+	for (const char *p = mp + 1; *p && o < 100; p++)
+		name[o++] = (*p == '/' || *p == '.') ? '-' : *p;
+	snprintf(name + o, sizeof(name) - o, "%s%.8llx", o ? "." : "root.",
+		 (unsigned long long)(cfs_names_fnv1a(mp) >> 32));
+	return asprintf(dir, "%s/%s", base, name) < 0 ? -ENOMEM : 0;
 }

@@ -35,4 +35,16 @@
  * colabfs's default folders (narrowed to 0700; need not be empty; tagged). */
 int cfs_cachedir_prepare(const char *path, int own_base, char *why, size_t wcap);
 
+/* The same rules, changing nothing (`colabfs doctor`): a folder that does not
+ * exist gives -ENOENT ("cannot create": prepare would create it), one of
+ * ours not narrowed or tagged yet passes. */
+int cfs_cachedir_check(const char *path, int own_base, char *why, size_t wcap);
+
+/* The default cache folder of a mount: without --cache-dir each mountpoint
+ * gets its own folder under /dev/shm/colabfs-UID (copied into base), named
+ * after the absolute mountpoint mp's path (*dir, malloc'd), so remounting the
+ * same path finds its cache and two mounts never share one.  Names only:
+ * nothing is created.  Returns 0, -ENAMETOOLONG or -ENOMEM. */
+int cfs_cachedir_default(const char *mp, char *base, size_t bcap, char **dir);
+
 #endif

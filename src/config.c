@@ -369,7 +369,7 @@ static int check_url(const char *opt, const char *url, char *why, size_t wcap)
 	return rc ? CFS_E_CONFIG : 0;
 }
 
-static int validate(struct cfs_config *c, char *why, size_t wcap)
+static int validate(struct cfs_config *c, unsigned flags, char *why, size_t wcap)
 {
 	int rc;
 	enum cfs_log_level lvl;
@@ -415,7 +415,7 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 	if ((rc = check_root(c, why, wcap)) || (rc = check_scope(c, why, wcap)) ||
 	    (rc = add_default_permissions(c, why, wcap)))
 		return rc;
-	if (!c->help && !c->mountpoint) {
+	if (!c->help && !c->mountpoint && !(flags & CFS_CONFIG_NO_MOUNTPOINT)) {
 		snprintf(why, wcap, "missing MOUNTPOINT");
 		return CFS_E_CONFIG;
 	}
@@ -423,6 +423,12 @@ static int validate(struct cfs_config *c, char *why, size_t wcap)
 }
 
 int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, size_t wcap)
+{
+	return cfs_config_parse_flags(argc, argv, 0, c, why, wcap);
+}
+
+int cfs_config_parse_flags(int argc, char **argv, unsigned flags, struct cfs_config *c,
+			   char *why, size_t wcap)
 {
 	memset(c, 0, sizeof(*c));
 	c->io_timeout_s = 300;
@@ -514,7 +520,7 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 	if (c->dir_mode < 0)
 		c->dir_mode = c->read_only ? 0555 : 0755;
 	if (!rc)
-		rc = validate(c, why, wcap);
+		rc = validate(c, flags, why, wcap);
 	if (rc == -ENOMEM)
 		snprintf(why, wcap, "out of memory");
 	return rc;

@@ -74,6 +74,11 @@ struct cfs_config {
 /* Fills c with defaults and then argv (the words after "mount").  Returns 0
  * or CFS_E_CONFIG / -ENOMEM with the reason in why. */
 int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, size_t wcap);
+/* cfs_config_parse with flags: CFS_CONFIG_NO_MOUNTPOINT lets the mountpoint
+ * be missing (`colabfs doctor [MNT] OPTIONS`). */
+#define CFS_CONFIG_NO_MOUNTPOINT 1u
+int cfs_config_parse_flags(int argc, char **argv, unsigned flags, struct cfs_config *c,
+			   char *why, size_t wcap);
 void cfs_config_cleanup(struct cfs_config *c);
 
 /* Parses a size: digits with an optional K, M, G or T suffix (powers of

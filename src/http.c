@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "err.h"
+#include "wire.h"
 
 #define POOL_MAX 64
 #define ERR_BODY_MAX (64 * 1024)
@@ -32,6 +33,7 @@ struct cfs_http {
 	long connect_timeout_ms;
 	long stall_s;
 	char *user_agent;
+	int64_t last_date; /* the Date of the latest reply (seconds since the epoch), 0: none */
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -146,6 +148,7 @@ void cfs_http_req_cleanup(struct cfs_http_req *r)
 
 struct xfer {
 	struct cfs_http_req *r;
+	struct cfs_http *h;
 	CURL *c;
 	struct curl_slist *hdrs;
 	int64_t mark_us; /* a wait for body bytes counts from here */
@@ -267,6 +270,10 @@ static size_t on_header(char *p, size_t sz, size_t n, void *u)
 		char *end;
 		long long v = strtoll(num, &end, 10);
 		r->content_length = (*end == '\0' && v >= 0) ? v : -1;
+	} else if (header_value(p, len, "Date", num, sizeof(num))) {
+		time_t when;
+		if (x->h && cfs_wire_http_date(num, &when) == 0)
+			__atomic_store_n(&x->h->last_date, (int64_t)when, __ATOMIC_RELAXED);
 	} else if (!header_value(p, len, "Content-Range", r->content_range,
 				 sizeof(r->content_range))) {
 		header_value(p, len, "Retry-After", r->retry_after, sizeof(r->retry_after));
@@ -309,6 +316,7 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 	char line[4096];
 	memset(x, 0, sizeof(*x));
 	x->r = r;
+	x->h = h;
 	x->c = take_handle(h);
 	if (!x->c)
 		return -ENOMEM;
@@ -437,6 +445,12 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 	struct xfer x;
 	int rc = xfer_start(h, &x, r);
 	return rc ? rc : xfer_end(h, &x, curl_easy_perform(x.c));
+}
+
+int cfs_http_last_date(struct cfs_http *h, int64_t *when)
+{
+	*when = __atomic_load_n(&h->last_date, __ATOMIC_RELAXED);
+	return *when ? 0 : -ENOENT;
 }
 
 /* ---- several at once ------------------------------------------------------ */

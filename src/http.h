@@ -21,7 +21,8 @@
  * request while the first one is still running and close whichever it no
  * longer wants.  Every request, alone or in a set, records when its reply
  * began and when its body bytes arrived (t_* below), so a caller can see a
- * reply that is late. */
+ * reply that is late.  The Date of the latest reply is kept
+ * (cfs_http_last_date). */
 #ifndef CFS_HTTP_H
 #define CFS_HTTP_H
 
@@ -97,6 +98,11 @@ void cfs_http_req_init(struct cfs_http_req *r);
 void cfs_http_req_cleanup(struct cfs_http_req *r);
 
 int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r);
+
+/* The Date header of the latest reply any request on h received, in
+ * seconds since the epoch (cfs_wire_http_date), for a clock check against
+ * the server.  Returns 0, or -ENOENT when no reply carried a valid Date. */
+int cfs_http_last_date(struct cfs_http *h, int64_t *when);
 
 /* A set of at most CFS_HTTP_MULTI_MAX requests running at once, driven by
  * the thread that calls cfs_http_multi_run.  A set belongs to one thread. */

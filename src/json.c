@@ -798,3 +798,22 @@ int cfs_json_write_sync(const struct cfs_json_sync *s, size_t max, char **txt)
 			return -ENOSPC;
 	}
 }
+
+int cfs_json_write_checks(int ok, const struct cfs_json_check *c, size_t n, char **txt)
+{
+	json_t *o = json_object(), *a = json_array();
+	int rc = o && a && !json_object_set_new(o, "ok", json_boolean(ok)) ? 0 : -ENOMEM;
+	for (size_t i = 0; !rc && i < n; i++) {
+		json_t *e = json_pack("{s:s, s:s, s:s, s:s?}", "name", c[i].name, "status",
+				      c[i].status, "detail", c[i].detail, "fix", c[i].fix);
+		if (!e || json_array_append_new(a, e))
+			rc = -ENOMEM;
+	}
+	if (!rc && json_object_set(o, "checks", a))
+		rc = -ENOMEM;
+	if (!rc && !(*txt = json_dumps(o, JSON_COMPACT)))
+		rc = -ENOMEM;
+	json_decref(a);
+	json_decref(o);
+	return rc;
+}

@@ -183,4 +183,12 @@ void cfs_json_sync_cleanup(struct cfs_json_sync *s);
  * or -ENOMEM. */
 int cfs_json_write_sync(const struct cfs_json_sync *s, size_t max, char **txt);
 
+/* `colabfs doctor --json`: {"ok": ok, "checks": [{"name", "status", "detail",
+ * "fix"}...]} into *txt (malloc'd), fix null where NULL.  Text that is not
+ * UTF-8 makes it fail (-ENOMEM, as jansson does not say why). */
+struct cfs_json_check {
+	const char *name, *status, *detail, *fix;
+};
+int cfs_json_write_checks(int ok, const struct cfs_json_check *c, size_t n, char **txt);
+
 #endif

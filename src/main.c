@@ -6,6 +6,7 @@
  *   colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT
  *   colabfs warm PATH... [--list FILE]
  *   colabfs sync [--timeout SECONDS] [--quiet] [PATH...]
+ *   colabfs doctor [MOUNTPOINT] [--json] [mount options]
  *   colabfs --help | --version
  *
  * Everything else lives in libcolabfs.a; this file wires the layers together. */
@@ -27,6 +28,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "drive.h"
+#include "doctor.h"
 #include "err.h"
 #include "fhtab.h"
 #include "http.h"
@@ -52,24 +54,15 @@ static int usage_error(const char *why)
 	return 2;
 }
 
-/* Without --cache-dir each mountpoint gets its own folder under
- * /dev/shm/colabfs-UID, named after the mountpoint's path, so remounting the
- * same path finds its cache and two mounts never share one. */
+/* Without --cache-dir: the mountpoint's own folder (cachedir.h). */
 static int default_cache_dir(struct cfs_config *c, char *why, size_t wcap)
 {
-	char base[64], name[160], *dir;
-	snprintf(base, sizeof(base), "/dev/shm/colabfs-%u", (unsigned)getuid());
-	int rc = cfs_cachedir_prepare(base, 1, why, wcap);
+	char base[64], *dir;
+	int rc = cfs_cachedir_default(c->mountpoint, base, sizeof(base), &dir);
+	if (!rc && (rc = cfs_cachedir_prepare(base, 1, why, wcap)) != 0)
+		free(dir);
 	if (rc)
 		return rc;
-	const char *real = c->mountpoint; /* made absolute by check_mountpoint */
-	size_t o = 0;
-	for (const char *p = real + 1; *p && o < 100; p++)
-		name[o++] = (*p == '/' || *p == '.') ? '-' : *p;
-	snprintf(name + o, sizeof(name) - o, "%s%.8llx", o ? "." : "root.",
-		 (unsigned long long)(cfs_names_fnv1a(real) >> 32));
-	if (asprintf(&dir, "%s/%s", base, name) < 0)
-		return -ENOMEM;
 	free(c->cache_dir);
 	c->cache_dir = dir;
 	return 0;
@@ -941,6 +934,8 @@ int main(int argc, char **argv)
 		return cfs_warm_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "sync") == 0)
 		return cfs_sync_main(argc - 2, argv + 2);
+	if (strcmp(cmd, "doctor") == 0)
+		return cfs_doctor_main(argc - 2, argv + 2);
 	fprintf(stderr, "colabfs: unknown command \"%s\" (try colabfs --help)\n", cmd);
 	return 2;
 }

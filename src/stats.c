@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "clock.h"
@@ -62,6 +63,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 	int64_t since = sr && rec.mounted_ms ? rec.mounted_ms : s->started_ms;
 	const struct field f[] = {
 		{ "uptime_seconds", (uint64_t)((now - since) / 1000) },
+		{ "server_pid", (uint64_t)getpid() },
 		{ "recovery_mode", rec.mode },
 		{ "server_restarts_total", rec.restarts },
 		{ "recovery_resends_total", rec.resends },

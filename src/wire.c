@@ -119,6 +119,17 @@ int cfs_wire_content_range(const char *v, int64_t *start, int64_t *end, int64_t 
 	return 0;
 }
 
+int cfs_wire_http_date(const char *v, time_t *out)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof(tm));
+	const char *e = strptime(skip_ws(v), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (!e || *skip_ws(e) != '\0')
+		return -EINVAL;
+	*out = timegm(&tm);
+	return 0;
+}
+
 int64_t cfs_wire_retry_after(const char *v, time_t now)
 {
 	const char *p = skip_ws(v);
@@ -129,12 +140,9 @@ int64_t cfs_wire_retry_after(const char *v, time_t now)
 			return -EINVAL;
 		return secs * 1000;
 	}
-	struct tm tm;
-	memset(&tm, 0, sizeof(tm));
-	e = strptime(p, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-	if (!e || *skip_ws(e) != '\0')
+	time_t when;
+	if (cfs_wire_http_date(p, &when))
 		return -EINVAL;
-	time_t when = timegm(&tm);
 	if (when <= now)
 		return 0;
 	if (when - now > 86400 * 7)

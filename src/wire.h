@@ -31,6 +31,11 @@ int cfs_wire_content_range(const char *v, int64_t *start, int64_t *end, int64_t 
  * Returns 0 or -EINVAL. */
 int cfs_wire_upload_range(const char *v, int64_t *next);
 
+/* Parses an HTTP date, the IMF-fixdate of Date and Retry-After
+ * ("Sun, 06 Nov 1994 08:49:37 GMT"), into *out (seconds since the epoch).
+ * Returns 0 or -EINVAL. */
+int cfs_wire_http_date(const char *v, time_t *out);
+
 /* Parses Retry-After: delta-seconds or an IMF-fixdate, relative to now.
  * Returns the wait in milliseconds (>= 0), or -EINVAL. */
 int64_t cfs_wire_retry_after(const char *v, time_t now);

@@ -1,4 +1,4 @@
-/* Unit tests: wire (URL encoding, q literals, Content-Range, Retry-After). */
+/* Unit tests: wire (URL encoding, q literals, Content-Range, Retry-After, Date). */
 #include <errno.h>
 #include <stdint.h>
 
@@ -49,6 +49,19 @@ static void test_retry_after(void)
 	/* Thu, 01 Jan 1970 00:00:10 GMT is 10 s after the epoch */
 	CHECK_EQ(cfs_wire_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", 4), 6000);
 	CHECK_EQ(cfs_wire_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", 20), 0);
+}
+
+/* The Date of a reply (doctor's clock check). */
+static void test_http_date(void)
+{
+	time_t t = 0;
+	CHECK_EQ(cfs_wire_http_date("Sun, 06 Nov 1994 08:49:37 GMT", &t), 0);
+	CHECK_EQ((long long)t, 784111777LL);
+	CHECK_EQ(cfs_wire_http_date(" Thu, 01 Jan 1970 00:00:10 GMT ", &t), 0);
+	CHECK_EQ((long long)t, 10LL);
+	CHECK_EQ(cfs_wire_http_date("Sunday, 06-Nov-94 08:49:37 GMT", &t), -EINVAL);
+	CHECK_EQ(cfs_wire_http_date("Sun, 06 Nov 1994 08:49:37 GMT junk", &t), -EINVAL);
+	CHECK_EQ(cfs_wire_http_date("", &t), -EINVAL);
 }
 
 /* Secrets go over https, or plain http only to this machine. */
@@ -112,5 +125,6 @@ int main(void)
 	test_content_range();
 	test_urlencode();
 	test_retry_after();
+	test_http_date();
 	return check_done("test_wire");
 }
