@@ -315,7 +315,7 @@ const char *cfs_auth_source(const struct cfs_auth *a)
 int64_t cfs_auth_expires_in(struct cfs_auth *a)
 {
 	pthread_mutex_lock(&a->lock);
-	int64_t left = a->kind == K_STATIC || !a->gen ? -1 : a->expires_at - mono_now();
+	int64_t left = a->kind == K_STATIC || !a->gen ? -1 : a->expires_at - cfs_clock_mono_ms() / 1000;
 	pthread_mutex_unlock(&a->lock);
 	return left < 0 ? -1 : left;
 }

@@ -36,9 +36,11 @@
 
 enum cfs_doctor_status cfs_doctor_space(uint64_t free_bytes, uint64_t total)
 {
-	if (free_bytes < CFS_DOCTOR_MIN_FREE ||
-	    free_bytes * 100 < total * (uint64_t)CFS_DOCTOR_MIN_FREE_PERCENT)
+	if (free_bytes < CFS_DOCTOR_MIN_FREE)
 		return CFS_DOCTOR_FAIL;
+	if (free_bytes * 100 < total * (uint64_t)CFS_DOCTOR_MIN_FREE_PERCENT &&
+	    free_bytes < CFS_DOCTOR_ROOMY)
+		return CFS_DOCTOR_WARN;
 	return CFS_DOCTOR_OK;
 }
 
@@ -307,12 +309,13 @@ static void check_cache(struct doc *d)
 	if (rc && rc != -ENOENT)
 		add(d, "cache", CFS_DOCTOR_FAIL, "give --cache-dir a new or empty folder of your own",
 		    "%s", why);
-	else if (st == CFS_DOCTOR_FAIL)
+	else if (st != CFS_DOCTOR_OK)
 		add(d, "cache", st,
 		    "free space there (colabfs evict --all MOUNTPOINT), or give --cache-dir on a "
 		    "bigger disk (/content on Colab)",
-		    "%s on %s: nearly full: %.2f GiB free of %.2f GiB (needs 1 GiB and 5%%)", where,
-		    in_ram ? "tmpfs (RAM)" : "disk", fr / 1073741824.0, tot / 1073741824.0);
+		    "%s on %s: %s: %.2f GiB free of %.2f GiB", where, in_ram ? "tmpfs (RAM)" : "disk",
+		    st == CFS_DOCTOR_FAIL ? "nearly full (needs 1 GiB)" : "under 5% free",
+		    fr / 1073741824.0, tot / 1073741824.0);
 	else
 		add(d, "cache", CFS_DOCTOR_OK, NULL, "%s on %s: %.1f GiB free of %.1f GiB%s", where,
 		    in_ram ? "tmpfs (RAM)" : "disk", fr / 1073741824.0, tot / 1073741824.0, ram);

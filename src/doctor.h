@@ -42,12 +42,14 @@ enum cfs_doctor_status {
 };
 
 #define CFS_DOCTOR_MIN_FREE (1ull << 30) /* a cache folder needs 1 GiB free */
-#define CFS_DOCTOR_MIN_FREE_PERCENT 5   /* and 5% of its file system */
+#define CFS_DOCTOR_MIN_FREE_PERCENT 5   /* less than 5% of its file system, */
+#define CFS_DOCTOR_ROOMY (20ull << 30)   /* and less than 20 GiB: a warning */
 #define CFS_DOCTOR_SKEW_WARN_S 60
 #define CFS_DOCTOR_SKEW_FAIL_S 300      /* JWTs and TLS break */
 
 /* FAIL when a cache folder's file system of total bytes has less than
- * CFS_DOCTOR_MIN_FREE or CFS_DOCTOR_MIN_FREE_PERCENT free, else OK. */
+ * CFS_DOCTOR_MIN_FREE free, WARN when less than CFS_DOCTOR_MIN_FREE_PERCENT
+ * and CFS_DOCTOR_ROOMY, else OK. */
 enum cfs_doctor_status cfs_doctor_space(uint64_t free_bytes, uint64_t total);
 
 /* The status of a clock skew_s seconds off the server's (either way). */
