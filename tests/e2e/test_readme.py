@@ -77,6 +77,7 @@ def test_colab_cells_run_against_the_emulator(emulator_factory, tmp_path, fuse_o
             body = body.replace("/content", str(content))
             body = re.sub(r"^(colabfs mount )", r"\1--api-url=%s --log-file=%s " % (emu.url, tmp_path / "m.log"),
                           body, flags=re.M)
+            body = re.sub(r"^(colabfs doctor )", r"\1--api-url=%s " % emu.url, body, flags=re.M)
             argv = ["bash", "-e", "-c", body] if lang == "sh" else [H.PYTHON, "-c", body]
             rc, out, err = H.run_cmd(argv, timeout=180, env=env, cwd=str(tmp_path))
             assert rc == 0, (tag, body[:300], out[-2000:], err[-2000:])
