@@ -678,12 +678,12 @@ void cfs_reader_free(struct cfs_reader *r)
 {
 	if (!r)
 		return;
-	if (r->cancel)
-		r->cancel(r->io);
 	pthread_mutex_lock(&r->lock);
 	r->stop = 1;
 	pthread_cond_broadcast(&r->work);
 	pthread_mutex_unlock(&r->lock);
+	if (r->cancel) /* after stop: no queued job starts on a cancelled client */
+		r->cancel(r->io);
 	for (int i = 0; i < r->nthreads; i++)
 		pthread_join(r->threads[i], NULL);
 	free(r->threads);

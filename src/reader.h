@@ -54,9 +54,9 @@
  *
  * The seam.  The reader's only collaborators outside the store are its
  * Drive download and its clock, and both come through cfs_reader_opts:
- * fetch (cfs_drive_read_sink's contract, drive.h), cancel (called first
- * thing by cfs_reader_free, so a transfer in flight ends and the workers can
- * be joined) and now_ms (a monotonic clock: how long a permanent refusal is
+ * fetch (cfs_drive_read_sink's contract, drive.h), cancel (called by
+ * cfs_reader_free once the workers are told to stop, so a transfer in flight
+ * ends and they can be joined) and now_ms (a monotonic clock: how long a permanent refusal is
  * believed), each called with the opaque io.  NULL means the real thing:
  * cfs_drive_read_sink on the Drive client given to cfs_reader_new, no cancel
  * (a mount cancels its client itself, cfs_drive_cancel, before freeing:
@@ -119,8 +119,8 @@ struct cfs_reader_stats {
 /* d may be NULL when o->fetch is set. */
 int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_reader_opts *o,
 		   struct cfs_reader **out);
-/* Calls opts.cancel, stops the workers (queued jobs fail with -ECANCELED)
- * and frees.  No read or warm may be running. */
+/* Stops the workers (queued jobs fail with -ECANCELED), calls opts.cancel,
+ * waits for them and frees.  No read or warm may be running. */
 void cfs_reader_free(struct cfs_reader *r);
 
 struct cfs_reader_stream *cfs_reader_stream_new(void);
