@@ -1,5 +1,6 @@
 /* reader: cached reads, download workers and prefetch (see reader.h for the
- * policy). */
+ * policy and the seam: every download goes through r->fetch, every reading
+ * of the clock through r->now_ms). */
 #include "reader.h"
 
 #include <errno.h>
@@ -93,7 +94,11 @@ struct cfs_reader_stream {
 };
 
 struct cfs_reader {
-	struct cfs_drive *drive;
+	cfs_reader_fetch_fn fetch;  /* the seam (reader.h) */
+	void *fetch_io;             /* fetch's argument: opts.io, or the Drive client */
+	void (*cancel)(void *io);
+	int64_t (*now_ms)(void *io);
+	void *io;                   /* opts.io */
 	struct cfs_store *store;
 	uint32_t bs, max_blocks;
 	uint32_t seq_blocks;  /* largest request of a sequential stream */
@@ -195,8 +200,9 @@ static void spare_put(struct cfs_reader *r, const char *key, uint64_t b, const c
 
 /* ---- permanent failures (lock held) -------------------------------------- */
 
-static int64_t mono_ms(void)
+static int64_t mono_ms(void *io)
 {
+	(void)io;
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -209,7 +215,7 @@ static int permanent(int rc)
 
 static int fail_get(struct cfs_reader *r, const char *key)
 {
-	int64_t now = mono_ms();
+	int64_t now = r->now_ms(r->io);
 	for (int i = 0; i < FAILS; i++)
 		if (r->fails[i].until_ms > now && strcmp(r->fails[i].key, key) == 0)
 			return r->fails[i].rc;
@@ -224,7 +230,7 @@ static void fail_put(struct cfs_reader *r, const char *key, int rc)
 			v = &r->fails[i];
 	snprintf(v->key, sizeof(v->key), "%s", key);
 	v->rc = rc;
-	v->until_ms = mono_ms() + FAIL_MS;
+	v->until_ms = r->now_ms(r->io) + FAIL_MS;
 }
 
 /* ---- jobs ------------------------------------------------------------------ */
@@ -505,9 +511,9 @@ static void run_job(struct job *j)
 		len += block_len(r, j->size, j->first + i);
 	size_t got = 0;
 	j->blk = malloc(r->bs);
-	int rc = j->blk ? cfs_drive_read_sink(r->drive, j->id, j->rev[0] ? j->rev : NULL, j->size,
-					      (int64_t)j->first * r->bs, len, on_bytes, j, &got,
-					      j->urgent ? CFS_PACE_URGENT : CFS_PACE_BACKGROUND)
+	int rc = j->blk ? r->fetch(r->fetch_io, j->id, j->rev[0] ? j->rev : NULL, j->size,
+				   (int64_t)j->first * r->bs, len, on_bytes, j, &got,
+				   j->urgent ? CFS_PACE_URGENT : CFS_PACE_BACKGROUND)
 			: -ENOMEM;
 	pthread_mutex_lock(&r->lock);
 	if (!rc && j->published < j->n) /* 416: the file is shorter than its listing said */
@@ -606,13 +612,24 @@ static void *worker(void *arg)
 
 /* ---- setup ------------------------------------------------------------------ */
 
+/* The real download (opts.fetch NULL): io is the Drive client. */
+static int drive_fetch(void *io, const char *id, const char *rev, int64_t size, int64_t off,
+		       size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got, int prio)
+{
+	return cfs_drive_read_sink(io, id, rev, size, off, len, sink, arg, got, prio);
+}
+
 int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_reader_opts *o,
 		   struct cfs_reader **out)
 {
 	struct cfs_reader *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->drive = d;
+	r->fetch = o && o->fetch ? o->fetch : drive_fetch;
+	r->fetch_io = o && o->fetch ? o->io : d;
+	r->io = o ? o->io : NULL;
+	r->cancel = o ? o->cancel : NULL;
+	r->now_ms = o && o->now_ms ? o->now_ms : mono_ms;
 	r->store = s;
 	r->bs = cfs_store_block_size(s);
 	/* `workers` connections for read-ahead, and one more kept for readers'
@@ -665,6 +682,8 @@ void cfs_reader_free(struct cfs_reader *r)
 	r->stop = 1;
 	pthread_cond_broadcast(&r->work);
 	pthread_mutex_unlock(&r->lock);
+	if (r->cancel) /* after stop: no queued job starts on a cancelled client */
+		r->cancel(r->io);
 	for (int i = 0; i < r->nthreads; i++)
 		pthread_join(r->threads[i], NULL);
 	free(r->threads);

@@ -52,6 +52,17 @@
  * Blocks are keyed by content identity (Drive id and revision) and downloads
  * are pinned to the revision, so a changed file is never mixed with the old.
  *
+ * The seam.  The reader's only collaborators outside the store are its
+ * Drive download and its clock, and both come through cfs_reader_opts:
+ * fetch (cfs_drive_read_sink's contract, drive.h), cancel (called by
+ * cfs_reader_free once the workers are told to stop, so a transfer in flight
+ * ends and they can be joined) and now_ms (a monotonic clock: how long a permanent refusal is
+ * believed), each called with the opaque io.  NULL means the real thing:
+ * cfs_drive_read_sink on the Drive client given to cfs_reader_new, no cancel
+ * (a mount cancels its client itself, cfs_drive_cancel, before freeing:
+ * the client is shared), CLOCK_MONOTONIC.  tests/unit/test_reader.c drives
+ * the reader with a scripted fake over a real store.
+ *
  * Thread-safe.  Counters for `colabfs stats`. */
 #ifndef CFS_READER_H
 #define CFS_READER_H
@@ -59,16 +70,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "drive.h"
+
 struct cfs_drive;
 struct cfs_store;
 struct cfs_reader;
 struct cfs_reader_stream;
+
+/* What cfs_drive_read_sink does, for the download of [off, off+len) of
+ * blob id at revision rev (NULL: the current content); io is opts.io. */
+typedef int (*cfs_reader_fetch_fn)(void *io, const char *id, const char *rev, int64_t size,
+				   int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg,
+				   size_t *got, int prio);
 
 struct cfs_reader_opts {
 	int workers;              /* download threads (--max-connections); default 16 */
 	uint64_t max_request;     /* largest range request in bytes; default 16 MiB */
 	uint64_t prefetch_budget; /* prefetch bytes queued or running; default: the window */
 	int scan_workers;         /* connections for dataset scans; default 48 */
+	/* the seam (see above); NULL: the real Drive client and clock */
+	cfs_reader_fetch_fn fetch; /* a range download, as cfs_drive_read_sink */
+	void (*cancel)(void *io);  /* end the transfers in flight: -ECANCELED */
+	int64_t (*now_ms)(void *io); /* monotonic milliseconds */
+	void *io;                  /* their argument (fetch NULL: fetch gets the client) */
 };
 
 /* What to read: a blob's identity. */
@@ -92,9 +116,11 @@ struct cfs_reader_stats {
 	uint64_t ra_pauses;                    /* times read-ahead was paused */
 };
 
+/* d may be NULL when o->fetch is set. */
 int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_reader_opts *o,
 		   struct cfs_reader **out);
-/* Stops the workers (queued jobs fail with -ECANCELED) and frees. */
+/* Stops the workers (queued jobs fail with -ECANCELED), calls opts.cancel,
+ * waits for them and frees.  No read or warm may be running. */
 void cfs_reader_free(struct cfs_reader *r);
 
 struct cfs_reader_stream *cfs_reader_stream_new(void);
