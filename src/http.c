@@ -4,6 +4,7 @@
  * session cache); a curl share object adds a process-wide DNS cache, TLS
  * session cache and connection pool so any handle can reuse any connection. */
 #include "http.h"
+#include "clock.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -161,9 +162,7 @@ struct xfer {
 
 int64_t cfs_http_now_us(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+	return cfs_clock_mono_us();
 }
 
 static size_t take_body(struct xfer *x, char *p, size_t len)

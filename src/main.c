@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "clock.h"
 #include "cachedir.h"
 #include "config.h"
 #include "ctl.h"
@@ -423,8 +424,7 @@ static void serving_line(struct mount *m, const char *log_path, char *out, size_
 static void session_opts(struct mount *m, const char *log_path, struct cfs_session_opts *so)
 {
 	struct cfs_config *c = m->c;
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
+	int64_t now_ms = cfs_clock_mono_ms();
 	*so = (struct cfs_session_opts){
 		.mountpoint = c->mountpoint,
 		.fuse_opts = c->fuse_opts,
@@ -441,7 +441,7 @@ static void session_opts(struct mount *m, const char *log_path, struct cfs_sessi
 		.cache_dir = c->cache_dir,
 		.stats = { .drive = m->drive, .store = m->store, .vfs = m->vfs,
 			   .reader = cfs_vfs_reader(m->vfs),
-			   .started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 },
+			   .started_ms = now_ms },
 		.after_fork = reopen_core,
 		.after_fork_arg = m,
 		.on_exit = stop_downloads,
@@ -780,13 +780,6 @@ static int ctl_error(const char *path, int rc)
 	return 1;
 }
 
-static double mono_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int cmd_stats(int argc, char **argv)
 {
 	const char *path = ".", *format = "table";
@@ -817,7 +810,7 @@ static int cmd_stats(int argc, char **argv)
 			free(prev);
 			return ctl_error(path, rc);
 		}
-		double t = mono_s();
+		double t = ((double)cfs_clock_mono_ms() / 1000.0);
 		if (watch && isatty(1))
 			fputs("\033[H\033[2J", stdout);
 		if (cfs_stats_render(stdout, cur, prev, t - prev_t, format)) {

@@ -2,6 +2,7 @@
  * policy and the seam: every download goes through r->fetch, every reading
  * of the clock through r->now_ms). */
 #include "reader.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -203,9 +204,7 @@ static void spare_put(struct cfs_reader *r, const char *key, uint64_t b, const c
 static int64_t mono_ms(void *io)
 {
 	(void)io;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return cfs_clock_mono_ms();
 }
 
 static int permanent(int rc)
