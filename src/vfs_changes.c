@@ -56,17 +56,6 @@ static void expire_dir(struct change_ctx *c, struct cfs_node *d)
 	add_inval(c, d->ino, NULL);
 }
 
-/* lock held: n's position in folder d's listing, or -1 (its own lpos first:
- * no scan of a large folder for the common change). */
-static long find_in(const struct cfs_node *d, const struct cfs_node *n)
-{
-	const struct cfs_listing *l = d->dir ? d->dir->listing : NULL;
-	if (!l)
-		return -1;
-	if (n->lpos < l->n && l->e[n->lpos].ino == n->ino)
-		return (long)n->lpos;
-	return cfs_listing_find_ino(l, n->ino);
-}
 
 static int on_change(const char *id, int removed, const struct cfs_file_meta *m, void *arg)
 {
@@ -87,7 +76,7 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 			struct cfs_node *d = dirs[k] ? cfs_inode_get(v->tab, dirs[k]) : NULL;
 			if (!d)
 				continue;
-			long at = find_in(d, n);
+			long at = cfs_vfs_listed_at(d, n);
 			if (at >= 0)
 				add_inval(c, d->ino, d->dir->listing->e[at].name);
 			expire_dir(c, d);

@@ -90,8 +90,8 @@ static int file_start(struct cfs_vfs *v, struct cfs_vfs_file *f, const char *exp
  * readers while it has some.  Takes a count of the staged file in f->w. */
 static int staged_start(struct cfs_vfs *v, struct cfs_vfs_file *f, int writer, int trunc)
 {
-	if (!cfs_vfs_writable(v))
-		return 0;
+	if (!cfs_vfs_writable(v) || (!writer && !trunc && !cfs_vfs_w_any(v)))
+		return 0; /* a reader of a mount with nothing staged: the cache */
 	int rc = cfs_vfs_w_attach(v, f->ino, writer, trunc, &f->w);
 	f->writer = writer && !rc;
 	return rc == -ENOENT && !writer && !trunc ? 0 : rc;

@@ -111,6 +111,7 @@ struct cfs_vfs_w {
 	struct cfs_journal *journal;
 	struct cfs_staging *stage;
 	struct cfs_wfile *files;
+	unsigned nfiles;            /* how many (atomic): 0 lets reads skip the lock */
 	pthread_t threads[CFS_VFS_MAX_UPLOADERS];
 	/* ids reserved with generateIds, not used yet */
 	char (*ids)[CFS_ID_MAX];
@@ -235,6 +236,31 @@ static inline struct cfs_node *cfs_vfs_file_node(struct cfs_vfs *v, uint64_t ino
 	}
 	return n;
 }
+/* Table lock held: sorts a listing about to be installed and tells each of
+ * its nodes where it stands (lpos). */
+static inline void cfs_vfs_listing_order(struct cfs_vfs *v, struct cfs_listing *l)
+{
+	cfs_listing_sort(l);
+	for (size_t i = 0; i < l->n; i++) {
+		struct cfs_node *c = cfs_inode_get(v->tab, l->e[i].ino);
+		if (c)
+			c->lpos = i;
+	}
+}
+/* Table lock held: n's position in folder d's listing, or -1 (its own lpos
+ * first: no scan of a large folder for the common case). */
+static inline long cfs_vfs_listed_at(const struct cfs_node *d, const struct cfs_node *n)
+{
+	const struct cfs_listing *l = d->dir ? d->dir->listing : NULL;
+	if (!l)
+		return -1;
+	if (n->lpos < l->n && l->e[n->lpos].ino == n->ino)
+		return (long)n->lpos;
+	return cfs_listing_find_ino(l, n->ino);
+}
+/* vfs_ns.c: the inode number name has in folder parent (its listing fetched
+ * as lookup does).  0, -ENOENT, -ENAMETOOLONG, -ENOTDIR or Drive's error. */
+int cfs_vfs_find_child(struct cfs_vfs *v, uint64_t parent, const char *name, uint64_t *ino);
 /* vfs_ns.c: registers a new handle, keeping only the table's reference.
  * 0, -EEXIST or -ENOMEM. */
 int cfs_vfs_add_handle(struct cfs_vfs *v, struct cfs_handle *e);
@@ -258,6 +284,13 @@ void cfs_vfs_scan_rewind(struct cfs_vfs *v);
 /* vfs_mem.c: stops the watcher (at free). */
 void cfs_vfs_memwatch_stop(struct cfs_vfs *v);
 
+/* Whether any staged file exists (no lock: the read paths of a mount with
+ * nothing staged never take w.lock; one made meanwhile is made by a create
+ * or an open for writing, which the kernel orders before the reads of it). */
+static inline int cfs_vfs_w_any(struct cfs_vfs *v)
+{
+	return __atomic_load_n(&v->w.nfiles, __ATOMIC_RELAXED) != 0;
+}
 /* vfs_write.c: the staged file of ino (w lock held), or NULL. */
 struct cfs_wfile *cfs_vfs_w_find(struct cfs_vfs *v, uint64_t ino);
 /* vfs_write.c, table lock held: a listing of folder ino being installed gets

@@ -197,12 +197,7 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 	if (!rc)
 		rc = cfs_vfs_w_overlay(v, ino, &l); /* what Drive does not know yet */
 	if (!rc) {
-		cfs_listing_sort(l);
-		for (size_t i = 0; i < l->n; i++) {
-			struct cfs_node *c = cfs_inode_get(v->tab, l->e[i].ino);
-			if (c)
-				c->lpos = i;
-		}
+		cfs_vfs_listing_order(v, l);
 		struct cfs_dir *d = cfs_inode_get(v->tab, ino)->dir;
 		cfs_listing_unref(d->listing);
 		d->listing = l;

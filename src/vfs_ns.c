@@ -90,7 +90,7 @@ static void fill_attr(struct cfs_vfs *v, const struct cfs_node *n, struct cfs_vf
 	a->size = n->size >= 0 ? n->size : 0;
 	a->mtime_ns = n->mtime_ns;
 	a->ctime_ns = n->ctime_ns;
-	if (!n->is_dir && cfs_vfs_writable(v)) {
+	if (!n->is_dir && cfs_vfs_w_any(v)) {
 		/* staged content: its size and time, what readers here see */
 		pthread_mutex_lock(&v->w.lock);
 		const struct cfs_wfile *w = cfs_vfs_w_find(v, n->ino);
@@ -116,7 +116,7 @@ int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a)
 	return n ? 0 : -ENOENT;
 }
 
-int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a)
+int cfs_vfs_find_child(struct cfs_vfs *v, uint64_t parent, const char *name, uint64_t *ino)
 {
 	if (strlen(name) > CFS_NAME_MAX)
 		return -ENAMETOOLONG;
@@ -127,12 +127,17 @@ int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct 
 	if (rc)
 		return rc;
 	long i = cfs_listing_find(l, name);
-	if (i < 0)
-		rc = -ENOENT;
-	else
-		rc = cfs_vfs_getattr(v, l->e[i].ino, a);
+	if (i >= 0)
+		*ino = l->e[i].ino;
 	cfs_listing_unref(l);
-	return rc;
+	return i < 0 ? -ENOENT : 0;
+}
+
+int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a)
+{
+	uint64_t ino;
+	int rc = cfs_vfs_find_child(v, parent, name, &ino);
+	return rc ? rc : cfs_vfs_getattr(v, ino, a);
 }
 
 /* ---- directories ------------------------------------------------------------ */

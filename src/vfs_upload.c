@@ -54,8 +54,10 @@ void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w)
 	struct cfs_wfile **pp = &v->w.files;
 	while (*pp && *pp != w)
 		pp = &(*pp)->next;
-	if (*pp)
+	if (*pp) {
 		*pp = w->next;
+		__atomic_sub_fetch(&v->w.nfiles, 1, __ATOMIC_RELAXED);
+	}
 	close(w->fd);
 	int rc = cfs_staging_remove(v->w.stage, w->j.id);
 	if (rc && rc != -ENOENT)
@@ -611,6 +613,7 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
 		w->due_ms = cfs_vfs_now_ms() + (v->w.delay_ms > 2000 ? v->w.delay_ms : 2000);
 		w->next = v->w.files;
 		v->w.files = w;
+		__atomic_add_fetch(&v->w.nfiles, 1, __ATOMIC_RELAXED);
 		resumed++;
 		bytes += st.st_size;
 	}
@@ -637,9 +640,8 @@ static int node_path(struct cfs_vfs *v, uint64_t ino, uint64_t top, struct cfs_b
 			below = 1;
 			break;
 		}
-		const struct cfs_listing *l = d->dir ? d->dir->listing : NULL;
-		parts[depth++] = l && n->lpos < l->n && l->e[n->lpos].ino == at ? l->e[n->lpos].name
-										   : "?";
+		long k = cfs_vfs_listed_at(d, n);
+		parts[depth++] = k >= 0 ? d->dir->listing->e[k].name : "?";
 		at = n->parent;
 		below |= at == top;
 	}

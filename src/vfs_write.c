@@ -215,12 +215,7 @@ static int listing_edit(struct cfs_vfs *v, uint64_t dir, const char *rm, const c
 		k++;
 	}
 	l->n = k;
-	cfs_listing_sort(l);
-	for (size_t i = 0; i < l->n; i++) {
-		struct cfs_node *c = cfs_inode_get(v->tab, l->e[i].ino);
-		if (c)
-			c->lpos = i;
-	}
+	cfs_vfs_listing_order(v, l);
 	d->dir->listing = l;
 	cfs_listing_unref(old);
 	return 0;
@@ -266,29 +261,22 @@ struct child {
 
 static int find_child(struct cfs_vfs *v, uint64_t parent, const char *name, struct child *c)
 {
-	if (strlen(name) > CFS_NAME_MAX)
-		return -ENAMETOOLONG;
-	struct cfs_listing *l;
-	int rc = cfs_vfs_resolve_node(v, parent);
-	if (!rc)
-		rc = cfs_vfs_get_listing(v, parent, &l);
+	uint64_t ino;
+	int rc = cfs_vfs_find_child(v, parent, name, &ino);
 	if (rc)
 		return rc;
 	memset(c, 0, sizeof(*c));
-	long i = cfs_listing_find(l, name);
 	cfs_inode_lock(v->tab);
 	struct cfs_node *d = cfs_inode_get(v->tab, parent);
-	if (d)
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (d && n) {
 		snprintf(c->dir_cid, sizeof(c->dir_cid), "%s", d->content_id);
-	struct cfs_node *n = i >= 0 ? cfs_inode_get(v->tab, l->e[i].ino) : NULL;
-	if (n) {
 		c->ino = n->ino;
 		c->is_dir = n->is_dir;
 		snprintf(c->id, sizeof(c->id), "%s", n->id);
 	}
 	cfs_inode_unlock(v->tab);
-	cfs_listing_unref(l);
-	return !d ? -ENOENT : i < 0 ? -ENOENT : n ? 0 : -ENOENT;
+	return d && n ? 0 : -ENOENT;
 }
 
 /* The folder's content id (it must be a folder we may write into). */
@@ -366,6 +354,7 @@ static int w_new(struct cfs_vfs *v, uint64_t ino, const struct cfs_jent *j, int 
 	}
 	w->next = v->w.files;
 	v->w.files = w;
+	__atomic_add_fetch(&v->w.nfiles, 1, __ATOMIC_RELAXED);
 	*out = w;
 	return 0;
 }
@@ -430,9 +419,9 @@ static int existing_entry(struct cfs_vfs *v, uint64_t ino, struct cfs_jent *j)
 		snprintf(j->base_rev, sizeof(j->base_rev), "%s", n->rev);
 		j->size = n->size < 0 ? 0 : n->size;
 		j->mtime_ns = n->mtime_ns;
-		if (d && d->dir && d->dir->listing && n->lpos < d->dir->listing->n &&
-		    d->dir->listing->e[n->lpos].ino == ino)
-			snprintf(j->name, sizeof(j->name), "%s", d->dir->listing->e[n->lpos].name);
+		long at = d ? cfs_vfs_listed_at(d, n) : -1;
+		if (at >= 0)
+			snprintf(j->name, sizeof(j->name), "%s", d->dir->listing->e[at].name);
 		if (d)
 			snprintf(j->parent, sizeof(j->parent), "%s", d->content_id);
 	}
