@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "notifier.h"
 #include "replyrec.h"
 #include "testhook.h"
 
@@ -27,8 +28,9 @@ static struct {
 	int unrecorded_said;
 	int init_phase;  /* 1: first server, send and record; 2: replay, compare */
 	int init_rc;
+	int notify_fd; /* the notifier's pipe (notifier.h), or -1 */
 	unsigned delay_us; /* COLABFS_TEST_REQUEST_DELAY_US: keeps requests in flight */
-} g = { .fuse_fd = -1 };
+} g = { .fuse_fd = -1, .notify_fd = -1 };
 
 /* The request this thread read last and serves: its unique as read (bit 63
  * set when the kernel resends it), opcode, and whether it was read before
@@ -235,6 +237,11 @@ again:
 	return n;
 }
 
+/* Set while this thread has libfuse process FUSE_INIT: the changes poller
+ * may send an invalidation notice at the same time, and that must go to the
+ * kernel, not be taken for (and compared as) the INIT reply. */
+static __thread int init_thread;
+
 /* The INIT reply: add PARALLEL_DIROPS where the kernel offers it; the first
  * server sends and records it, a later one compares and swallows it. */
 static ssize_t init_reply(const struct iovec *iov, int count)
@@ -278,11 +285,21 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)fd;
 	(void)userdata;
-	if (g.init_phase)
+	if (g.init_phase && init_thread) /* not a notification another thread sends meanwhile */
 		return init_reply(iov, count);
 	uint64_t unique = 0;
 	if (count > 0 && iov[0].iov_len >= sizeof(struct fuse_out_header))
 		unique = ((const struct fuse_out_header *)iov[0].iov_base)->unique;
+	else
+		return writev(g.fuse_fd, iov, count);
+	int nfd = __atomic_load_n(&g.notify_fd, __ATOMIC_RELAXED);
+	if (!unique && nfd >= 0) { /* a notice: the notifier may wait in the kernel, we may not */
+		long n = cfs_notifier_send(nfd, iov, count);
+		if (n >= 0)
+			return n;
+		if (n == -EPIPE && __atomic_exchange_n(&g.notify_fd, -1, __ATOMIC_RELAXED) >= 0)
+			CFS_WARN("the notifier is gone; notices go to the device from here");
+	}
 	/* journalled before the kernel can have it: a death after this write
 	 * and before the kernel's is answered from the record */
 	uint32_t op = unique ? opcode_of(unique) : 0;
@@ -311,6 +328,12 @@ int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts 
 		return -EINVAL;
 	g.fuse_fd = o->fuse_fd;
 	g.shm = o->shm;
+	/* before INIT: the changes poller starts in the init callback */
+	int nfd = cfs_notifier_start(o->fuse_fd);
+	if (nfd < 0)
+		CFS_WARN("cannot start the notifier (%s): notices go to the device from the server",
+			 strerror(-nfd));
+	g.notify_fd = nfd;
 	cfs_replyrec_recover(&o->shm->journal);
 	if (o->record) {
 		/* what a dead server left is served first, before new requests */
@@ -343,8 +366,10 @@ int cfs_serve_io_attach(struct fuse_session *se, const struct cfs_serve_io_opts 
 		((struct fuse_in_header *)init)->unique = INIT_MARKER;
 	g.init_phase = replay ? 2 : 1;
 	g.init_rc = 0;
+	init_thread = 1;
 	struct fuse_buf fb = { .size = len, .mem = init };
 	fuse_session_process_buf(se, &fb);
+	init_thread = 0;
 	g.init_phase = 0;
 	if (g.init_rc == 0 && !replay && !__atomic_load_n(&o->shm->reply_len, __ATOMIC_ACQUIRE))
 		g.init_rc = -EPROTO; /* libfuse sent no reply */

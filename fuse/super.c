@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -621,6 +622,8 @@ int cfs_super_run(const struct cfs_super_opts *o)
 	sigaddset(&set, SIGHUP);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* a server's notifier (notifier.h) outlives it a moment: ours to reap */
+	prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 	s.sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	s.shm->rec.super_pid = (int32_t)getpid();
 	spawn(&s);

@@ -103,6 +103,8 @@ static inline int cfs_wfile_settled(const struct cfs_wfile *w)
 #define CFS_VFS_CAPS 64
 #define CFS_VFS_MINE 512
 #define CFS_VFS_MINE_MS (10 * 60 * 1000)
+#define CFS_VFS_EDIT_SLOTS 64
+
 struct cfs_vfs_w {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;        /* uploaders: work; fsync waiters: a file's state changed */
@@ -123,6 +125,11 @@ struct cfs_vfs_w {
 	/* items this mount changed in Drive lately (the poller leaves them) */
 	struct { char id[CFS_ID_MAX]; int64_t at_ms; } mine[CFS_VFS_MINE];
 	unsigned mine_next;
+	/* per folder (by a hash of its content id), bumped (atomic) when this
+	 * mount begins to change the folder in Drive, edits its listing in
+	 * memory, or sees a new file of it land in Drive: a listing fetched or
+	 * loaded meanwhile may lack the change (cfs_vfs_w_edits) */
+	unsigned edits[CFS_VFS_EDIT_SLOTS];
 	struct cfs_vfs_write_stats st;
 };
 
@@ -320,6 +327,13 @@ int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id);
 /* vfs_write.c: drops the stored listing of a folder about to change in
  * Drive (before the change: a server death after it leaves none stale). */
 void cfs_vfs_w_forget_listing(struct cfs_vfs *v, const char *content_id);
+/* vfs_write.c: folder content_id changes here (cfs_vfs_w's edits), and
+ * its count of such changes.  A listing taken from Drive or the index
+ * while the count moved may lack a change of ours: vfs_list keeps the
+ * listing in memory (edited in place) rather than install it, and does
+ * not store it. */
+void cfs_vfs_w_edited(struct cfs_vfs *v, const char *content_id);
+unsigned cfs_vfs_w_edits(struct cfs_vfs *v, const char *content_id);
 /* vfs_write.c: new file id (node ino) is in Drive now, as name in folder
  * parent_cid: the folder's listing has it without the overlay (table and w
  * locks not held). */

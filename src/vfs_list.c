@@ -147,7 +147,7 @@ static void free_items(struct item *it, size_t n)
 /* Makes items the listing of folder ino (lock not held; taken here).  Items
  * carry final names and inode numbers; the names move into the listing. */
 static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, size_t n,
-			   int64_t listed_at_ms)
+			   int64_t listed_at_ms, unsigned edits_at, int *whole)
 {
 	struct cfs_listing *l = cfs_listing_new(n);
 	if (!l)
@@ -196,13 +196,25 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 	}
 	if (!rc)
 		rc = cfs_vfs_w_overlay(v, ino, &l); /* what Drive does not know yet */
+	*whole = 0;
 	if (!rc) {
-		cfs_vfs_listing_order(v, l);
-		struct cfs_dir *d = cfs_inode_get(v->tab, ino)->dir;
-		cfs_listing_unref(d->listing);
-		d->listing = l;
-		d->listed_at_ms = listed_at_ms;
-		l = NULL;
+		struct cfs_node *dn = cfs_inode_get(v->tab, ino);
+		struct cfs_dir *d = dn->dir;
+		/* after the overlay: a file landing in Drive once it looked
+		 * moves the count */
+		int edited = cfs_vfs_w_edits(v, dn->content_id) != edits_at;
+		if (edited)
+			CFS_DEBUG("listing of %s: changed here while it was read; %s", dn->content_id,
+				  d->listing ? "the edited one kept" : "served, read again next");
+		if (!edited || !d->listing) {
+			cfs_vfs_listing_order(v, l);
+			cfs_listing_unref(d->listing);
+			d->listing = l;
+			l = NULL;
+		}
+		/* edited: fetched again at the next use */
+		d->listed_at_ms = edited ? cfs_vfs_now_ms() - v->dir_ttl_ms : listed_at_ms;
+		*whole = !edited;
 	}
 	cfs_inode_unlock(v->tab);
 	cfs_listing_unref(l);
@@ -248,7 +260,7 @@ static void save_parents(struct cfs_vfs *v, uint64_t ino, const struct item *it,
 
 /* Fetches the listing of a folder from Drive and installs it. */
 static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id,
-			 const char *const *anc, int nanc)
+			 const char *const *anc, int nanc, unsigned edits_at)
 {
 	struct collect c = { .v = v, .ancestors = anc, .nanc = nanc };
 	int rc = cfs_drive_list(v->drive, content_id, on_child, &c);
@@ -272,10 +284,17 @@ static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id
 		c.it[i].final = ne[i].final;
 		c.it[i].ino = inos ? inos[i] : 0;
 	}
+	int whole = 0;
 	if (!rc) {
 		save_parents(v, ino, c.it, c.n);
+		rc = install_listing(v, ino, c.it, c.n, cfs_vfs_now_ms(), edits_at, &whole);
+	}
+	if (!rc && whole) {
 		save_listing(v, content_id, c.it, c.n);
-		rc = install_listing(v, ino, c.it, c.n, cfs_vfs_now_ms());
+		/* a change begun since it was checked dropped the stored
+		 * listing before this stored it: drop it again */
+		if (cfs_vfs_w_edits(v, content_id) != edits_at)
+			cfs_vfs_w_forget_listing(v, content_id);
 	}
 	free(ne);
 	free(ids);
@@ -312,7 +331,8 @@ static int on_stored(const struct cfs_lrow_entry *e, void *arg)
 
 /* Installs the listing stored in the index, aged as stored.  Returns 0 or
  * -ENOENT when there is none. */
-static int load_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id)
+static int load_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id,
+			unsigned edits_at)
 {
 	struct collect c = { .v = v };
 	int64_t fetched = 0;
@@ -322,7 +342,9 @@ static int load_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id)
 		if (fetched < __atomic_load_n(&v->stored_valid_after, __ATOMIC_RELAXED))
 			age = v->dir_ttl_ms; /* a change made it stale: fetch again when possible */
 		save_parents(v, ino, c.it, c.n); /* rows stored by older versions lack them */
-		rc = install_listing(v, ino, c.it, c.n, cfs_vfs_now_ms() - (age > 0 ? age : 0));
+		int whole;
+		rc = install_listing(v, ino, c.it, c.n, cfs_vfs_now_ms() - (age > 0 ? age : 0),
+				     edits_at, &whole);
 	}
 	free_items(c.it, c.n);
 	return rc;
@@ -355,6 +377,7 @@ int cfs_vfs_get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **ou
 		int nanc = 0, had = d->listing != NULL;
 		unsigned gen = d->expired;
 		snprintf(cid, sizeof(cid), "%s", n->content_id);
+		unsigned edits_at = cfs_vfs_w_edits(v, cid);
 		for (struct cfs_node *a = n; a && nanc < MAX_DEPTH;
 		     a = a->ino == CFS_ROOT_INO ? NULL : cfs_inode_get(v->tab, a->parent)) {
 			snprintf(anc_store[nanc], CFS_ID_MAX, "%s", a->content_id);
@@ -362,15 +385,18 @@ int cfs_vfs_get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **ou
 			nanc++;
 		}
 		cfs_inode_unlock(v->tab);
-		int frc = had ? -ENOENT : load_listing(v, ino, cid);
+		int frc = had ? -ENOENT : load_listing(v, ino, cid, edits_at);
 		cfs_inode_lock(v->tab);
 		if (frc || cfs_vfs_now_ms() - d->listed_at_ms >= v->dir_ttl_ms) {
 			cfs_inode_unlock(v->tab);
-			frc = fetch_listing(v, ino, cid, anc, nanc);
+			edits_at = cfs_vfs_w_edits(v, cid);
+			frc = fetch_listing(v, ino, cid, anc, nanc, edits_at);
 			cfs_inode_lock(v->tab);
 		}
 		d->listing_busy = 0;
 		cfs_inode_broadcast(v->tab);
+		if (!frc && d->listing && cfs_vfs_w_edits(v, cid) != edits_at)
+			break; /* changed here meanwhile: the one in memory, fetched again next use */
 		if (!frc && d->expired != gen) {
 			/* a change arrived while we loaded or fetched: serve this
 			 * listing now, but fetch again at the next use */

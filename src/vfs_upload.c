@@ -364,6 +364,10 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 			w->durable = w->gen; /* ours is safe in the copy */
 		w->err = w->failed = 0;
 		w->urgent = w->gen > w->durable && w->urgent;
+		if (w->j.is_new) { /* Drive lists it now, the overlay no more */
+			cfs_vfs_w_edited(v, w->j.parent);
+			cfs_vfs_w_edited(v, s->sent_parent);
+		}
 		w->j.is_new = 0;
 		w->j.uri[0] = '\0';
 		w->j.confirmed = 0;

@@ -29,6 +29,7 @@
 
 #include "drive_write.h"
 #include "err.h"
+#include "hash.h"
 #include "log.h"
 #include "names.h"
 #include "nsdb.h"
@@ -180,6 +181,21 @@ static int can_add_to(struct cfs_vfs *v, const char *id)
 
 /* ---- listings edited in place ------------------------------------------ */
 
+static unsigned *edits_slot(struct cfs_vfs *v, const char *content_id)
+{
+	return &v->w.edits[cfs_hash_fnv1a(content_id) % CFS_VFS_EDIT_SLOTS];
+}
+
+void cfs_vfs_w_edited(struct cfs_vfs *v, const char *content_id)
+{
+	__atomic_fetch_add(edits_slot(v, content_id), 1, __ATOMIC_SEQ_CST);
+}
+
+unsigned cfs_vfs_w_edits(struct cfs_vfs *v, const char *content_id)
+{
+	return __atomic_load_n(edits_slot(v, content_id), __ATOMIC_SEQ_CST);
+}
+
 /* Table lock held.  A copy of folder dir's listing without the entry named
  * rm (may be NULL) and with (add, ino, is_dir) (add may be NULL), swapped in.
  * Positions (lpos) are renumbered. */
@@ -217,6 +233,7 @@ static int listing_edit(struct cfs_vfs *v, uint64_t dir, const char *rm, const c
 	l->n = k;
 	cfs_vfs_listing_order(v, l);
 	d->dir->listing = l;
+	cfs_vfs_w_edited(v, d->content_id);
 	cfs_listing_unref(old);
 	return 0;
 }
@@ -226,6 +243,7 @@ static int listing_edit(struct cfs_vfs *v, uint64_t dir, const char *rm, const c
  * the overlay). */
 void cfs_vfs_w_forget_listing(struct cfs_vfs *v, const char *content_id)
 {
+	cfs_vfs_w_edited(v, content_id);
 	int rc = cfs_store_meta_del(v->store, "dirs", content_id, strlen(content_id));
 	if (rc && rc != -ENOENT)
 		CFS_WARN("cannot drop the stored listing of %s: %s", content_id, cfs_strerror(rc));
@@ -806,8 +824,10 @@ static int do_rename(struct cfs_vfs *v, uint64_t parent, const char *name, uint6
 		return -EINVAL;
 	int rc;
 	struct child s, t;
-	if ((rc = find_child(v, parent, name, &s)) != 0)
+	if ((rc = find_child(v, parent, name, &s)) != 0) {
+		CFS_DEBUG("rename %s to %s: %s", name, newname, cfs_strerror(rc));
 		return rc;
+	}
 	if (strlen(newname) > CFS_NAME_MAX)
 		return -ENAMETOOLONG;
 	rc = find_child(v, newparent, newname, &t);

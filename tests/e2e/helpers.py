@@ -356,6 +356,23 @@ def mount_entry(path):
     return found  # the last one wins (stacked mounts)
 
 
+def abort_fuse_connection(path):
+    """Aborts the FUSE connection of mountpoint path through fusectl, so that every request
+    waiting on it ends (ENOTCONN) even when something still holds /dev/fuse open (a server
+    stuck in an uninterruptible notify outlives its SIGKILL); True when it was there."""
+    e = mount_entry(path)
+    if not e or not e["fstype"].startswith("fuse"):
+        return False
+    major, _, minor = e["devno"].partition(":")
+    conn = "/sys/fs/fuse/connections/%d/abort" % ((int(major) << 20) | int(minor))
+    try:
+        with open(conn, "w") as f:
+            f.write("1")
+        return True
+    except OSError:
+        return False
+
+
 def is_fuse_mounted(path):
     e = mount_entry(path)
     return bool(e and e["fstype"].startswith("fuse"))
@@ -412,9 +429,36 @@ def serve_pid(super_pid):
         return None
     for c in kids:
         argv = proc_cmdline(c) or []
-        if len(argv) > 1 and argv[1] == b"serve" and not pid_gone(c):
+        if len(argv) > 1 and argv[1] == b"serve" and not pid_gone(c) and \
+                proc_comm(c) != NOTIFIER_COMM:
             return c
     return None
+
+
+NOTIFIER_COMM = "colabfs-notify"  # a server's notice writer (fuse/notifier.h), same argv
+
+
+def proc_comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def notifiers_of(super_pid):
+    """Live notifier processes under a supervisor (a server's, or one its server left)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and proc_comm(int(d)) == NOTIFIER_COMM and not pid_gone(int(d)):
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == super_pid or ppid == serve_pid(super_pid):
+                out.append(int(d))
+    return out
 
 
 def pids_for_mountpoint(mnt):
@@ -591,6 +635,7 @@ class Mount:
                 self.fg_proc.kill()
             except OSError:
                 pass
+        abort_fuse_connection(self.mnt)
         if is_fuse_mounted(self.mnt):
             subprocess.run(["umount", "-l", self.mnt], stdin=subprocess.DEVNULL,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)

@@ -12,11 +12,13 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import urllib.parse
 
 import pytest
 
 import helpers as H
+from chaos_helpers import get_faults, set_faults
 from conftest import SESSION_TOKEN
 
 MiB = 1024 * 1024
@@ -273,3 +275,50 @@ def test_statfs_is_drive_storage_quota(mount_factory, wemu):
     usage = json.loads(emu_get(wemu, "/_emu/storage"))["usage"]
     assert st.f_blocks * st.f_frsize == 7 * 1024 * MiB
     assert st.f_bavail * st.f_frsize == (7 * 1024 * MiB - usage) // st.f_frsize * st.f_frsize
+
+
+@pytest.mark.deadline(120)
+def test_a_file_landing_while_its_folder_is_read_stays_listed(mount_factory, wemu):
+    """A listing Drive gave before a new file landed, installed after it landed, lost the file:
+    the overlay no longer had it (it is Drive's now) and Drive's answer did not have it yet.
+    It once made a rename of a file just written fail with ENOENT after a restart."""
+    m = wmount(mount_factory, wemu, extra=["--poll-interval=1", "--dir-ttl=300",
+                                           "--attr-timeout=300"])
+    d = m.path("dir")
+    assert os.listdir(d) == []
+    stats = lambda: json.loads(os.getxattr(m.mnt, "user.colabfs.stats").decode())  # noqa: E731
+    H.wait_until(lambda: stats()["change_polls_total"] >= 2, 30, what="the first polls")
+    data = os.urandom(100000)
+    f = open(os.path.join(d, "new.bin"), "wb")
+    try:
+        f.write(data)
+        # Drive's answer to the next listing of dir is made at once and held back 6 s
+        set_faults(wemu, ["kind=files.list,stall_ms=6000,stall_after=0,count=1"])
+        post(wemu, "/_emu/items", {"name": "theirs.txt", "parent": at_path(wemu, "/dir")[0]["id"],
+                                   "content": "theirs"})
+        listed = threading.Event()
+
+        def lister():  # the poller expires dir; the next listing of it is Drive's, held
+            try:
+                H.wait_until(lambda: get_faults(wemu)[0]["fired"] >= 1 or os.listdir(d) is None,
+                             30, what="a listing of dir from Drive")
+            finally:
+                listed.set()
+
+        t = threading.Thread(target=lister)
+        t.start()
+        H.wait_until(lambda: get_faults(wemu)[0]["fired"] >= 1 or listed.is_set(), 40,
+                     what="the held listing")
+        assert get_faults(wemu)[0]["fired"] == 1
+    finally:
+        f.close()  # the upload starts (--write-back-delay=0) and lands while that listing is held
+    rc, out, err = H.run_cmd([H.colabfs_bin(), "sync", "--timeout", "30", d], timeout=60)
+    assert rc == 0, (rc, out, err)
+    assert len(at_path(wemu, "/dir/new.bin")) == 1
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert "new.bin" in os.listdir(d)
+    with open(os.path.join(d, "new.bin"), "rb") as g:
+        assert g.read() == data
+    H.wait_until(lambda: sorted(os.listdir(d)) == ["new.bin", "theirs.txt"], 30,
+                 what="Drive's listing with both")

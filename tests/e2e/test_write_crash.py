@@ -56,20 +56,27 @@ def test_writes_in_flight_at_kills_are_answered_once(mode, mount_factory, cemu):
             errors.append("writer: %r" % e)
 
     def namer():
+        step = "start"
         try:
             i = 0
             while not done.is_set() or i < 5:
                 data = b"ckpt %d " % i * 300
                 tmp, dst = m.path("c%d.tmp" % (i % 3)), m.path("ckpt%d.pt" % (i % 3))
+                step = "create %d" % i
                 with open(tmp, "xb") as f:  # O_EXCL: a create done twice would be EEXIST
+                    step = "write %d" % i
                     f.write(data)
+                    step = "close %d" % i
+                step = "replace %d" % i
                 os.replace(tmp, dst)  # done twice: ENOENT
                 final["ckpt%d.pt" % (i % 3)] = data
+                step = "mkdir %d" % i
                 os.mkdir(m.path("dir%d" % i))  # done twice: EEXIST
+                step = "rmdir %d" % i
                 os.rmdir(m.path("dir%d" % i))
                 i += 1
         except BaseException as e:  # noqa: B902
-            errors.append("namer: %r" % e)
+            errors.append("namer at %s: %r" % (step, e))
 
     threads = [threading.Thread(target=writer), threading.Thread(target=namer)]
     for t in threads:
@@ -111,3 +118,76 @@ def test_writes_in_flight_at_kills_are_answered_once(mode, mount_factory, cemu):
     assert not [n for n in os.listdir(m.path()) if n.startswith("dir")]
     assert "too long to record" not in log, "a WRITE was answered EIO after a restart"
     assert log.count("serving (server pid") >= 4, "three restarts expected"
+
+
+def in_kernel_notice(pids):
+    """The threads of pids waiting in the kernel on an entry invalidation (the folder's lock)."""
+    found = []
+    for pid in pids:
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/wchan" % (pid, tid)) as f:
+                    if "inval_entry" in f.read():
+                        found.append((pid, int(tid)))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.deadline(120)
+@pytest.mark.parametrize("mode", ["resend", "forward"])
+def test_a_server_killed_while_a_notice_waits_on_a_folder_still_restarts(mode, mount_factory,
+                                                                        cemu):
+    """The kernel takes a folder's lock to handle an entry invalidation; a mkdir in flight holds
+    it until the server answers.  A server thread waiting there could not die: a server killed
+    then never exited, and the supervisor waited for ever to start the next one.  Notices now
+    go through the notifier process, which may wait there while the server exits."""
+    m = mount_factory.new(cemu, extra=["--recovery=" + mode, "--poll-interval=1"],
+                          name="wn-" + mode)
+    sup = m.xattr_pid()
+    assert open(m.path("keep.txt")).read() == "kept"
+    H.wait_until(lambda: json.loads(os.getxattr(m.mnt, "user.colabfs.stats"))
+                 ["change_polls_total"] >= 2, 30, what="the first polls")
+    st, _, body = cemu.request("POST", "/_emu/faults", {"Content-Type": "application/json"},
+                               json.dumps({"faults": ["kind=files.create,stall_ms=8000,count=1"]})
+                               .encode())
+    assert st == 200, body
+    errors = []
+
+    def mkdir():
+        try:
+            os.mkdir(m.path("newdir"))
+        except BaseException as e:  # noqa: B902 - reported by the test
+            errors.append(repr(e))
+
+    t = threading.Thread(target=mkdir)
+    t.start()
+    try:
+        keep = at_path(cemu, "/keep.txt")[0]
+        # "another machine" renames keep.txt: the poller invalidates root's entry for it,
+        # and waits for root's lock, which the stalled mkdir holds
+        st, _, body = cemu.request("POST", "/_emu/items/" + keep["id"],
+                                   {"Content-Type": "application/json"},
+                                   json.dumps({"name": "kept.txt"}).encode())
+        assert st == 200, body
+        old = H.serve_pid(sup)
+        H.wait_until(lambda: in_kernel_notice([old] + H.notifiers_of(sup)), 30,
+                     what="a notice waiting on root's lock")
+        os.kill(old, signal.SIGKILL)
+        H.wait_until(lambda: H.serve_pid(sup) not in (None, old), 30, what="a new server")
+        t.join(timeout=60)
+        assert not t.is_alive(), "mkdir hangs"
+    finally:
+        t.join(timeout=60)
+    assert not errors, errors
+    assert os.path.isdir(m.path("newdir"))
+    assert len(at_path(cemu, "/newdir")) == 1
+    H.wait_until(lambda: not in_kernel_notice(H.notifiers_of(sup)), 30,
+                 what="the notice through once the new server answered")
+    H.wait_until(lambda: sorted(os.listdir(m.path())) == ["kept.txt", "newdir"], 30,
+                 what="the rename seen")
+    H.wait_until(lambda: len(H.notifiers_of(sup)) == 1, 30, what="the old notifier gone")

@@ -10,11 +10,14 @@
  * partial.  Two servers: the first is killed holding a WRITE it has read
  * and one whose reply it had journalled but not sent; the next serves the
  * first again whole (same unique in the callback) and answers the second
- * from the journal.  Each server is a child process (serve_io keeps one
+ * from the journal; an invalidation another thread sends while the next
+ * server replays FUSE_INIT reaches the kernel and is not taken for the INIT
+ * reply (that once ended the mount: "the reply differs").  Each server is a child process (serve_io keeps one
  * session a process). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <linux/fuse.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +70,29 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	fuse_reply_write(req, size);
 }
 
-static const struct fuse_lowlevel_ops ops = { .write = op_write };
+static struct fuse_session *cur_se;
+static int notify_in_init; /* the init callback has a thread send a notice */
+static int notify_rc = 1;
+
+static void *notifier(void *arg)
+{
+	(void)arg;
+	notify_rc = fuse_lowlevel_notify_inval_entry(cur_se, 1, "x", 1);
+	return NULL;
+}
+
+/* libfuse calls it while it handles FUSE_INIT, before the reply: the
+ * changes poller's notice at that moment, from its own thread */
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	(void)conn;
+	pthread_t t;
+	if (notify_in_init && pthread_create(&t, NULL, notifier, NULL) == 0)
+		pthread_join(t, NULL);
+}
+
+static const struct fuse_lowlevel_ops ops = { .init = op_init, .write = op_write };
 
 static struct cfs_super_shm *new_shm(void)
 {
@@ -131,6 +156,7 @@ static struct fuse_session *serve(int fd)
 	char *argv[] = { "test_serve_io", NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(1, argv);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+	cur_se = se;
 	struct cfs_serve_io_opts o = { .fuse_fd = fd, .record = 1, .shm = shm };
 	if (!se || cfs_serve_io_attach(se, &o) != 0)
 		_exit(7);
@@ -243,8 +269,12 @@ static int next_server(int sv[2])
 {
 	int err;
 	uint32_t size;
+	notify_in_init = 1;
 	struct fuse_session *se = serve(sv[0]); /* INIT compared, not sent */
 	struct fuse_buf fb = { 0 };
+	CHECK_EQ(notify_rc, 0);
+	CHECK_EQ(next_reply(sv[1], &err, &size), 0); /* the notice, not swallowed */
+	CHECK_EQ(err, FUSE_NOTIFY_INVAL_ENTRY);
 	send_write(sv[1], 204, 30);
 	CHECK_EQ(serve_one(se, &fb), 200); /* the dead server's first, whole */
 	CHECK_EQ(seen_unique, 200);
