@@ -284,16 +284,15 @@ static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id
 		c.it[i].final = ne[i].final;
 		c.it[i].ino = inos ? inos[i] : 0;
 	}
-	int whole = 0;
 	if (!rc) {
+		int whole = 0;
 		save_parents(v, ino, c.it, c.n);
+		save_listing(v, content_id, c.it, c.n); /* before: the names move into the listing */
 		rc = install_listing(v, ino, c.it, c.n, cfs_vfs_now_ms(), edits_at, &whole);
-	}
-	if (!rc && whole) {
-		save_listing(v, content_id, c.it, c.n);
-		/* a change begun since it was checked dropped the stored
-		 * listing before this stored it: drop it again */
-		if (cfs_vfs_w_edits(v, content_id) != edits_at)
+		/* changed here while it was read (the stored copy may lack the
+		 * change), or a change begun since, whose own drop of the stored
+		 * listing may have come before this stored it: drop it */
+		if (!rc && (!whole || cfs_vfs_w_edits(v, content_id) != edits_at))
 			cfs_vfs_w_forget_listing(v, content_id);
 	}
 	free(ne);
