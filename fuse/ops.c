@@ -145,7 +145,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
 	(void)ino;
-	(void)nlookup; /* nodes live as long as the mount (see src/inode.h) */
+	(void)nlookup; /* nodes live as long as the mount (see src/core/inode.h) */
 	fuse_reply_none(req);
 }
 
@@ -484,7 +484,7 @@ static int may_control(fuse_req_t req, struct cfs_fs *fs, const struct cfs_ctlna
 	return rc;
 }
 
-/* Control attributes (src/ctlname.h): the daemon's pid, its stats, and
+/* Control attributes (src/core/ctlname.h): the daemon's pid, its stats, and
  * evictions and warms, which are reads with an effect. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {

@@ -22,7 +22,7 @@
  * modes) and the request log (forward mode, 9.25 MiB, reqlog.h): about
  * 10 MiB, fixed, of which resend mode touches only the first part and the
  * journal records it uses.  Its second part, from CFS_SHM_HANDLES_OFF, is
- * the servers' table of open file handle rows (src/fhtab.h), which the
+ * the servers' table of open file handle rows (src/core/fhtab.h), which the
  * supervisor sizes and never reads: it outlives every server and dies with
  * the mount. */
 #ifndef CFS_SUPER_H

@@ -29,7 +29,7 @@
 
 #include "cacheview.h"
 #include "crc32c.h"
-#include "ctl.h"
+#include "ctlname.h"
 #include "hot.h"
 #include "lrow.h"
 #include "size.h"
@@ -111,7 +111,7 @@ struct cfs_stage_plan {
 
 
 /* The cache folder, as the mount serving mnt says (user.colabfs.cache_dir,
- * src/ctlname.h): never a path recomputed here, which another user could
+ * src/core/ctlname.h): never a path recomputed here, which another user could
  * have planted.  It must be a real folder owned by this user or root and
  * writable by no one else. */
 static int mount_cache_dir(const char *mnt, char *out, size_t cap)
@@ -885,7 +885,7 @@ fail:
  * read only, and the kernel's page cache may answer from an earlier read, so
  * a plain read could return the bad bytes or never reach the daemon: first
  * have the daemon drop the file's cached blocks (the eviction control of
- * src/ctl.h, which also drops the kernel's pages), then read, which fetches
+ * src/cli/ctl.h, which also drops the kernel's pages), then read, which fetches
  * them again. */
 static int mount_read(struct cfs_stage_plan *p, struct prange *pr, uint64_t off, uint64_t len,
 		      unsigned char *dst, int repair)

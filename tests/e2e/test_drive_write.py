@@ -1,4 +1,4 @@
-"""The Drive client's write calls (src/drive_write.c) against a real emulator process.
+"""The Drive client's write calls (src/drive/drive_write.c) against a real emulator process.
 
 tests/unit/test_drive_write (a C program linked against libcolabfs.a, built here when missing) runs
 one case per call; this file starts an emulator, sets its state (faults, limits, read-only folders),

@@ -1,6 +1,6 @@
 """Open file handles across a server's death, and what a warm open costs (issue 11, point 4).
 
-Handle rows live in memory the supervisor keeps (src/fhtab.h), not in the cache index:
+Handle rows live in memory the supervisor keeps (src/core/fhtab.h), not in the cache index:
 
 * files opened before the server is SIGKILLed read on, byte for byte, through the next server, in both
   recovery modes: the page cache of each open file is dropped first, so the reads after the kill really

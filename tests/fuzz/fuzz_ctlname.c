@@ -1,4 +1,4 @@
-/* Fuzz harness: the control attribute names of src/ctlname.h (libFuzzer).
+/* Fuzz harness: the control attribute names of src/core/ctlname.h (libFuzzer).
  *
  * The input up to its first NUL is one attribute name.  Asserted: the parser
  * agrees with the independent reading of the grammar in

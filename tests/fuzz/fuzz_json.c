@@ -1,4 +1,4 @@
-/* Fuzz harness: the Drive reply parsers of src/json.c (libFuzzer).
+/* Fuzz harness: the Drive reply parsers of src/drive/json.c (libFuzzer).
  *
  * The first input byte picks the parser ('0' file resource, '1' file list,
  * '2' error body, '3' token reply, '4' flat integers, '5' an RFC 3339 time,

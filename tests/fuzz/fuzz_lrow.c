@@ -1,4 +1,4 @@
-/* Fuzz harness: the stored-listing row format of src/lrow.c (libFuzzer).
+/* Fuzz harness: the stored-listing row format of src/core/lrow.c (libFuzzer).
  *
  * First byte even: the rest is decoded as a row (as if read back from a
  * damaged cache index): it must never crash, every entry handed out must be

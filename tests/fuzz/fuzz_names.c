@@ -1,4 +1,4 @@
-/* Fuzz harness: the name rule of src/names.c (libFuzzer).
+/* Fuzz harness: the name rule of src/base/names.c (libFuzzer).
  *
  * The whole input (up to its first NUL) is sanitized as one Drive name, then
  * split at '\n' into the entries of one folder, each line "name[\tid[\tctime]]"

@@ -1,4 +1,4 @@
-/* Fuzz harness: the HTTP header parsers and URL encoders of src/wire.c
+/* Fuzz harness: the HTTP header parsers and URL encoders of src/drive/wire.c
  * (libFuzzer).  The first input byte picks the function ('0' Content-Range,
  * '1' Retry-After, '2' URL encoding and q literal), the rest (up to the first
  * NUL) is the string.  Asserted: a Content-Range that parses is

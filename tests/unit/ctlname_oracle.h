@@ -1,5 +1,5 @@
 /* ctlname_oracle: a second, independent reading of the control-name grammar
- * in src/ctlname.h, for the property test (tests/unit/test_ctlname.c) and
+ * in src/core/ctlname.h, for the property test (tests/unit/test_ctlname.c) and
  * the fuzzer (tests/fuzz/fuzz_ctlname.c) to compare cfs_ctlname_parse with.
  * Written from the header's prose, with strtoull where the module counts
  * digits itself: a number is 1 to 19 decimal digits and at most INT64_MAX. */

@@ -1,4 +1,4 @@
-/* Unit tests: the control attribute names (src/ctlname.h): the cases the
+/* Unit tests: the control attribute names (src/core/ctlname.h): the cases the
  * issue names, who may use what, and a property test that compares the
  * parser with an independent reading of the grammar (ctlname_oracle.h) on
  * names built to sit at and around every boundary. */

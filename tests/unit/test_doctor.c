@@ -1,4 +1,4 @@
-/* Unit tests: `colabfs doctor`'s pure rules (src/doctor.h): the free space a
+/* Unit tests: `colabfs doctor`'s pure rules (src/cli/doctor.h): the free space a
  * cache folder needs, clock skew, the kernel release -> crash-recovery mode
  * rule (fuse/super.h), the default cache folder's name (cachedir.h) and the
  * --json document (json.h). */

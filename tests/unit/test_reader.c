@@ -1,4 +1,4 @@
-/* Unit tests: the reader (src/reader.c) through its seam (reader.h), over a
+/* Unit tests: the reader (src/core/reader.c) through its seam (reader.h), over a
  * real store in a temporary folder.  A scripted fake stands in for Drive:
  * the bytes of (file id, offset) come from a generator, and each call takes
  * the next step scripted for its file (succeed, cut, fail, -ESTALE, a short

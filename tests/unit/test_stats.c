@@ -1,4 +1,4 @@
-/* Unit tests: rendering `colabfs stats` (src/stats.h) from a daemon's JSON:
+/* Unit tests: rendering `colabfs stats` (src/core/stats.h) from a daemon's JSON:
  * the table puts the write path's names in an "uploads" section after the
  * others, bytes in binary units, the last upload error as its errno name;
  * --json and --prometheus pass every name through unchanged. */

@@ -1,4 +1,4 @@
-/* Unit tests: `colabfs sync` (src/sync_cmd.h) on replies given as JSON text:
+/* Unit tests: `colabfs sync` (src/cli/sync_cmd.h) on replies given as JSON text:
  * the exit decision over several PATHs, the progress it draws (a file that
  * finishes must not move the bar back, one written meanwhile grows the
  * total), and what it prints for failed and still pending entries. */

@@ -40,6 +40,7 @@
 #include "staging.h"
 #include "names.h"
 #include "nsdb.h"
+#include "serve.h"
 #include "session.h"
 #include "stats.h"
 #include "store.h"
@@ -602,24 +603,6 @@ static int cmd_mount(int argc, char **argv)
 
 /* ---- colabfs serve: the server a supervisor runs (not for users) ---------- */
 
-struct serve_args {
-	int fuse_fd, shm_fd, ready_fd;
-};
-
-static void report_ready(int fd, const char *msg)
-{
-	if (fd < 0)
-		return;
-	size_t n = strlen(msg);
-	while (n) {
-		ssize_t w = write(fd, msg, n);
-		if (w <= 0)
-			break;
-		msg += w;
-		n -= (size_t)w;
-	}
-}
-
 struct served {
 	struct mount *m;
 	struct cfs_super_shm *shm;
@@ -634,7 +617,7 @@ static void on_serving(void *arg)
 	if (sv->ready_fd >= 0) {
 		char line[2048] = "OK ";
 		serving_line(sv->m, sv->log_path, line + 3, sizeof(line) - 3);
-		report_ready(sv->ready_fd, line);
+		cfs_serve_report(sv->ready_fd, line);
 		close(sv->ready_fd);
 		sv->ready_fd = -1;
 	}
@@ -642,71 +625,21 @@ static void on_serving(void *arg)
 		 (int)sv->shm->rec.super_pid);
 }
 
-/* COLABFS_TEST_SLOW_START_FILE: a test makes the next server start slowly by
- * writing milliseconds there; the server that reads it removes it. */
-static void test_slow_start(void)
-{
-	const char *p = cfs_test_env("COLABFS_TEST_SLOW_START_FILE");
-	FILE *f = p ? fopen(p, "re") : NULL;
-	long ms = 0;
-	if (!f)
-		return;
-	if (fscanf(f, "%ld", &ms) != 1)
-		ms = 0;
-	fclose(f);
-	unlink(p);
-	if (ms > 0 && ms < 600000) {
-		CFS_INFO("test hook: starting %ld ms late", ms);
-		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
-	}
-}
-
-static int parse_serve_args(int *argc, char ***argv, struct serve_args *a)
-{
-	*a = (struct serve_args){ -1, -1, -1 };
-	int i = 0;
-	for (; i + 1 < *argc && strcmp((*argv)[i], "--") != 0; i += 2) {
-		const char *k = (*argv)[i];
-		char *end;
-		long lv = strtol((*argv)[i + 1], &end, 10);
-		int v = *end || lv < 0 || lv > INT_MAX ? -1 : (int)lv;
-		if (strcmp(k, "--fuse-fd") == 0)
-			a->fuse_fd = v;
-		else if (strcmp(k, "--shm-fd") == 0)
-			a->shm_fd = v;
-		else if (strcmp(k, "--ready-fd") == 0)
-			a->ready_fd = v;
-		else
-			return -EINVAL;
-	}
-	if (i >= *argc || strcmp((*argv)[i], "--") != 0 || a->fuse_fd < 0 || a->shm_fd < 0)
-		return -EINVAL;
-	*argc -= i + 1;
-	*argv += i + 1;
-	return 0;
-}
-
 static int cmd_serve(int argc, char **argv)
 {
-	struct serve_args a;
-	if (parse_serve_args(&argc, &argv, &a))
-		return usage_error("serve is run by colabfs mount, not by hand");
-	struct stat st;
-	struct cfs_super_shm *shm = MAP_FAILED;
-	if (fstat(a.shm_fd, &st) == 0 && (uint64_t)st.st_size >= CFS_SHM_SIZE)
-		shm = mmap(NULL, CFS_SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, a.shm_fd, 0);
-	if (shm == MAP_FAILED || shm->magic != CFS_SHM_MAGIC)
-		return usage_error("serve: no supervisor state");
-	close(a.shm_fd);
+	struct cfs_serve_args a;
+	int prc = cfs_serve_parse(&argc, &argv, &a);
+	if (prc)
+		return usage_error(prc == -EPROTO ? "serve: no supervisor state"
+						  : "serve is run by colabfs mount, not by hand");
+	struct cfs_super_shm *shm = a.shm;
 	struct cfs_config c;
 	/* the first server of a mount finds no INIT reply recorded */
 	struct mount m = { .c = &c, .fresh = !__atomic_load_n(&shm->reply_len, __ATOMIC_ACQUIRE) };
 	char log_path[PATH_MAX];
 	int rc = mount_setup(argc, argv, &m, log_path, sizeof(log_path), 1);
 	if (rc) {
-		report_ready(a.ready_fd, "ERR bad mount arguments\n");
+		cfs_serve_report(a.ready_fd, "ERR bad mount arguments\n");
 		return CFS_SERVE_EXIT_START;
 	}
 	cfs_log_open(!c.foreground || c.log_file ? log_path : NULL, cfs_log_get_level());
@@ -715,7 +648,7 @@ static int cmd_serve(int argc, char **argv)
 	rc = cfs_fhtab_attach((char *)shm + CFS_SHM_HANDLES_OFF, CFS_SHM_SIZE - CFS_SHM_HANDLES_OFF,
 			      &m.fhtab, &torn);
 	if (rc) {
-		report_ready(a.ready_fd, "ERR the supervisor's handle table is unusable\n");
+		cfs_serve_report(a.ready_fd, "ERR the supervisor's handle table is unusable\n");
 		CFS_ERROR("handle table: %s", cfs_strerror(rc));
 		cfs_config_cleanup(&c);
 		return CFS_SERVE_EXIT_START;
@@ -723,12 +656,12 @@ static int cmd_serve(int argc, char **argv)
 	if (!m.fresh)
 		CFS_INFO("%u open file handle rows kept from the last server%s",
 			 cfs_fhtab_count(m.fhtab), torn ? " (and half-written ones dropped)" : "");
-	test_slow_start();
+	cfs_serve_slow_start_hook();
 	rc = build_core(&m);
 	if (rc) {
 		char msg[600];
 		snprintf(msg, sizeof(msg), "ERR %s\n", m.why);
-		report_ready(a.ready_fd, msg);
+		cfs_serve_report(a.ready_fd, msg);
 		CFS_ERROR("%s", m.why);
 		free_core(&m);
 		cfs_fhtab_detach(m.fhtab);
@@ -751,7 +684,7 @@ static int cmd_serve(int argc, char **argv)
 	rc = cfs_session_run(m.vfs, &so);
 	cfs_drive_cancel(m.drive);
 	if (sv.ready_fd >= 0)
-		report_ready(sv.ready_fd, "ERR the server could not complete FUSE_INIT\n");
+		cfs_serve_report(sv.ready_fd, "ERR the server could not complete FUSE_INIT\n");
 	free_core(&m);
 	cfs_fhtab_detach(m.fhtab);
 	cfs_config_cleanup(&c);
