@@ -1,6 +1,7 @@
 /* arena: slot files by size class (see arena.h). */
 #define _GNU_SOURCE
 #include "arena.h"
+#include "format.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,10 +31,10 @@ static size_t words(uint64_t nslots)
 /* Opens the file of a's class if it exists (create: makes it). */
 static int arena_open(struct cfs_arena *a, int dirfd, int create)
 {
-	char name[CFS_CLASS_NAME_MAX];
+	char name[CFS_FMT_ARENA_NAME_MAX];
 	struct stat st;
 
-	cfs_class_arena_name(a->code, name, sizeof(name));
+	cfs_fmt_arena_name(a->code, name, sizeof(name));
 	a->fd = openat(dirfd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
 	if (a->fd < 0)
 		return !create && errno == ENOENT ? 0 : -errno;
@@ -81,14 +82,14 @@ void cfs_arenas_close(struct cfs_arenas *as)
 
 int cfs_arenas_remove(const char *dir)
 {
-	char name[CFS_CLASS_NAME_MAX];
+	char name[CFS_FMT_ARENA_NAME_MAX];
 	int rc = 0;
 	int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (dirfd < 0)
 		return -errno;
 	for (unsigned c = 0; c < CFS_CLASS_CODES; c++) {
-		cfs_class_arena_name(c, name, sizeof(name));
+		cfs_fmt_arena_name(c, name, sizeof(name));
 		if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT && !rc)
 			rc = -errno;
 	}

@@ -3,7 +3,7 @@
  * Size classes are those of classes.h (eight per doubling, 64 B up to the
  * block size; the class code is the index into struct cfs_arenas).  The arena
  * of a class is the file "arena-<size>.dat" in the cache folder (the naming
- * rule is in classes.h: "arena-576.dat", "arena-4k.dat", "arena-1m.dat"),
+ * rule is in format.h: "arena-576.dat", "arena-4k.dat", "arena-1m.dat"),
  * created 0600 when the class gets its first slot: a class no block ever used
  * has no file.  It holds slots of exactly the class size back to back from
  * offset 0: slot i is bytes [i * size, (i + 1) * size).  No header; what a

@@ -12,24 +12,18 @@
  * block size (a power of two, 64 KiB..64 MiB) is exactly the top class of its
  * cache: codes 0..95 for 1 MiB blocks, 0..143 for 64 MiB.  A length above 512
  * wastes less than 1/8 of its slot (the next class is at most 1/8 larger).
- *
- * Arena file names (arena.h): "arena-<size>.dat" with the size in MiB ("1m")
- * when it is a whole number of MiB, else in KiB ("4k", "1280k") when a whole
- * number of KiB, else in bytes ("576", "4608").  The rule is one-to-one, and
- * it gives the power-of-4 scheme's old names ("4k" ... "1m", "2m") for the
- * same sizes. */
+ * The rest of the on-disk format (arena file names, rows, header) is in
+ * format.h. */
 #ifndef CFS_CLASSES_H
 #define CFS_CLASSES_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #define CFS_CLASS_SCHEME 1      /* the scheme above */
 #define CFS_CLASS_CODES 144     /* codes 0..143: 64 B..64 MiB */
 #define CFS_CLASS_BLOCK_MIN (64u << 10)
 #define CFS_CLASS_BLOCK_MAX (64u << 20)
-#define CFS_CLASS_NAME_MAX 32   /* room for any arena file name */
 
 /* Slot size of code c (c < CFS_CLASS_CODES). */
 static inline uint32_t cfs_class_size(unsigned c)
@@ -62,19 +56,6 @@ static inline int cfs_class_block_ok(uint32_t bs)
 static inline unsigned cfs_class_top(uint32_t bs)
 {
 	return 15 + 8 * (31u - (unsigned)__builtin_clz(bs) - 10);
-}
-
-/* "arena-1m.dat", "arena-4k.dat", "arena-576.dat" for code c; cap >=
- * CFS_CLASS_NAME_MAX. */
-static inline void cfs_class_arena_name(unsigned c, char *out, size_t cap)
-{
-	uint32_t size = cfs_class_size(c);
-	if (size % (1u << 20) == 0)
-		snprintf(out, cap, "arena-%um.dat", size >> 20);
-	else if (size % (1u << 10) == 0)
-		snprintf(out, cap, "arena-%uk.dat", size >> 10);
-	else
-		snprintf(out, cap, "arena-%u.dat", size);
 }
 
 #endif

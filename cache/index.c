@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "le.h"
+#include "lmdb_err.h"
 #include "log.h"
 
 struct cfs_index {
@@ -29,33 +30,10 @@ struct cfs_index {
 };
 
 static const char *const table_names[CFS_IX_NTABLES] = {
-	[CFS_IX_BLOCKS] = "blocks", [CFS_IX_DIRS] = "dirs", [CFS_IX_INODES] = "inodes",
-	[CFS_IX_INOS] = "inos",     [CFS_IX_META] = "meta", [CFS_IX_STORE] = "store",
+	[CFS_IX_BLOCKS] = CFS_FMT_TABLE_BLOCKS, [CFS_IX_DIRS] = CFS_FMT_TABLE_DIRS,
+	[CFS_IX_INODES] = CFS_FMT_TABLE_INODES, [CFS_IX_INOS] = CFS_FMT_TABLE_INOS,
+	[CFS_IX_META] = CFS_FMT_TABLE_META,     [CFS_IX_STORE] = CFS_FMT_TABLE_STORE,
 };
-
-/* Translates an LMDB status where it enters. */
-static int ix_err(int rc)
-{
-	switch (rc) {
-	case MDB_SUCCESS:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_KEYEXIST:
-		return -EEXIST;
-	case MDB_MAP_FULL:
-	case MDB_TXN_FULL:
-		return -ENOSPC;
-	case MDB_BAD_VALSIZE:
-		return -EINVAL;
-	case MDB_READERS_FULL:
-		return -EAGAIN;
-	default:
-		if (rc > 0)
-			return rc == EDQUOT ? -ENOSPC : -rc;
-		return -EIO;
-	}
-}
 
 int cfs_index_table(const char *name)
 {
@@ -65,59 +43,15 @@ int cfs_index_table(const char *name)
 	return -EINVAL;
 }
 
-void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_INDEX_ROW_SIZE])
-{
-	memset(out, 0, CFS_INDEX_ROW_SIZE);
-	out[0] = CFS_INDEX_ROW_VERSION;
-	out[1] = r->cls;
-	cfs_le_put(out + 4, r->len, 4);
-	cfs_le_put(out + 8, r->crc, 4);
-	cfs_le_put(out + 16, r->slot, 8);
-	cfs_le_put(out + 24, r->gen, 8);
-}
-
-int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r)
-{
-	const unsigned char *b = p;
-	if (n != CFS_INDEX_ROW_SIZE || b[0] != CFS_INDEX_ROW_VERSION)
-		return -EINVAL;
-	r->cls = b[1];
-	r->len = (uint32_t)cfs_le_get(b + 4, 4);
-	r->crc = (uint32_t)cfs_le_get(b + 8, 4);
-	r->slot = cfs_le_get(b + 16, 8);
-	r->gen = cfs_le_get(b + 24, 8);
-	return 0;
-}
-
-/* "<key>\0<be64 block>" into buf (CFS_INDEX_KEY_MAX + 9 bytes); -EINVAL for a
- * bad key. */
+/* "<key>\0<be64 block>" into buf (CFS_FMT_BKEY_MAX bytes) as v; -EINVAL for
+ * a bad key. */
 static int block_key(const char *key, uint64_t block, unsigned char *buf, MDB_val *v)
 {
-	size_t kl = key ? strnlen(key, CFS_INDEX_KEY_MAX + 1) : 0;
-	if (kl == 0 || kl > CFS_INDEX_KEY_MAX)
-		return -EINVAL;
-	memcpy(buf, key, kl);
-	buf[kl] = 0;
-	for (int i = 0; i < 8; i++)
-		buf[kl + 1 + i] = (unsigned char)(block >> (8 * (7 - i)));
+	int n = cfs_fmt_bkey_encode(key, block, buf);
+	if (n < 0)
+		return n;
 	v->mv_data = buf;
-	v->mv_size = kl + 9;
-	return 0;
-}
-
-/* 0 and the block number if raw is a well-formed block key. */
-static int parse_block_key(const MDB_val *k, uint64_t *block)
-{
-	const char *p = k->mv_data;
-	size_t kl;
-	if (k->mv_size < 10 || k->mv_size > CFS_INDEX_KEY_MAX + 9)
-		return -EINVAL;
-	kl = k->mv_size - 9;
-	if (p[kl] != 0 || strnlen(p, kl) != kl)
-		return -EINVAL;
-	*block = 0;
-	for (size_t i = 0; i < 8; i++)
-		*block = (*block << 8) | (unsigned char)p[kl + 1 + i];
+	v->mv_size = (size_t)n;
 	return 0;
 }
 
@@ -130,7 +64,7 @@ static int ix_grow(struct cfs_index *ix, uint64_t seen)
 		uint64_t n = seen * 2 < ix->map_max ? seen * 2 : ix->map_max;
 		if (n <= seen) {
 			rc = -ENOSPC;
-		} else if ((rc = ix_err(mdb_env_set_mapsize(ix->env, (size_t)n))) == 0) {
+		} else if ((rc = cfs_lmdb_err(mdb_env_set_mapsize(ix->env, (size_t)n))) == 0) {
 			ix->map_size = n;
 			CFS_INFO("cache index: map grown to %llu KiB", (unsigned long long)(n >> 10));
 		}
@@ -145,7 +79,7 @@ static int ix_adopt(struct cfs_index *ix)
 	MDB_envinfo info;
 	int rc;
 	pthread_rwlock_wrlock(&ix->lk);
-	rc = ix_err(mdb_env_set_mapsize(ix->env, 0));
+	rc = cfs_lmdb_err(mdb_env_set_mapsize(ix->env, 0));
 	if (rc == 0 && mdb_env_info(ix->env, &info) == 0)
 		ix->map_size = info.me_mapsize;
 	pthread_rwlock_unlock(&ix->lk);
@@ -164,7 +98,7 @@ static int ix_begin(struct cfs_index *ix, unsigned flags, MDB_txn **txn, uint64_
 			return 0;
 		pthread_rwlock_unlock(&ix->lk);
 		if (rc != MDB_MAP_RESIZED)
-			return ix_err(rc);
+			return cfs_lmdb_err(rc);
 		if ((rc = ix_adopt(ix)) != 0)
 			return rc;
 	}
@@ -196,7 +130,7 @@ static int ix_write(struct cfs_index *ix, ix_txn_fn fn, void *arg)
 			mdb_txn_abort(txn);
 		ix_end(ix, NULL);
 		if (rc != MDB_MAP_FULL)
-			return ix_err(rc);
+			return cfs_lmdb_err(rc);
 		if ((rc = ix_grow(ix, seen)) != 0)
 			return rc;
 	}
@@ -288,7 +222,7 @@ int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct
 	*out = ix;
 	return 0;
 out:
-	rc = ix_err(rc);
+	rc = cfs_lmdb_err(rc);
 	cfs_index_close(ix);
 	return rc;
 }
@@ -316,7 +250,7 @@ uint64_t cfs_index_map_size(struct cfs_index *ix)
 
 struct put_arg {
 	MDB_val k;
-	unsigned char row[CFS_INDEX_ROW_SIZE];
+	unsigned char row[CFS_FMT_ROW_SIZE];
 };
 
 static int do_block_put(struct cfs_index *ix, MDB_txn *txn, void *arg)
@@ -327,14 +261,14 @@ static int do_block_put(struct cfs_index *ix, MDB_txn *txn, void *arg)
 }
 
 int cfs_index_block_put(struct cfs_index *ix, const char *key, uint64_t block,
-			const struct cfs_index_row *row)
+			const struct cfs_fmt_row *row)
 {
-	unsigned char kb[CFS_INDEX_KEY_MAX + 9];
+	unsigned char kb[CFS_FMT_BKEY_MAX];
 	struct put_arg a;
 	int rc = block_key(key, block, kb, &a.k);
 	if (rc)
 		return rc;
-	cfs_index_row_encode(row, a.row);
+	cfs_fmt_row_encode(row, a.row);
 	return ix_write(ix, do_block_put, &a);
 }
 
@@ -346,7 +280,7 @@ struct del_arg {
 static int do_block_del(struct cfs_index *ix, MDB_txn *txn, void *arg)
 {
 	struct del_arg *a = arg;
-	unsigned char kb[CFS_INDEX_KEY_MAX + 9];
+	unsigned char kb[CFS_FMT_BKEY_MAX];
 	MDB_val k;
 	for (size_t i = 0; i < a->n; i++) {
 		if (block_key(a->k[i].key, a->k[i].block, kb, &k) != 0)
@@ -392,14 +326,14 @@ int cfs_index_block_scan(struct cfs_index *ix, cfs_index_scan_fn fn, void *arg)
 
 	if (rc)
 		return rc;
-	rc = ix_err(mdb_cursor_open(txn, ix->dbi[CFS_IX_BLOCKS], &cur));
+	rc = cfs_lmdb_err(mdb_cursor_open(txn, ix->dbi[CFS_IX_BLOCKS], &cur));
 	for (int op = MDB_FIRST; rc == 0; op = MDB_NEXT) {
 		int mrc = mdb_cursor_get(cur, &k, &v, op);
 		if (mrc == MDB_NOTFOUND)
 			break;
-		if ((rc = ix_err(mrc)) != 0)
+		if ((rc = cfs_lmdb_err(mrc)) != 0)
 			break;
-		if (parse_block_key(&k, &block) == 0) {
+		if (cfs_fmt_bkey_decode(k.mv_data, k.mv_size, &block) > 0) {
 			rc = fn(arg, k.mv_data, block, v.mv_data, v.mv_size);
 			continue;
 		}
@@ -444,7 +378,7 @@ int cfs_index_check(struct cfs_index *ix, int with_blocks, uint64_t *rows)
 		MDB_cursor *cur = NULL;
 		MDB_val k, v;
 		volatile unsigned char sink = 0;
-		if ((rc = ix_err(mdb_cursor_open(txn, ix->dbi[t], &cur))) != 0)
+		if ((rc = cfs_lmdb_err(mdb_cursor_open(txn, ix->dbi[t], &cur))) != 0)
 			break;
 		for (int op = MDB_FIRST;; op = MDB_NEXT) {
 			int mrc = mdb_cursor_get(cur, &k, &v, op);
@@ -452,7 +386,7 @@ int cfs_index_check(struct cfs_index *ix, int with_blocks, uint64_t *rows)
 				break;
 			if (mrc) {
 				rc = mrc == MDB_CORRUPTED || mrc == MDB_PAGE_NOTFOUND ? -EUCLEAN
-										      : ix_err(mrc);
+										      : cfs_lmdb_err(mrc);
 				break;
 			}
 			/* touch the first and last byte of the value: its overflow pages */
@@ -535,7 +469,7 @@ int cfs_index_get(struct cfs_index *ix, int table, const void *k, size_t kl, voi
 		return -EINVAL;
 	if ((rc = ix_begin(ix, MDB_RDONLY, &txn, &seen)) != 0)
 		return rc;
-	rc = ix_err(mdb_get(txn, ix->dbi[table], &mk, &mv));
+	rc = cfs_lmdb_err(mdb_get(txn, ix->dbi[table], &mk, &mv));
 	if (rc == 0) {
 		*v = malloc(mv.mv_size ? mv.mv_size : 1);
 		if (*v) {
@@ -644,7 +578,7 @@ int cfs_index_next(struct cfs_index *ix, int table, const void *k, size_t kl, ui
 		return -EINVAL;
 	rc = ix_write(ix, do_next, &a);
 	if (rc == 0)
-		rc = ix_err(mdb_env_sync(ix->env, 1));
+		rc = cfs_lmdb_err(mdb_env_sync(ix->env, 1));
 	if (rc == 0)
 		*out = a.val;
 	return rc;
@@ -672,5 +606,5 @@ int cfs_index_scan_prefix(struct cfs_index *ix, int table, const void *p, size_t
 	if (c)
 		mdb_cursor_close(c);
 	ix_end(ix, txn);
-	return stop < 0 ? stop : rc == MDB_NOTFOUND || rc == 0 ? 0 : ix_err(rc);
+	return stop < 0 ? stop : rc == MDB_NOTFOUND || rc == 0 ? 0 : cfs_lmdb_err(rc);
 }

@@ -2,7 +2,8 @@
  *
  * Owns every use of LMDB.  Named databases ("tables"):
  *   blocks  key "<content key>\0<block number, 8 bytes big-endian>" -> a
- *           32-byte row (struct cfs_index_row, layout in store.h)
+ *           32-byte row (struct cfs_fmt_row; codecs in format.h, layout in
+ *           store.h)
  *   dirs, inodes, inos, meta   rows of the namespace, opaque here
  *   store   the store's own header row
  * The environment is opened MDB_NOSUBDIR | MDB_NOTLS | MDB_NOMETASYNC: any
@@ -20,9 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CFS_INDEX_KEY_MAX 200  /* longest content key */
-#define CFS_INDEX_ROW_SIZE 32
-#define CFS_INDEX_ROW_VERSION 2 /* 1: byte 1 was log2 of the slot size */
+#include "format.h"
 
 enum cfs_index_table {
 	CFS_IX_BLOCKS,
@@ -35,15 +34,6 @@ enum cfs_index_table {
 };
 
 struct cfs_index;
-
-/* A block row (see store.h for its 32 bytes on disk). */
-struct cfs_index_row {
-	uint8_t cls;     /* size class code (classes.h) */
-	uint32_t len;    /* bytes stored */
-	uint32_t crc;    /* crc32c of those bytes */
-	uint64_t slot;   /* slot number in the class's arena file */
-	uint64_t gen;    /* generation: unique per write of a slot */
-};
 
 struct cfs_index_bkey {
 	const char *key;
@@ -79,13 +69,10 @@ uint64_t cfs_index_map_size(struct cfs_index *ix);
  * or -EINVAL.  "blocks" and "store" are not reachable by name. */
 int cfs_index_table(const char *name);
 
-void cfs_index_row_encode(const struct cfs_index_row *r, unsigned char out[CFS_INDEX_ROW_SIZE]);
-/* -EINVAL if the bytes are not a row of CFS_INDEX_ROW_VERSION. */
-int cfs_index_row_decode(const void *p, size_t n, struct cfs_index_row *r);
-
-/* Block rows.  key: 1..CFS_INDEX_KEY_MAX bytes, NUL-terminated. */
+/* Block rows (struct cfs_fmt_row, format.h).  key: 1..CFS_FMT_KEY_MAX bytes,
+ * NUL-terminated. */
 int cfs_index_block_put(struct cfs_index *ix, const char *key, uint64_t block,
-			const struct cfs_index_row *row);
+			const struct cfs_fmt_row *row);
 /* Deletes n rows in one transaction; absent rows are fine. */
 int cfs_index_block_del(struct cfs_index *ix, const struct cfs_index_bkey *k, size_t n);
 /* Calls fn for every block row in key order from one read transaction; rows

@@ -201,7 +201,7 @@ static void unreserve(struct cfs_store *s, int cls, uint64_t slot)
 static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls, uint64_t slot,
 		   uint32_t len, uint32_t crc)
 {
-	struct cfs_index_row row = { .cls = (uint8_t)cls, .len = len, .crc = crc, .slot = slot };
+	struct cfs_fmt_row row = { .cls = (uint8_t)cls, .len = len, .crc = crc, .slot = slot };
 	struct cfs_tent *e, *old = NULL;
 	int rc;
 

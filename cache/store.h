@@ -37,7 +37,7 @@
  * its pages are missing.
  *
  * On-disk layout (cache folder, all files 0600; integers little-endian unless
- * said otherwise):
+ * said otherwise; the constants and codecs are in format.h):
  *   index.mdb, index.mdb-lock   LMDB environment (MDB_NOSUBDIR), named dbs:
  *     "store"   key "header" -> 64 bytes: "CFSSTOR1", u32 version (2),
  *               u32 block_size, u64 epoch (opens so far), u32 class scheme
@@ -61,7 +61,7 @@
  *   index.resets    how many damaged indexes were moved aside (decimal)
  *   index.mdb.damaged  the last one moved aside
  *   arena-<size>.dat   one per class that holds a block ("arena-576.dat",
- *               "arena-4k.dat", "arena-1m.dat"; naming in classes.h): slot i
+ *               "arena-4k.dat", "arena-1m.dat"; naming in format.h): slot i
  *               of a class of size S is bytes [i*S, i*S + len).
  * A reader in another process (the GPU loader) opens the environment
  * read-only, maps the arenas read-only, looks a block up in "blocks", copies
@@ -80,8 +80,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CFS_STORE_KEY_MAX 200
-#define CFS_STORE_CHECK_MARKER "index.checking" /* exists while an open reads the index */
+#include "format.h"
+
+#define CFS_STORE_KEY_MAX CFS_FMT_KEY_MAX
 
 struct cfs_store;
 

@@ -14,20 +14,14 @@
 #include <unistd.h>
 
 #include "err.h"
-#include "le.h"
 #include "log.h"
 #include "store_int.h"
 
 #define MAP_INITIAL (256ull << 20)
 #define MAP_MAX (64ull << 30)
 #define MIN_AUTO_BUDGET (64ull << 20)
-#define HEADER_SIZE 64
-#define HEADER_VERSION 2
 #define DROP_BATCH 1024
 #define LOCK_WAIT_MS 3000
-
-static const char header_key[] = "header";
-static const char header_magic[8] = { 'C', 'F', 'S', 'S', 'T', 'O', 'R', '1' };
 
 static int path_in(const char *dir, const char *name, char *out, size_t cap)
 {
@@ -83,9 +77,9 @@ static int open_index(struct cfs_store *s, const char *dir)
 	char path[PATH_MAX], lock[PATH_MAX], marker[PATH_MAX];
 	int rc;
 
-	if ((rc = path_in(dir, "index.mdb", path, sizeof(path))) != 0 ||
+	if ((rc = path_in(dir, CFS_FMT_INDEX_FILE, path, sizeof(path))) != 0 ||
 	    (rc = path_in(dir, "index.mdb-lock", lock, sizeof(lock))) != 0 ||
-	    (rc = path_in(dir, CFS_STORE_CHECK_MARKER, marker, sizeof(marker))) != 0)
+	    (rc = path_in(dir, CFS_FMT_CHECK_MARKER, marker, sizeof(marker))) != 0)
 		return rc;
 	if (access(marker, F_OK) == 0) {
 		CFS_WARN("cache: the last open of %s never finished (the process died reading it: a "
@@ -145,7 +139,7 @@ static uint64_t resets_bump(const char *dir, int add)
 static int index_opened(struct cfs_store *s, const char *dir)
 {
 	char marker[PATH_MAX];
-	int rc = path_in(dir, CFS_STORE_CHECK_MARKER, marker, sizeof(marker));
+	int rc = path_in(dir, CFS_FMT_CHECK_MARKER, marker, sizeof(marker));
 	if (rc)
 		return rc;
 	s->st.index_resets = resets_bump(dir, s->index_reset);
@@ -159,21 +153,20 @@ static int index_opened(struct cfs_store *s, const char *dir)
  * the next epoch. */
 static int check_header(struct cfs_store *s, const char *dir)
 {
-	unsigned char h[HEADER_SIZE] = { 0 };
+	static const char key[] = CFS_FMT_HEADER_KEY;
+	unsigned char h[CFS_FMT_HEADER_SIZE];
+	struct cfs_fmt_header hd = { 0 };
 	uint64_t epoch = 0;
 	void *v;
 	size_t vl;
 	int reset = 1, rc;
 
-	rc = cfs_index_get(s->ix, CFS_IX_STORE, header_key, strlen(header_key), &v, &vl);
+	rc = cfs_index_get(s->ix, CFS_IX_STORE, key, strlen(key), &v, &vl);
 	if (rc == 0) {
-		const unsigned char *b = v;
-		if (vl == HEADER_SIZE && memcmp(b, header_magic, 8) == 0) {
-			epoch = cfs_le_get(b + 16, 8);
-			reset = cfs_le_get(b + 8, 4) != HEADER_VERSION ||
-				cfs_le_get(b + 12, 4) != s->block_size ||
-				cfs_le_get(b + 24, 4) != CFS_CLASS_SCHEME;
-		}
+		int hrc = cfs_fmt_header_decode(v, vl, &hd);
+		if (hrc != -EINVAL)
+			epoch = hd.epoch;
+		reset = hrc != 0 || hd.block_size != s->block_size;
 		free(v);
 		if (reset)
 			CFS_INFO("cache: block size or format changed; emptying the block cache");
@@ -183,13 +176,8 @@ static int check_header(struct cfs_store *s, const char *dir)
 	if (reset && ((rc = cfs_index_block_clear(s->ix)) != 0 || (rc = cfs_arenas_remove(dir)) != 0))
 		return rc;
 	s->epoch = (epoch + 1) & ((1ull << (64 - CFS_STORE_EPOCH_SHIFT)) - 1);
-	memcpy(h, header_magic, 8);
-	cfs_le_put(h + 8, HEADER_VERSION, 4);
-	cfs_le_put(h + 12, s->block_size, 4);
-	cfs_le_put(h + 16, s->epoch, 8);
-	cfs_le_put(h + 24, CFS_CLASS_SCHEME, 4);
-	cfs_le_put(h + 28, cfs_class_top(s->block_size) + 1, 4);
-	return cfs_index_put(s->ix, CFS_IX_STORE, header_key, strlen(header_key), h, sizeof(h));
+	cfs_fmt_header_encode(s->block_size, s->epoch, h);
+	return cfs_index_put(s->ix, CFS_IX_STORE, key, strlen(key), h, sizeof(h));
 }
 
 struct rebuild {
@@ -221,12 +209,12 @@ static int rebuild_row(void *arg, const char *key, uint64_t block, const void *p
 {
 	struct rebuild *rb = arg;
 	struct cfs_store *s = rb->s;
-	struct cfs_index_row r;
+	struct cfs_fmt_row r;
 	struct cfs_arena *a;
 	struct cfs_tent *e;
 
-	if (cfs_index_row_decode(p, n, &r) != 0 || r.cls >= s->ar.n || r.len == 0 ||
-	    r.len > s->ar.a[r.cls].size || cfs_arena_claim(&s->ar.a[r.cls], r.slot) != 0)
+	if (cfs_fmt_row_decode(p, n, &r) != 0 || !cfs_fmt_row_fits(&r, s->block_size) ||
+	    cfs_arena_claim(&s->ar.a[r.cls], r.slot) != 0)
 		return drop_row(rb, key, block);
 	a = &s->ar.a[r.cls];
 	e = cfs_table_new(&s->tab, key, block);

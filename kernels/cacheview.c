@@ -3,7 +3,8 @@
 #include "clock.h"
 #include "classes.h"
 #include "heat.h"
-#include "store.h" /* CFS_STORE_CHECK_MARKER */
+#include "format.h"
+#include "lmdb_err.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,11 +17,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-#define KEY_MAX 200    /* CFS_STORE_KEY_MAX */
-#define HEADER_SIZE 64
-#define HEADER_VERSION 2
-#define ROW_VERSION 2  /* CFS_INDEX_ROW_VERSION */
 
 struct old_map {
 	void *p;
@@ -40,7 +36,8 @@ struct arena_map {
 };
 
 enum { T_BLOCKS, T_DIRS, T_META, T_STORE, T_N };
-static const char *const table_names[T_N] = { "blocks", "dirs", "meta", "store" };
+static const char *const table_names[T_N] = { CFS_FMT_TABLE_BLOCKS, CFS_FMT_TABLE_DIRS,
+						CFS_FMT_TABLE_META, CFS_FMT_TABLE_STORE };
 
 struct cfs_cview {
 	char *dir;
@@ -106,47 +103,22 @@ static void reg_del(dev_t dev, ino_t ino)
 	pthread_mutex_unlock(&reg_lock);
 }
 
-static int mdb_err(int rc)
-{
-	switch (rc) {
-	case MDB_SUCCESS:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_READERS_FULL:
-		return -EAGAIN;
-	default:
-		return rc > 0 ? -rc : -EIO;
-	}
-}
-
-static uint32_t get_le32(const unsigned char *b)
-{
-	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
-static uint64_t get_le64(const unsigned char *b)
-{
-	return (uint64_t)get_le32(b) | (uint64_t)get_le32(b + 4) << 32;
-}
-
-/* Reads the header row in txn (layout in store.h): block size and epoch.
- * -EPROTO for another version or class scheme, or a bad block size. */
+/* Reads the header row in txn (format.h): block size and epoch.  -EPROTO for
+ * another version or class scheme, or a bad block size. */
 static int read_header(struct cfs_cview *v, MDB_txn *txn, uint32_t *bs, uint64_t *epoch)
 {
-	MDB_val k = { .mv_size = 6, .mv_data = (void *)"header" }, d;
+	MDB_val k = { .mv_size = sizeof(CFS_FMT_HEADER_KEY) - 1,
+		      .mv_data = (void *)CFS_FMT_HEADER_KEY }, d;
+	struct cfs_fmt_header h;
 	if (!v->have[T_STORE])
 		return -ENOENT;
-	int rc = mdb_err(mdb_get(txn, v->dbi[T_STORE], &k, &d));
+	int rc = cfs_lmdb_err(mdb_get(txn, v->dbi[T_STORE], &k, &d));
 	if (rc)
 		return rc;
-	const unsigned char *b = d.mv_data;
-	if (d.mv_size != HEADER_SIZE || memcmp(b, "CFSSTOR1", 8) != 0 ||
-	    get_le32(b + 8) != HEADER_VERSION || get_le32(b + 24) != CFS_CLASS_SCHEME ||
-	    !cfs_class_block_ok(get_le32(b + 12)))
+	if (cfs_fmt_header_decode(d.mv_data, d.mv_size, &h) != 0)
 		return -EPROTO;
-	*bs = get_le32(b + 12);
-	*epoch = get_le64(b + 16);
+	*bs = h.block_size;
+	*epoch = h.epoch;
 	return 0;
 }
 
@@ -159,13 +131,13 @@ static int txn_begin(struct cfs_cview *v, MDB_txn **txn)
 			return 0;
 		pthread_rwlock_unlock(&v->resize);
 		if (rc != MDB_MAP_RESIZED)
-			return mdb_err(rc);
+			return cfs_lmdb_err(rc);
 		/* the daemon grew the map: adopt its size (no txn of ours may be open) */
 		pthread_rwlock_wrlock(&v->resize);
 		rc = mdb_env_set_mapsize(v->env, 0);
 		pthread_rwlock_unlock(&v->resize);
 		if (rc)
-			return mdb_err(rc);
+			return cfs_lmdb_err(rc);
 	}
 	return -EIO;
 }
@@ -184,7 +156,7 @@ static int index_sane(MDB_env *env, const char *dir, const struct stat *st)
 	char marker[4096];
 	MDB_envinfo info;
 	MDB_stat ms;
-	snprintf(marker, sizeof(marker), "%s/%s", dir, CFS_STORE_CHECK_MARKER);
+	snprintf(marker, sizeof(marker), "%s/%s", dir, CFS_FMT_CHECK_MARKER);
 	if (access(marker, F_OK) == 0)
 		return -EAGAIN; /* being opened (or damaged): the daemon decides */
 	if (mdb_env_info(env, &info) || mdb_env_stat(env, &ms))
@@ -216,7 +188,7 @@ int cfs_cview_open(const char *dir, struct cfs_cview **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	snprintf(path, sizeof(path), "%s/index.mdb", dir);
+	snprintf(path, sizeof(path), "%s/%s", dir, CFS_FMT_INDEX_FILE);
 	if (stat(path, &st) < 0) {
 		rc = -errno;
 		goto fail;
@@ -226,10 +198,10 @@ int cfs_cview_open(const char *dir, struct cfs_cview **out)
 	registered = 1;
 	v->idx_dev = st.st_dev;
 	v->idx_ino = st.st_ino;
-	if ((rc = mdb_err(mdb_env_create(&v->env))) != 0)
+	if ((rc = cfs_lmdb_err(mdb_env_create(&v->env))) != 0)
 		goto fail;
-	if ((rc = mdb_err(mdb_env_set_maxdbs(v->env, 8))) != 0 ||
-	    (rc = mdb_err(mdb_env_open(v->env, path, MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS,
+	if ((rc = cfs_lmdb_err(mdb_env_set_maxdbs(v->env, 8))) != 0 ||
+	    (rc = cfs_lmdb_err(mdb_env_open(v->env, path, MDB_RDONLY | MDB_NOSUBDIR | MDB_NOTLS,
 				       0600))) != 0)
 		goto fail;
 	if ((rc = index_sane(v->env, dir, &st)) != 0)
@@ -241,7 +213,7 @@ int cfs_cview_open(const char *dir, struct cfs_cview **out)
 		if (r == 0)
 			v->have[t] = 1;
 		else if (r != MDB_NOTFOUND) {
-			rc = mdb_err(r);
+			rc = cfs_lmdb_err(r);
 			break;
 		}
 	}
@@ -338,40 +310,29 @@ void cfs_cview_end(struct cfs_cview_txn *t)
 	free(t);
 }
 
-static int decode_row(const unsigned char *b, size_t n, uint32_t bs, struct cfs_cview_row *row);
+static int decode_row(const unsigned char *b, size_t n, uint32_t bs, struct cfs_fmt_row *row);
 
 int cfs_cview_block(struct cfs_cview_txn *t, const char *key, uint64_t block,
-		    struct cfs_cview_row *row)
+		    struct cfs_fmt_row *row)
 {
-	unsigned char kb[KEY_MAX + 9];
-	size_t kl = key ? strnlen(key, KEY_MAX + 1) : 0;
-	if (kl == 0 || kl > KEY_MAX)
-		return -EINVAL;
+	unsigned char kb[CFS_FMT_BKEY_MAX];
+	int kl = cfs_fmt_bkey_encode(key, block, kb);
+	if (kl < 0)
+		return kl;
 	if (!t->v->have[T_BLOCKS])
 		return -ENOENT;
-	memcpy(kb, key, kl);
-	kb[kl] = 0;
-	for (int i = 0; i < 8; i++)
-		kb[kl + 1 + i] = (unsigned char)(block >> (8 * (7 - i)));
-	MDB_val k = { .mv_size = kl + 9, .mv_data = kb }, d;
-	int rc = mdb_err(mdb_get(t->txn, t->v->dbi[T_BLOCKS], &k, &d));
+	MDB_val k = { .mv_size = (size_t)kl, .mv_data = kb }, d;
+	int rc = cfs_lmdb_err(mdb_get(t->txn, t->v->dbi[T_BLOCKS], &k, &d));
 	if (rc)
 		return rc;
 	return decode_row(d.mv_data, d.mv_size, t->v->block_size, row);
 }
 
-/* A row of block size bs, checked so that it never reads outside its slot: a
- * class of this cache (code <= the top one) and 1 <= len <= the class size. */
-static int decode_row(const unsigned char *b, size_t n, uint32_t bs, struct cfs_cview_row *row)
+/* A row of block size bs, checked so that it never reads outside its slot
+ * (cfs_fmt_row_fits); a row we do not understand reads as a miss. */
+static int decode_row(const unsigned char *b, size_t n, uint32_t bs, struct cfs_fmt_row *row)
 {
-	if (n != 32 || b[0] != ROW_VERSION)
-		return -ENOENT; /* a row we do not understand reads as a miss */
-	row->cls = b[1];
-	row->len = get_le32(b + 4);
-	row->crc = get_le32(b + 8);
-	row->slot = get_le64(b + 16);
-	row->gen = get_le64(b + 24);
-	if (row->cls > cfs_class_top(bs) || row->len == 0 || row->len > cfs_class_size(row->cls))
+	if (cfs_fmt_row_decode(b, n, row) != 0 || !cfs_fmt_row_fits(row, bs))
 		return -ENOENT;
 	return 0;
 }
@@ -393,7 +354,7 @@ int cfs_cview_get(struct cfs_cview_txn *t, const char *table, const void *k, siz
 	if (kl == 0 || kl > 511)
 		return -EINVAL;
 	MDB_val key = { .mv_size = kl, .mv_data = (void *)k }, d;
-	int rc = mdb_err(mdb_get(t->txn, t->v->dbi[ti], &key, &d));
+	int rc = cfs_lmdb_err(mdb_get(t->txn, t->v->dbi[ti], &key, &d));
 	if (rc)
 		return rc;
 	*val = d.mv_data;
@@ -408,7 +369,7 @@ int cfs_cview_scan_meta(struct cfs_cview_txn *t, const char *prefix, cfs_cview_r
 	size_t pl = strlen(prefix);
 	if (!t->v->have[T_META])
 		return 0;
-	int rc = mdb_err(mdb_cursor_open(t->txn, t->v->dbi[T_META], &c));
+	int rc = cfs_lmdb_err(mdb_cursor_open(t->txn, t->v->dbi[T_META], &c));
 	if (rc)
 		return rc;
 	MDB_val k = { .mv_size = pl, .mv_data = (void *)prefix }, d;
@@ -421,7 +382,7 @@ int cfs_cview_scan_meta(struct cfs_cview_txn *t, const char *prefix, cfs_cview_r
 			r = mdb_cursor_get(c, &k, &d, MDB_NEXT);
 	}
 	if (!rc && r && r != MDB_NOTFOUND)
-		rc = mdb_err(r);
+		rc = cfs_lmdb_err(r);
 	mdb_cursor_close(c);
 	return rc;
 }
@@ -430,9 +391,9 @@ int cfs_cview_scan_meta(struct cfs_cview_txn *t, const char *prefix, cfs_cview_r
  * cache was reset and the file replaced).  Called with a->lock held. */
 static int remap(struct cfs_cview *v, struct arena_map *a, unsigned code)
 {
-	char name[CFS_CLASS_NAME_MAX], path[4096];
+	char name[CFS_FMT_ARENA_NAME_MAX], path[4096];
 	struct stat st, pst;
-	cfs_class_arena_name(code, name, sizeof(name));
+	cfs_fmt_arena_name(code, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", v->dir, name);
 	if (stat(path, &pst) < 0)
 		return -errno;
@@ -470,7 +431,7 @@ static int remap(struct cfs_cview *v, struct arena_map *a, unsigned code)
 	return 0;
 }
 
-const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_cview_row *row)
+const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_fmt_row *row)
 {
 	if (row->cls >= CFS_CLASS_CODES || row->len > cfs_class_size(row->cls))
 		return NULL;
@@ -497,32 +458,27 @@ out:
 int cfs_cview_scan_blocks(struct cfs_cview_txn *t, cfs_cview_block_fn fn, void *arg)
 {
 	MDB_cursor *c;
-	char key[KEY_MAX + 1];
+	char key[CFS_FMT_KEY_MAX + 1];
 	if (!t->v->have[T_BLOCKS])
 		return 0;
-	int rc = mdb_err(mdb_cursor_open(t->txn, t->v->dbi[T_BLOCKS], &c));
+	int rc = cfs_lmdb_err(mdb_cursor_open(t->txn, t->v->dbi[T_BLOCKS], &c));
 	if (rc)
 		return rc;
 	MDB_val k, d;
 	int r = mdb_cursor_get(c, &k, &d, MDB_FIRST);
 	while (r == 0 && !rc) {
-		const unsigned char *kb = k.mv_data;
-		struct cfs_cview_row row;
-		size_t kl = k.mv_size;
-		if (kl >= 10 && kl - 9 <= KEY_MAX && kb[kl - 9] == 0 &&
-		    decode_row(d.mv_data, d.mv_size, t->v->block_size, &row) == 0) {
-			uint64_t block = 0;
-			for (int i = 0; i < 8; i++)
-				block = block << 8 | kb[kl - 8 + i];
-			memcpy(key, kb, kl - 9);
-			key[kl - 9] = 0;
+		struct cfs_fmt_row row;
+		uint64_t block;
+		int kl = cfs_fmt_bkey_decode(k.mv_data, k.mv_size, &block);
+		if (kl > 0 && decode_row(d.mv_data, d.mv_size, t->v->block_size, &row) == 0) {
+			memcpy(key, k.mv_data, (size_t)kl + 1);
 			rc = fn(arg, key, block, &row);
 		}
 		if (!rc)
 			r = mdb_cursor_get(c, &k, &d, MDB_NEXT);
 	}
 	if (!rc && r && r != MDB_NOTFOUND)
-		rc = mdb_err(r);
+		rc = cfs_lmdb_err(r);
 	mdb_cursor_close(c);
 	return rc;
 }
@@ -561,7 +517,7 @@ static void heat_refresh(struct cfs_cview *v)
 	close(fd);
 }
 
-uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row)
+uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_fmt_row *row)
 {
 	uint32_t n;
 	pthread_mutex_lock(&v->heat_lock);
@@ -571,7 +527,7 @@ uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row)
 	return n;
 }
 
-int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_cview_row *row, const void **base,
+int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_fmt_row *row, const void **base,
 		       size_t *len)
 {
 	const unsigned char *p = cfs_cview_slot(v, row);

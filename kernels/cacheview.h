@@ -1,5 +1,6 @@
 /* cacheview: read-only access to a cache folder that a running daemon owns
- * (internal to libcolabfs-gpu; layout in cache/store.h).
+ * (internal to libcolabfs-gpu; layout in cache/store.h, read through the
+ * store's own codecs in cache/format.h).
  *
  * Owns the loader's use of LMDB: the environment is opened MDB_RDONLY |
  * MDB_NOSUBDIR | MDB_NOTLS (the daemon opens it MDB_NOSUBDIR | MDB_NOTLS |
@@ -31,14 +32,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format.h" /* struct cfs_fmt_row: a block row */
+
 struct cfs_cview;
 struct cfs_cview_txn; /* a read transaction */
-
-struct cfs_cview_row {
-	uint8_t cls;       /* size class code (cache/classes.h) */
-	uint32_t len, crc;
-	uint64_t slot, gen;
-};
 
 int cfs_cview_open(const char *dir, struct cfs_cview **out);
 void cfs_cview_close(struct cfs_cview *v); /* NULL-safe */
@@ -50,7 +47,7 @@ void cfs_cview_end(struct cfs_cview_txn *t); /* NULL-safe */
 
 /* The row of (key, block), or -ENOENT. */
 int cfs_cview_block(struct cfs_cview_txn *t, const char *key, uint64_t block,
-		    struct cfs_cview_row *row);
+		    struct cfs_fmt_row *row);
 /* A row of "dirs" or "meta": *val points into the map, valid until the txn
  * ends.  -ENOENT if absent. */
 int cfs_cview_get(struct cfs_cview_txn *t, const char *table, const void *k, size_t kl,
@@ -64,23 +61,23 @@ int cfs_cview_scan_meta(struct cfs_cview_txn *t, const char *prefix, cfs_cview_r
 /* Address of the first byte of a row's slot in a read-only mapping that
  * covers [slot * size, slot * size + row->len); NULL when the arena cannot be
  * mapped that far (the row then reads as a miss). */
-const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_cview_row *row);
+const unsigned char *cfs_cview_slot(struct cfs_cview *v, const struct cfs_fmt_row *row);
 
 /* Calls fn for every block row, in key order (key NUL-terminated, valid
  * during the call); fn returns 0 to go on, anything else stops (returned).
  * Rows it does not understand are skipped. */
 typedef int (*cfs_cview_block_fn)(void *arg, const char *key, uint64_t block,
-				  const struct cfs_cview_row *row);
+				  const struct cfs_fmt_row *row);
 int cfs_cview_scan_blocks(struct cfs_cview_txn *t, cfs_cview_block_fn fn, void *arg);
 
 /* The daemon's access count of the row's slot (heat.dat, cache/heat.h), 0
  * when there is none.  The file is mapped on first use and again when the
  * daemon made a new one (another epoch).  A hint only. */
-uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_cview_row *row);
+uint32_t cfs_cview_heat(struct cfs_cview *v, const struct cfs_fmt_row *row);
 
 /* The whole read-only mapping that cfs_cview_slot(row) points into (for CUDA
  * registration): base and length; -ENOENT when there is none. */
-int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_cview_row *row, const void **base,
+int cfs_cview_slot_map(struct cfs_cview *v, const struct cfs_fmt_row *row, const void **base,
 		       size_t *len);
 
 #endif

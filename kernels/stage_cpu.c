@@ -39,7 +39,6 @@
 #define MAX_ROUNDS 4
 #define LCACHE_MAX 64  /* decoded listings kept */
 #define NAME_MAX_ 1023
-#define KEY_MAX 200
 
 /* A folder's stored listing, decoded and sorted by name. */
 struct lentry {
@@ -88,7 +87,7 @@ struct piece {
 	uint32_t boff, len;
 	uint32_t range;    /* index of its range */
 	int resident;
-	struct cfs_cview_row row;
+	struct cfs_fmt_row row;
 };
 
 struct prange {
@@ -387,15 +386,15 @@ static int lookup(struct cfs_stage *s, struct cfs_cview_txn *t, const char *cid,
 }
 
 struct roots {
-	char ids[8][KEY_MAX + 1];
+	char ids[8][CFS_FMT_KEY_MAX + 1];
 	int n;
 };
 
 static int on_root_entry(const struct cfs_lrow_entry *e, void *arg)
 {
 	struct roots *r = arg;
-	if (r->n < 8 && e->content_id && e->content_id[0] && strlen(e->content_id) <= KEY_MAX)
-		snprintf(r->ids[r->n++], KEY_MAX + 1, "%s", e->content_id);
+	if (r->n < 8 && e->content_id && e->content_id[0] && strlen(e->content_id) <= CFS_FMT_KEY_MAX)
+		snprintf(r->ids[r->n++], CFS_FMT_KEY_MAX + 1, "%s", e->content_id);
 	return 0;
 }
 
@@ -411,7 +410,7 @@ static int on_root_row(void *arg, const void *k, size_t kl, const void *v, size_
 static int walk(struct cfs_stage *s, struct cfs_cview_txn *t, const char *root, const char *rel,
 		struct lentry *leaf, char *kbuf, size_t kcap)
 {
-	char cid[2 * KEY_MAX + 4], name[NAME_MAX_ + 1];
+	char cid[2 * CFS_FMT_KEY_MAX + 4], name[NAME_MAX_ + 1];
 	snprintf(cid, sizeof(cid), "%s", root);
 	const char *p = rel;
 	int rc = -ENOENT;
@@ -446,12 +445,12 @@ static int resolve(struct cfs_stage *s, struct cfs_cview_txn *t, const char *rel
 {
 	struct roots r = { .n = 0 };
 	struct lentry e;
-	char kbuf[2 * KEY_MAX + 4];
+	char kbuf[2 * CFS_FMT_KEY_MAX + 4];
 	int rc = 0;
 	*key = NULL;
 	pthread_mutex_lock(&s->lock);
 	if (s->root_hint)
-		snprintf(r.ids[r.n++], KEY_MAX + 1, "%s", s->root_hint);
+		snprintf(r.ids[r.n++], CFS_FMT_KEY_MAX + 1, "%s", s->root_hint);
 	cfs_cview_scan_meta(t, "root:", on_root_row, &r);
 	for (int i = 0; i < r.n; i++) {
 		if (i > 0 && s->root_hint && strcmp(r.ids[i], s->root_hint) == 0)
@@ -461,7 +460,7 @@ static int resolve(struct cfs_stage *s, struct cfs_cview_txn *t, const char *rel
 		int64_t mt = (int64_t)st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
 		if (e.is_dir || e.exported || e.ino != (uint64_t)st->st_ino ||
 		    e.size != (int64_t)st->st_size || e.mtime_ns != mt ||
-		    strlen(kbuf) > KEY_MAX)
+		    strlen(kbuf) > CFS_FMT_KEY_MAX)
 			continue;
 		if (!s->root_hint || strcmp(s->root_hint, r.ids[i]) != 0) {
 			free(s->root_hint);
@@ -567,7 +566,7 @@ static void hot_count_plan(struct cfs_stage *s, const struct cfs_stage_plan *p)
 struct hot_row {
 	char *key;
 	uint64_t block;
-	struct cfs_cview_row row;
+	struct cfs_fmt_row row;
 	int arena; /* copied from the arena: its row must be checked */
 };
 
@@ -578,7 +577,7 @@ struct hot_scan {
 	size_t n, cap;
 };
 
-static int hot_on_block(void *arg, const char *key, uint64_t block, const struct cfs_cview_row *row)
+static int hot_on_block(void *arg, const char *key, uint64_t block, const struct cfs_fmt_row *row)
 {
 	struct hot_scan *h = arg;
 	uint64_t score = cfs_cview_heat(h->s->cv, row) +
@@ -676,7 +675,7 @@ static int hot_refresh_locked(struct cfs_stage *s)
 		goto out;
 	for (size_t i = 0; i < k; i++) {
 		struct hot_row *r = &h.r[h.c[i].idx];
-		struct cfs_cview_row now;
+		struct cfs_fmt_row now;
 		if (!r->arena)
 			continue;
 		if (cfs_cview_block(t, r->key, r->block, &now) == 0 && now.slot == r->row.slot &&
@@ -1006,7 +1005,7 @@ int cfs_stage_copy_part_skip(struct cfs_stage *s, struct cfs_stage_plan *p, uint
 		pending = 0;
 		for (size_t i = 0; i < cnt; i++) {
 			struct piece *pc = &p->p[first + i];
-			struct cfs_cview_row now;
+			struct cfs_fmt_row now;
 			uint32_t skip;
 			if (state[i] != 1 || !clip(pc, from, to, &skip))
 				continue;
@@ -1131,7 +1130,7 @@ int cfs_stage_direct_check(struct cfs_stage *s, struct cfs_stage_plan *p,
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		const struct piece *pc = &p->p[d[i].piece];
-		struct cfs_cview_row now;
+		struct cfs_fmt_row now;
 		ok[i] = cfs_cview_block(t, p->r[pc->range].key, pc->block, &now) == 0 &&
 			now.slot == pc->row.slot && now.gen == pc->row.gen &&
 			now.cls == pc->row.cls && now.len == pc->row.len;

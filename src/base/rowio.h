@@ -1,5 +1,6 @@
 /* rowio: the pieces of the fixed-field rows colabfs keeps in LMDB (file
- * handle rows in nsdb.c, the write journal's entries in journal.c):
+ * handle rows in nsdb.c, the write journal's entries in journal.c, the stored
+ * listings in lrow.c):
  * little-endian integers (le.h) and strings as a u16 length + bytes, no NUL.
  * Header only; pure code.
  *

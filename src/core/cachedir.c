@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "format.h"
 #include "names.h"
 
 static const char tag_text[] = "Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -126,7 +127,7 @@ static int trust(const char *path, int own_base, int change, char *why, size_t w
 			(void)write_tag(dfd); /* best effort: a tag for backup tools */
 	} else if (!own_base && !has_tag(dfd)) {
 		int empty = is_empty(dfd);
-		int old = faccessat(dfd, "index.mdb", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		int old = faccessat(dfd, CFS_FMT_INDEX_FILE, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 		if (empty < 0) {
 			rc = empty;
 			snprintf(why, wcap, "cache folder %s: %s", path, strerror(-rc));

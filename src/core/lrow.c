@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "err.h"
+#include "le.h"
+#include "rowio.h" /* strings: u16 length + bytes, the project's row codec */
 
 #define MAGIC 0x324c4643u /* "CFL2" */
 #define NSTR 7
@@ -18,19 +20,8 @@ static int put(struct cfs_buf *b, const void *p, size_t n)
 static int put_u64(struct cfs_buf *b, uint64_t v)
 {
 	unsigned char x[8];
-	for (int i = 0; i < 8; i++)
-		x[i] = (unsigned char)(v >> (8 * i));
+	cfs_le_put(x, v, 8);
 	return put(b, x, 8);
-}
-
-static int put_str(struct cfs_buf *b, const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-	if (n > STR_MAX)
-		return -EINVAL;
-	unsigned char x[2] = { (unsigned char)n, (unsigned char)(n >> 8) };
-	int rc = put(b, x, 2);
-	return rc ? rc : put(b, s ? s : "", n);
 }
 
 int cfs_lrow_encode(const struct cfs_lrow_entry *e, size_t n, int64_t fetched_ms,
@@ -59,7 +50,7 @@ int cfs_lrow_encode(const struct cfs_lrow_entry *e, size_t n, int64_t fetched_ms
 		const char *s[NSTR] = { e[i].name, e[i].id, e[i].content_id, e[i].rev,
 					e[i].export_mime, e[i].md5, e[i].sha256 };
 		for (int k = 0; !rc && k < NSTR; k++)
-			rc = put_str(out, s[k]);
+			rc = cfs_row_put_str(out, s[k] ? s[k] : "", STR_MAX + 1);
 	}
 	return rc;
 }
@@ -72,9 +63,7 @@ static int get_u64(struct rd *r, uint64_t *v)
 {
 	if (r->end - r->p < 8)
 		return CFS_E_PROTO;
-	*v = 0;
-	for (int i = 7; i >= 0; i--)
-		*v = *v << 8 | r->p[i];
+	*v = cfs_le_get(r->p, 8);
 	r->p += 8;
 	return 0;
 }
@@ -82,18 +71,11 @@ static int get_u64(struct rd *r, uint64_t *v)
 /* Copies a string into scratch (NUL-terminated) and advances. */
 static int get_str(struct rd *r, char **scratch, char *scratch_end, const char **out)
 {
-	if (r->end - r->p < 2)
-		return CFS_E_PROTO;
-	size_t n = (size_t)r->p[0] | (size_t)r->p[1] << 8;
-	r->p += 2;
-	if ((size_t)(r->end - r->p) < n || (size_t)(scratch_end - *scratch) < n + 1 ||
-	    memchr(r->p, 0, n))
-		return CFS_E_PROTO;
-	memcpy(*scratch, r->p, n);
-	(*scratch)[n] = '\0';
+	int rc = cfs_row_get_str(&r->p, r->end, *scratch, (size_t)(scratch_end - *scratch));
+	if (rc)
+		return rc;
 	*out = *scratch;
-	*scratch += n + 1;
-	r->p += n;
+	*scratch += strlen(*scratch) + 1;
 	return 0;
 }
 

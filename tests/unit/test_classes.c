@@ -13,6 +13,7 @@
 #include "arena.h"
 #include "check.h"
 #include "classes.h"
+#include "format.h"
 #include "store_util.h"
 
 /* A few sizes written out by hand, so the formula is checked against the
@@ -76,25 +77,25 @@ static void check_block_size(uint32_t bs)
 
 static void test_names(void)
 {
-	char a[CFS_CLASS_NAME_MAX], b[CFS_CLASS_NAME_MAX];
+	char a[CFS_FMT_ARENA_NAME_MAX], b[CFS_FMT_ARENA_NAME_MAX];
 	int unique = 1;
 
-	cfs_class_arena_name(95, a, sizeof(a));
+	cfs_fmt_arena_name(95, a, sizeof(a));
 	CHECK_STR(a, "arena-1m.dat");
-	cfs_class_arena_name(31, a, sizeof(a));
+	cfs_fmt_arena_name(31, a, sizeof(a));
 	CHECK_STR(a, "arena-4k.dat");
-	cfs_class_arena_name(8, a, sizeof(a));
+	cfs_fmt_arena_name(8, a, sizeof(a));
 	CHECK_STR(a, "arena-576.dat");
-	cfs_class_arena_name(32, a, sizeof(a));
+	cfs_fmt_arena_name(32, a, sizeof(a));
 	CHECK_STR(a, "arena-4608.dat");
-	cfs_class_arena_name(cfs_class_for(1280u << 10), a, sizeof(a));
+	cfs_fmt_arena_name(cfs_class_for(1280u << 10), a, sizeof(a));
 	CHECK_STR(a, "arena-1280k.dat");
-	cfs_class_arena_name(143, a, sizeof(a));
+	cfs_fmt_arena_name(143, a, sizeof(a));
 	CHECK_STR(a, "arena-64m.dat");
 	for (unsigned i = 0; i < CFS_CLASS_CODES; i++)
 		for (unsigned j = i + 1; j < CFS_CLASS_CODES; j++) {
-			cfs_class_arena_name(i, a, sizeof(a));
-			cfs_class_arena_name(j, b, sizeof(b));
+			cfs_fmt_arena_name(i, a, sizeof(a));
+			cfs_fmt_arena_name(j, b, sizeof(b));
 			unique &= strcmp(a, b) != 0;
 		}
 	CHECK(unique);

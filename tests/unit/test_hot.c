@@ -120,7 +120,7 @@ static void test_set(void)
 	cfs_hot_set_free(&s);
 }
 
-static int count_of(struct cfs_cview *v, const char *key, uint64_t block, struct cfs_cview_row *r)
+static int count_of(struct cfs_cview *v, const char *key, uint64_t block, struct cfs_fmt_row *r)
 {
 	struct cfs_cview_txn *t;
 	if (cfs_cview_begin(v, &t))
@@ -136,7 +136,7 @@ struct scan_sum {
 	struct cfs_cview *v;
 };
 
-static int on_row(void *arg, const char *key, uint64_t block, const struct cfs_cview_row *r)
+static int on_row(void *arg, const char *key, uint64_t block, const struct cfs_fmt_row *r)
 {
 	struct scan_sum *s = arg;
 	s->rows++;
@@ -172,7 +172,7 @@ static void test_heat_store(void)
 	CHECK_EQ(st.counted_hits, 9);
 
 	struct cfs_cview *v;
-	struct cfs_cview_row r, r1;
+	struct cfs_fmt_row r, r1;
 	CHECK_EQ(cfs_cview_open(dir, &v), 0);
 	CHECK_EQ(count_of(v, "F@r", 0, &r), 0);
 	CHECK_EQ(count_of(v, "F@r", 1, &r1), 5);
@@ -296,7 +296,7 @@ static int put_raw_row(const char *dir, const char *key, uint8_t cls, uint32_t l
 {
 	char p[600];
 	struct cfs_index *ix;
-	struct cfs_index_row row = { .cls = cls, .len = len, .crc = 1, .slot = 0, .gen = 1 };
+	struct cfs_fmt_row row = { .cls = cls, .len = len, .crc = 1, .slot = 0, .gen = 1 };
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
 	int rc = cfs_index_open(p, 1 << 20, 1 << 30, &ix);
 	if (rc == 0) {
@@ -306,7 +306,7 @@ static int put_raw_row(const char *dir, const char *key, uint8_t cls, uint32_t l
 	return rc;
 }
 
-static int count_rows(void *arg, const char *key, uint64_t block, const struct cfs_cview_row *r)
+static int count_rows(void *arg, const char *key, uint64_t block, const struct cfs_fmt_row *r)
 {
 	(*(int *)arg)++;
 	return 0;
@@ -332,7 +332,7 @@ static void test_cview_classes(void)
 
 	struct cfs_cview *v;
 	struct cfs_cview_txn *t;
-	struct cfs_cview_row row;
+	struct cfs_fmt_row row;
 	int ok = 1;
 	CHECK_EQ(cfs_cview_open(dir, &v), 0);
 	CHECK_EQ(cfs_cview_block_size(v), 1u << 20);

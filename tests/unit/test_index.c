@@ -38,8 +38,8 @@ struct seen {
 static int count_row(void *arg, const char *key, uint64_t block, const void *row, size_t n)
 {
 	struct seen *s = arg;
-	struct cfs_index_row r;
-	if (strcmp(key, "file@r1") != 0 || cfs_index_row_decode(row, n, &r) != 0 || r.len != block + 1)
+	struct cfs_fmt_row r;
+	if (strcmp(key, "file@r1") != 0 || cfs_fmt_row_decode(row, n, &r) != 0 || r.len != block + 1)
 		s->bad++;
 	if (s->n < 8)
 		s->blocks[s->n] = block;
@@ -51,20 +51,20 @@ static void test_rows(void)
 {
 	char p[128];
 	struct cfs_index *ix;
-	struct cfs_index_row r = { .cls = 95, .crc = 0xdeadbeef, .slot = 7, .gen = 1ull << 40 };
-	unsigned char enc[CFS_INDEX_ROW_SIZE];
-	struct cfs_index_row d;
+	struct cfs_fmt_row r = { .cls = 95, .crc = 0xdeadbeef, .slot = 7, .gen = 1ull << 40 };
+	unsigned char enc[CFS_FMT_ROW_SIZE];
+	struct cfs_fmt_row d;
 
-	cfs_index_row_encode(&r, enc);
+	cfs_fmt_row_encode(&r, enc);
 	CHECK_EQ(enc[0], 2); /* row version */
 	CHECK_EQ(enc[1], 95);
 	CHECK_EQ(enc[8], 0xef); /* little-endian crc */
 	CHECK_EQ(enc[16], 7);
-	CHECK_EQ(cfs_index_row_decode(enc, sizeof(enc), &d), 0);
+	CHECK_EQ(cfs_fmt_row_decode(enc, sizeof(enc), &d), 0);
 	CHECK(d.crc == r.crc && d.slot == 7 && d.gen == r.gen && d.cls == 95);
-	CHECK_EQ(cfs_index_row_decode(enc, 31, &d), -EINVAL);
+	CHECK_EQ(cfs_fmt_row_decode(enc, 31, &d), -EINVAL);
 	enc[0] = 1; /* a row of the power-of-4 format (byte 1 was log2) */
-	CHECK_EQ(cfs_index_row_decode(enc, sizeof(enc), &d), -EINVAL);
+	CHECK_EQ(cfs_fmt_row_decode(enc, sizeof(enc), &d), -EINVAL);
 
 	path(p, sizeof(p), "a.mdb");
 	CHECK_EQ(cfs_index_open(p, 1 << 20, 1 << 20, &ix), 0);

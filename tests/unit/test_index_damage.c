@@ -65,7 +65,7 @@ static void truncated_and_marker(void)
 	struct cfs_store *s = open_at(dir);
 	fill_store(s);
 	CHECK_EQ(st_of(s).index_resets, 0);
-	CHECK(!file_exists(dir, CFS_STORE_CHECK_MARKER)); /* gone once the open is done */
+	CHECK(!file_exists(dir, CFS_FMT_CHECK_MARKER)); /* gone once the open is done */
 	cfs_store_close(s);
 
 	/* a healthy index reads through cfs_index_check */
@@ -82,7 +82,7 @@ static void truncated_and_marker(void)
 	CHECK_EQ(cfs_cview_open(dir, &cv), 0);
 	cfs_cview_close(cv);
 	char mk[128];
-	snprintf(mk, sizeof(mk), "%s/%s", dir, CFS_STORE_CHECK_MARKER);
+	snprintf(mk, sizeof(mk), "%s/%s", dir, CFS_FMT_CHECK_MARKER);
 	int mfd = open(mk, O_WRONLY | O_CREAT, 0600);
 	CHECK(mfd >= 0);
 	close(mfd);
@@ -104,7 +104,7 @@ static void truncated_and_marker(void)
 	CHECK_EQ(cfs_store_meta_get(s, "dirs", "k", 1, &v, &vl), -ENOENT);
 	CHECK(file_exists(dir, "index.mdb.damaged"));
 	CHECK(file_exists(dir, "index.resets"));
-	CHECK(!file_exists(dir, CFS_STORE_CHECK_MARKER));
+	CHECK(!file_exists(dir, CFS_FMT_CHECK_MARKER));
 	/* the new index works, and numbers inodes past the old ones */
 	struct cfs_nsdb *n = NULL;
 	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
@@ -126,7 +126,7 @@ static void truncated_and_marker(void)
 	cfs_store_close(s);
 
 	/* the marker of an open that died reading the index: moved aside too */
-	snprintf(p, sizeof(p), "%s/%s", dir, CFS_STORE_CHECK_MARKER);
+	snprintf(p, sizeof(p), "%s/%s", dir, CFS_FMT_CHECK_MARKER);
 	int fd = open(p, O_WRONLY | O_CREAT, 0600);
 	CHECK(fd >= 0);
 	close(fd);

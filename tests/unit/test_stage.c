@@ -38,6 +38,7 @@
 #include "cacheview.h"
 #include "check.h"
 #include "classes.h"
+#include "format.h"
 #include "lrow.h"
 #include "nsdb.h"
 #include "stage.h"
@@ -449,7 +450,7 @@ static int corrupt_b(void)
 {
 	struct cfs_cview *v;
 	struct cfs_cview_txn *t;
-	struct cfs_cview_row row;
+	struct cfs_fmt_row row;
 	char name[32], path[600];
 	int rc = cfs_cview_open(cdir, &v);
 	if (rc)
@@ -461,7 +462,7 @@ static int corrupt_b(void)
 	cfs_cview_close(v);
 	if (rc)
 		return rc;
-	cfs_class_arena_name(row.cls, name, sizeof(name));
+	cfs_fmt_arena_name(row.cls, name, sizeof(name));
 	snprintf(path, sizeof(path), "%s/%s", cdir, name);
 	int fd = open(path, O_RDWR);
 	unsigned char c = 0;

@@ -226,7 +226,7 @@ static void test_many_classes(void)
 static void test_old_format_reset(void)
 {
 	char dir[64], p[600];
-	unsigned char h[64] = "CFSSTOR1", row[CFS_INDEX_ROW_SIZE] = { 1, 12 };
+	unsigned char h[64] = "CFSSTOR1", row[CFS_FMT_ROW_SIZE] = { 1, 12 };
 	struct cfs_index *ix;
 	void *v;
 	size_t vl;
@@ -350,7 +350,7 @@ static void test_reopen_and_corruption(void)
 
 	/* a row that names a slot another row took is dropped at open */
 	struct cfs_index *ix;
-	struct cfs_index_row row = { .cls = 63, .len = K64, .crc = 1, .slot = 0, .gen = 1 };
+	struct cfs_fmt_row row = { .cls = 63, .len = K64, .crc = 1, .slot = 0, .gen = 1 };
 	snprintf(p, sizeof(p), "%s/index.mdb", dir);
 	CHECK_EQ(cfs_index_open(p, 1 << 20, 1 << 30, &ix), 0);
 	CHECK_EQ(cfs_index_block_put(ix, "zzz@dup", 0, &row), 0);
