@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "names.h"
+#include "hash.h"
 
 #define INITIAL_BUCKETS 1024
 
@@ -94,7 +95,7 @@ static void grow_keys(struct cfs_table *t)
 
 struct cfs_tkey *cfs_table_key(struct cfs_table *t, const char *key)
 {
-	uint64_t h = cfs_names_fnv1a(key);
+	uint64_t h = cfs_hash_fnv1a(key);
 	for (struct cfs_tkey *k = t->kb[h & t->kmask]; k; k = k->hnext)
 		if (k->hash == h && strcmp(k->name, key) == 0)
 			return k;
@@ -113,7 +114,7 @@ static struct cfs_tkey *key_get(struct cfs_table *t, const char *key)
 	if (!k)
 		return NULL;
 	memcpy(k->name, key, len + 1);
-	k->hash = cfs_names_fnv1a(key);
+	k->hash = cfs_hash_fnv1a(key);
 	if (t->kcount + 1 > t->kmask + 1)
 		grow_keys(t);
 	k->hnext = t->kb[k->hash & t->kmask];

@@ -9,11 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t cfs_names_fnv1a(const char *s)
-{
-	return cfs_hash_fnv1a(s);
-}
-
 int cfs_names_sanitize(const char *name, char *out, size_t cap)
 {
 	static const char slash[] = "\xef\xbc\x8f"; /* U+FF0F */
@@ -91,7 +86,7 @@ static int cmp_entry(const void *a, const void *b)
 static char *suffixed(const char *name, const char *id, int level)
 {
 	char tag[CFS_NAME_MAX / 2];
-	uint64_t h = cfs_names_fnv1a(id);
+	uint64_t h = cfs_hash_fnv1a(id);
 	if (level == 0)
 		snprintf(tag, sizeof(tag), " (%.8llx)", (unsigned long long)(h >> 32));
 	else if (level == 1)

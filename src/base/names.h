@@ -24,8 +24,6 @@
 
 #define CFS_NAME_MAX 255
 
-uint64_t cfs_names_fnv1a(const char *s);
-
 /* Writes the sanitized form of name into out (cap >= CFS_NAME_MAX + 1).
  * Returns 0 or -EINVAL if cap is too small. */
 int cfs_names_sanitize(const char *name, char *out, size_t cap);

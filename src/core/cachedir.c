@@ -14,6 +14,7 @@
 
 #include "format.h"
 #include "names.h"
+#include "hash.h"
 
 static const char tag_text[] = "Signature: 8a477f597d28d172789f06886806bc55\n"
 			       "# This file is a cache directory tag created by colabfs.\n"
@@ -165,6 +166,6 @@ int cfs_cachedir_default(const char *mp, char *base, size_t bcap, char **dir)
 	for (const char *p = mp + 1; *p && o < 100; p++)
 		name[o++] = (*p == '/' || *p == '.') ? '-' : *p;
 	snprintf(name + o, sizeof(name) - o, "%s%.8llx", o ? "." : "root.",
-		 (unsigned long long)(cfs_names_fnv1a(mp) >> 32));
+		 (unsigned long long)(cfs_hash_fnv1a(mp) >> 32));
 	return asprintf(dir, "%s/%s", base, name) < 0 ? -ENOMEM : 0;
 }

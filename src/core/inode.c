@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "names.h"
+#include "hash.h"
 
 /* Open addressing over node pointers, one table per key. */
 struct htab {
@@ -39,7 +40,7 @@ static uint64_t mix64(uint64_t x)
 
 static struct cfs_node **probe_id(const struct htab *h, const char *id)
 {
-	uint64_t i = cfs_names_fnv1a(id) & (h->nslots - 1);
+	uint64_t i = cfs_hash_fnv1a(id) & (h->nslots - 1);
 	while (h->slots[i] && strcmp(h->slots[i]->id, id) != 0)
 		i = (i + 1) & (h->nslots - 1);
 	return &h->slots[i];
@@ -299,7 +300,7 @@ void cfs_node_sha256_hex(const struct cfs_node *n, char out[65])
 
 uint64_t cfs_node_rev_hash(const struct cfs_node *n)
 {
-	uint64_t h = cfs_names_fnv1a(n->rev);
+	uint64_t h = cfs_hash_fnv1a(n->rev);
 	return h ? h : 1;
 }
 

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "names.h"
 #include "store.h"
+#include "hash.h"
 
 #define KEY_MAX 256
 #define SPARES 8
@@ -139,7 +140,7 @@ static size_t block_len(const struct cfs_reader *r, int64_t size, uint64_t b)
 
 static struct flight **bucket(struct cfs_reader *r, const char *key, uint64_t b)
 {
-	return &r->flights[(cfs_names_fnv1a(key) ^ (b * 0x9e3779b97f4a7c15ULL)) % BUCKETS];
+	return &r->flights[(cfs_hash_fnv1a(key) ^ (b * 0x9e3779b97f4a7c15ULL)) % BUCKETS];
 }
 
 static struct flight *flight_find(struct cfs_reader *r, const char *key, uint64_t b)

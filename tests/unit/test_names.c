@@ -3,6 +3,7 @@
 
 #include "check.h"
 #include "names.h"
+#include "hash.h"
 
 static void test_sanitize(void)
 {
@@ -55,8 +56,8 @@ static void test_ids(void)
 static void test_fnv(void)
 {
 	/* FNV-1a 64 reference values */
-	CHECK(cfs_names_fnv1a("") == 0xcbf29ce484222325ULL);
-	CHECK(cfs_names_fnv1a("a") == 0xaf63dc4c8601ec8cULL);
+	CHECK(cfs_hash_fnv1a("") == 0xcbf29ce484222325ULL);
+	CHECK(cfs_hash_fnv1a("a") == 0xaf63dc4c8601ec8cULL);
 }
 
 static void test_assign(void)
@@ -71,15 +72,15 @@ static void test_assign(void)
 	char want[64];
 	CHECK_STR(e[1].final, "dup.txt"); /* earliest createdTime keeps the name */
 	snprintf(want, sizeof(want), "dup (%.8llx).txt",
-		 (unsigned long long)(cfs_names_fnv1a("idB") >> 32));
+		 (unsigned long long)(cfs_hash_fnv1a("idB") >> 32));
 	CHECK_STR(e[0].final, want);
 	snprintf(want, sizeof(want), "dup (%.8llx).txt",
-		 (unsigned long long)(cfs_names_fnv1a("idD") >> 32));
+		 (unsigned long long)(cfs_hash_fnv1a("idD") >> 32));
 	CHECK_STR(e[3].final, want); /* same time as idA: the larger id loses */
 	CHECK_STR(e[2].final, "other");
 	CHECK_STR(e[4].final, ".hidden");
 	snprintf(want, sizeof(want), ".hidden (%.8llx)",
-		 (unsigned long long)(cfs_names_fnv1a("idF") >> 32));
+		 (unsigned long long)(cfs_hash_fnv1a("idF") >> 32));
 	CHECK_STR(e[5].final, want); /* a leading dot is not an extension */
 	for (size_t i = 0; i < n; i++)
 		free(e[i].final);
@@ -98,7 +99,7 @@ static void test_assign(void)
 	 * the real one keeps it, the suffixed one takes the 16-digit tag */
 	char taken[64];
 	snprintf(taken, sizeof(taken), "report (%.8llx).pdf",
-		 (unsigned long long)(cfs_names_fnv1a("id2") >> 32));
+		 (unsigned long long)(cfs_hash_fnv1a("id2") >> 32));
 	struct cfs_names_entry g[] = { { "report.pdf", "id1", 1, NULL },
 				       { "report.pdf", "id2", 2, NULL },
 				       { taken, "id3", 3, NULL } };
@@ -106,7 +107,7 @@ static void test_assign(void)
 	CHECK_STR(g[0].final, "report.pdf");
 	CHECK_STR(g[2].final, taken);
 	snprintf(want, sizeof(want), "report (%.16llx).pdf",
-		 (unsigned long long)cfs_names_fnv1a("id2"));
+		 (unsigned long long)cfs_hash_fnv1a("id2"));
 	CHECK_STR(g[1].final, want);
 	for (int i = 0; i < 3; i++)
 		free(g[i].final);
