@@ -122,6 +122,18 @@ cmd_test() {
 		[ "$asan_fail" -gt 0 ] || asan_fail=1
 	fi
 	[ "$asan_fail" -eq 0 ] || cat build-asan/obj/tests/unit/*.log build-asan/obj/tests/*.log 2>/dev/null | tail -50
+	echo "== make distcheck (the tarball builds, checks and installs from a clean tree)"
+	dist_pass=0
+	dist_fail=0
+	if make -s distcheck >/tmp/colabfs-distcheck.log 2>&1; then
+		dist_pass=1
+		echo "PASS: distcheck"
+		rm -f colabfs-*.tar.gz
+	else
+		dist_fail=1
+		echo "FAIL: distcheck"
+		tail -40 /tmp/colabfs-distcheck.log
+	fi
 	echo "== fuzzing (make fuzz, 15 s per harness)"
 	if make -s fuzz FUZZ_SECONDS=15 FUZZ_JOBS="$(nproc)" >/tmp/colabfs-fuzz.log 2>&1; then :; fi
 	grep -E '^(PASS|FAIL): fuzz_' /tmp/colabfs-fuzz.log || tail -30 /tmp/colabfs-fuzz.log
@@ -138,9 +150,10 @@ cmd_test() {
 	py_fail=$(echo "$summary" | awk '{for (i = 2; i <= NF; i++) if ($i ~ /^(failed|error)/) n += $(i-1)} END {print n + 0}')
 	[ -n "$summary" ] || py_fail=$((py_fail + 1))
 	echo "unit: $unit_pass passed, $unit_fail failed; asan: $asan_pass passed, $asan_fail failed;" \
+		"distcheck: $dist_pass passed, $dist_fail failed;" \
 		"fuzz: $fuzz_pass passed, $fuzz_fail failed; pytest: $summary"
-	pass=$((unit_pass + asan_pass + fuzz_pass + py_pass))
-	fail=$((unit_fail + asan_fail + fuzz_fail + py_fail))
+	pass=$((unit_pass + asan_pass + dist_pass + fuzz_pass + py_pass))
+	fail=$((unit_fail + asan_fail + dist_fail + fuzz_fail + py_fail))
 	echo "$pass passed, $fail failed"
 	[ "$fail" -eq 0 ]
 }
