@@ -1,5 +1,5 @@
 /* hot: the policy pieces of the loader's pinned hot-block cache (internal to
- * libcolabfs-gpu; used by stage_cpu.c, tested by tests/unit/test_hot.c).
+ * libcolabfs-gpu; used by stage_hot.c, tested by tests/unit/test_hot.c).
  *
  * Policy.  A budget of pinned host memory (COLABFS_GPU_PINNED) holds the most
  * used blocks of the cache across epochs.  A block's score is the number of
