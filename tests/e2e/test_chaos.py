@@ -66,8 +66,9 @@ NPREADS = 300                   # random preads of large/L1.bin
 WORKLOAD_TIMEOUT = 150
 
 OUTAGE_S = 20                   # how long the emulator stays down
-OUTAGE_FILE = 96 * MiB          # the uncached file being read when it goes down (more than
-                                # colabfs prefetches ahead of a sequential reader: 64 blocks)
+OUTAGE_FILE = 192 * MiB         # the uncached file being read when it goes down (more than
+                                # colabfs prefetches ahead of a sequential reader, 64 blocks,
+                                # with room for a kill a second or two late on a loaded machine)
 OUTAGE_AT = 8 * MiB             # ... after this many bytes were read
 OUTAGE_BANDWIDTH = 16 * MiB     # emulator --total-bandwidth, so that the read lasts
 CACHED_FILE = 8 * MiB
