@@ -199,6 +199,7 @@ static void check_drive(struct doc *d)
 				    .api_rate = -1 };
 	struct cfs_drive *dr = NULL;
 	int64_t limit = 0, usage = 0;
+	char account[256] = "", as[300] = "";
 	if (!d->auth) {
 		add(d, "drive", CFS_DOCTOR_WARN, "fix the credentials first",
 		    "not checked: no token for %s", c->api_url);
@@ -207,7 +208,7 @@ static void check_drive(struct doc *d)
 	int rc = cfs_drive_new(d->http, d->auth, &o, &dr);
 	int64_t t0 = cfs_http_now_us();
 	if (!rc)
-		rc = cfs_drive_about(dr, &limit, &usage);
+		rc = cfs_drive_about(dr, &limit, &usage, account, sizeof(account));
 	long ms = (long)((cfs_http_now_us() - t0) / 1000);
 	cfs_drive_free(dr);
 	if (rc) {
@@ -225,13 +226,15 @@ static void check_drive(struct doc *d)
 		return;
 	}
 	d->drive_ok = 1;
+	if (account[0])
+		snprintf(as, sizeof(as), " for %s", account);
 	if (limit < 0)
-		add(d, "drive", CFS_DOCTOR_OK, NULL, "%s answered in %ld ms; storage used %.1f GiB "
-		    "(no limit)", c->api_url, ms, usage / 1073741824.0);
+		add(d, "drive", CFS_DOCTOR_OK, NULL, "%s answered in %ld ms%s; storage used %.1f GiB "
+		    "(no limit)", c->api_url, ms, as, usage / 1073741824.0);
 	else
 		add(d, "drive", usage >= limit && limit > 0 ? CFS_DOCTOR_WARN : CFS_DOCTOR_OK,
 		    usage >= limit && limit > 0 ? "free space in Drive: writes will fail" : NULL,
-		    "%s answered in %ld ms; storage used %.1f of %.1f GiB", c->api_url, ms,
+		    "%s answered in %ld ms%s; storage used %.1f of %.1f GiB", c->api_url, ms, as,
 		    usage / 1073741824.0, limit / 1073741824.0);
 }
 

@@ -1230,7 +1230,7 @@ void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st)
 	pthread_mutex_lock(&v->w.lock);
 	int fresh = v->w.q_at_ms && now - v->w.q_at_ms < QUOTA_TTL_MS;
 	pthread_mutex_unlock(&v->w.lock);
-	if (!fresh && cfs_drive_about(v->drive, &limit, &usage) == 0) {
+	if (!fresh && cfs_drive_about(v->drive, &limit, &usage, NULL, 0) == 0) {
 		pthread_mutex_lock(&v->w.lock);
 		v->w.q_limit = limit;
 		v->w.q_usage = usage;

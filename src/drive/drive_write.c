@@ -206,22 +206,27 @@ int cfs_drive_delete(struct cfs_drive *d, const char *id)
 
 struct quota_ctx {
 	int64_t *limit, *usage;
+	char *account;
+	size_t acap;
 };
 
 static int validate_quota(struct cfs_http_req *r, void *ctx)
 {
 	struct quota_ctx *c = ctx;
 	return cfs_json_parse_quota(r->out->data ? r->out->data : "", r->out->len, c->limit,
-				    c->usage);
+				    c->usage, c->account, c->acap);
 }
 
-int cfs_drive_about(struct cfs_drive *d, int64_t *limit, int64_t *usage)
+int cfs_drive_about(struct cfs_drive *d, int64_t *limit, int64_t *usage, char *account,
+		    size_t acap)
 {
+	static const char q[] = "/drive/v3/about?fields=storageQuota,user(emailAddress)";
 	struct cfs_buf url = { 0 };
-	struct quota_ctx c = { limit, usage };
+	struct quota_ctx c = { limit, usage, account, acap };
 	int rc = cfs_buf_append(&url, d->api, strlen(d->api));
 	if (!rc)
-		rc = cfs_buf_append(&url, "/drive/v3/about?fields=storageQuota", 35);
+		rc = cfs_buf_append(&url, account ? q : "/drive/v3/about?fields=storageQuota",
+				    account ? sizeof(q) - 1 : 35);
 	if (!rc)
 		rc = simple_call(d, NULL, url.data, NULL, "about.get", validate_quota, &c, 0);
 	cfs_buf_cleanup(&url);

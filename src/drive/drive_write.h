@@ -120,7 +120,9 @@ int cfs_drive_update_meta(struct cfs_drive *d, const char *id, const char *name,
 /* files.delete: permanent, a folder's subtree too (trash: update_meta). */
 int cfs_drive_delete(struct cfs_drive *d, const char *id);
 
-/* about.storageQuota: *limit (-1: unlimited) and *usage in bytes. */
-int cfs_drive_about(struct cfs_drive *d, int64_t *limit, int64_t *usage);
+/* about.storageQuota: *limit (-1: unlimited) and *usage in bytes; with
+ * account non-NULL also the signed-in account's address (json.h). */
+int cfs_drive_about(struct cfs_drive *d, int64_t *limit, int64_t *usage, char *account,
+		    size_t acap);
 
 #endif

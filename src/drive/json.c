@@ -628,9 +628,19 @@ int cfs_json_parse_ids(const char *txt, size_t len, char (*ids)[CFS_ID_MAX], int
 	return rc;
 }
 
-int cfs_json_parse_quota(const char *txt, size_t len, int64_t *limit, int64_t *usage)
+int cfs_json_parse_quota(const char *txt, size_t len, int64_t *limit, int64_t *usage,
+			 char *account, size_t acap)
 {
 	json_t *root = load(txt, len);
+	if (account && acap) {
+		json_t *u = json_is_object(root) ? json_object_get(root, "user") : NULL;
+		json_t *e = json_is_object(u) ? json_object_get(u, "emailAddress") : NULL;
+		const char *s = json_is_string(e) ? json_string_value(e) : "";
+		int ok = strlen(s) == json_string_length(e) && strlen(s) < acap;
+		for (const char *p = s; ok && *p; p++)
+			ok = (unsigned char)*p > 0x20 && *p != 0x7f; /* shown on a terminal */
+		snprintf(account, acap, "%s", ok ? s : "");
+	}
 	json_t *q = json_is_object(root) ? json_object_get(root, "storageQuota") : NULL;
 	int rc = json_is_object(q) ? 0 : CFS_E_PROTO;
 	if (!rc)

@@ -135,9 +135,12 @@ int cfs_json_write_meta(const struct cfs_json_meta_in *m, char **txt);
 /* files.generateIds reply: the first n ids into ids (each checked as a Drive
  * id), how many in *got.  Returns 0 or CFS_E_PROTO. */
 int cfs_json_parse_ids(const char *txt, size_t len, char (*ids)[CFS_ID_MAX], int n, int *got);
-/* about.get with fields=storageQuota: limit (-1: unlimited, the field is
- * absent) and usage in bytes.  Returns 0 or CFS_E_PROTO. */
-int cfs_json_parse_quota(const char *txt, size_t len, int64_t *limit, int64_t *usage);
+/* about.get with fields=storageQuota,user(emailAddress): limit (-1:
+ * unlimited, the field is absent) and usage in bytes; the account's address
+ * into account (acap bytes; "" when absent or unusable) unless account is
+ * NULL.  Returns 0 or CFS_E_PROTO. */
+int cfs_json_parse_quota(const char *txt, size_t len, int64_t *limit, int64_t *usage,
+			 char *account, size_t acap);
 
 /* `colabfs sync`: the reply to user.colabfs.sync (ctlname.h), one JSON object
  *   {"files":N,"bytes":N,"bytes_left":N,"uploading":N,

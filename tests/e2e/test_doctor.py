@@ -65,6 +65,7 @@ def test_good_setup_all_ok(colabfs, demu, tmp_path):
     assert "COLABFS_ACCESS_TOKEN" in ck["credentials"]["detail"] or \
         "environment" in ck["credentials"]["detail"], out
     assert " ms" in ck["drive"]["detail"] and "storage used" in ck["drive"]["detail"], out
+    assert "for emulated.user@example.com" in ck["drive"]["detail"], out  # the account
     assert "Date" in ck["clock"]["detail"], out
     assert "not there yet" in ck["cache"]["detail"], out
     # another session's mount may be found; it must not fail this setup

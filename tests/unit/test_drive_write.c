@@ -279,7 +279,7 @@ static int case_about(int argc, char **argv)
 	(void)argc;
 	(void)argv;
 	int64_t limit = -2, usage = -2;
-	int rc = cfs_drive_about(drive, &limit, &usage);
+	int rc = cfs_drive_about(drive, &limit, &usage, NULL, 0);
 	printf("limit=%" PRId64 "\nusage=%" PRId64 "\n", limit, usage);
 	return rc_exit(rc);
 }

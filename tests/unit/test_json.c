@@ -263,13 +263,27 @@ static void test_writes(void)
 
 	int64_t limit = 0, usage = 0;
 	const char *q = "{\"storageQuota\":{\"limit\":\"1000\",\"usage\":\"12\"}}";
-	CHECK_EQ(cfs_json_parse_quota(q, strlen(q), &limit, &usage), 0);
+	CHECK_EQ(cfs_json_parse_quota(q, strlen(q), &limit, &usage, NULL, 0), 0);
 	CHECK_EQ(limit, 1000);
 	CHECK_EQ(usage, 12);
 	const char *unl = "{\"storageQuota\":{\"usage\":\"5\"}}";
-	CHECK_EQ(cfs_json_parse_quota(unl, strlen(unl), &limit, &usage), 0);
+	CHECK_EQ(cfs_json_parse_quota(unl, strlen(unl), &limit, &usage, NULL, 0), 0);
 	CHECK_EQ(limit, -1);
-	CHECK_EQ(cfs_json_parse_quota("{\"storageQuota\":{}}", 18, &limit, &usage), CFS_E_PROTO);
+	CHECK_EQ(cfs_json_parse_quota("{\"storageQuota\":{}}", 18, &limit, &usage, NULL, 0), CFS_E_PROTO);
+	/* the account: shown as given, "" when absent, too long or not printable */
+	char acct[32];
+	const char *who = "{\"storageQuota\":{\"usage\":\"5\"},\"user\":{\"emailAddress\":\"a@b.c\"}}";
+	CHECK_EQ(cfs_json_parse_quota(who, strlen(who), &limit, &usage, acct, sizeof(acct)), 0);
+	CHECK_STR(acct, "a@b.c");
+	CHECK_EQ(cfs_json_parse_quota(unl, strlen(unl), &limit, &usage, acct, sizeof(acct)), 0);
+	CHECK_STR(acct, "");
+	const char *odd = "{\"storageQuota\":{\"usage\":\"5\"},\"user\":{\"emailAddress\":\"a\\u001b[2Jb\"}}";
+	CHECK_EQ(cfs_json_parse_quota(odd, strlen(odd), &limit, &usage, acct, sizeof(acct)), 0);
+	CHECK_STR(acct, "");
+	const char *big = "{\"storageQuota\":{\"usage\":\"5\"},\"user\":{\"emailAddress\":"
+			  "\"a-very-long-address-of-forty-bytes@example.com\"}}";
+	CHECK_EQ(cfs_json_parse_quota(big, strlen(big), &limit, &usage, acct, sizeof(acct)), 0);
+	CHECK_STR(acct, "");
 }
 
 /* The reply to user.colabfs.sync (json.h): what is accepted, what is refused
