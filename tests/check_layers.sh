@@ -5,7 +5,8 @@
 #              names, clock, hashes, row fields)
 #   cache      the block store                       (base)
 #   src/drive  the Drive client                      (base)
-#   src/core   the FUSE-free VFS core                (base, cache, drive)
+#   src/tier   the shared cache tier (Redis Cluster) (base)
+#   src/core   the FUSE-free VFS core                (base, cache, drive, tier)
 #   fuse       the FUSE side, the supervisor         (base, cache, drive, core)
 #   src/cli    the command line                      (everything)
 #   kernels    the GPU loader                        (base, cache, and the
@@ -15,7 +16,7 @@
 top=${top_srcdir:-${srcdir:-.}}
 fail=0
 layer_of() { # header name -> its directory, or nothing
-	for d in src/base cache src/drive src/core fuse src/cli kernels; do
+	for d in src/base cache src/drive src/tier src/core fuse src/cli kernels; do
 		[ -f "$top/$d/$1" ] && { echo "$d"; return; }
 	done
 }
@@ -42,9 +43,10 @@ check() { # dir allowed-dirs...
 check src/base
 check cache src/base
 check src/drive src/base
-check src/core src/base cache src/drive
-check fuse src/base cache src/drive src/core
-check src/cli src/base cache src/drive src/core fuse
+check src/tier src/base
+check src/core src/base cache src/drive src/tier
+check fuse src/base cache src/drive src/tier src/core
+check src/cli src/base cache src/drive src/tier src/core fuse
 check kernels src/base cache src/core:lrow.h src/core:ctlname.h
 if [ $fail = 0 ]; then
 	echo "check_layers: includes point down the layers"
