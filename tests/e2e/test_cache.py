@@ -845,8 +845,9 @@ def test_full_cache_filesystem_never_fails_reads(mount_factory, cemu, ctree):
 def test_stats_match_the_emulator_and_evict_frees_what_it_says(mount_factory, cemu, ctree):
     cemu.reset()
     # this test counts exact bytes: no read-ahead across files (reading small
-    # files in listing order would rightly fetch the next ones too)
-    m = mount_factory.new(cemu, name="c-stats", extra=["--no-dataset-readahead"])
+    # files in listing order would rightly fetch the next ones too), and no
+    # hedged second request (a loaded machine's slow answer would send one)
+    m = mount_factory.new(cemu, name="c-stats", extra=["--no-dataset-readahead", "--hedge-budget=0"])
     rels = ["f16.bin", "odd5.bin", "nested/a/note.bin", "nested/a/b/deep.bin"] + ctree.small[:20]
     read_compare(m, ctree, rels)
 
