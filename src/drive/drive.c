@@ -20,6 +20,7 @@
 #include "wire.h"
 
 #define JSON_MAX (64u << 20)
+#define CFS_DRIVE_AUTH_TRIES 3 /* refreshes after 401s, per call */
 
 
 int64_t cfs_drive_now_ms(void)
@@ -208,7 +209,7 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 		   resume_fn resume, void *ctx, int prio)
 {
 	int64_t deadline = cfs_drive_now_ms() + __atomic_load_n(&d->io_timeout_ms, __ATOMIC_RELAXED);
-	int auth_retry = 0;
+	int auth_retry = 0; /* refreshes after a 401, at most CFS_DRIVE_AUTH_TRIES */
 	uint64_t rng = (uint64_t)cfs_drive_now_ms() ^ (uint64_t)(uintptr_t)r;
 	char token[4096];
 	int rc = 0;
@@ -265,11 +266,19 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 			else if (rc == -ERANGE)
 				rc = v(r, ctx);
 		}
-		if (rc == CFS_E_AUTH && gen && !auth_retry) {
-			/* 401: the token was refused.  Refresh once and try again. */
+		if (rc == CFS_E_AUTH && gen && auth_retry < CFS_DRIVE_AUTH_TRIES) {
+			/* 401: the token was refused.  Refresh and try again: more
+			 * than once, since a refresh can be late (the token
+			 * endpoint failed first) and a 401 can answer a request
+			 * that went out with the token just replaced; a second
+			 * or third refusal waits a little first.  A token Drive
+			 * keeps refusing is "authentication failed" after that. */
 			cfs_auth_reject(d->auth, gen);
-			auth_retry = 1;
-			CFS_INFO("%s: token refused (HTTP 401), refreshing", what);
+			if (auth_retry)
+				backoff_wait(d, 100L << auth_retry, 0);
+			auth_retry++;
+			CFS_INFO("%s: token refused (HTTP 401), refreshing (%d of %d)", what,
+				 auth_retry, CFS_DRIVE_AUTH_TRIES);
 			continue;
 		}
 		if (!rc || !cfs_retry_transient(rc))

@@ -599,3 +599,30 @@ def test_no_secrets_in_any_log(mount_factory, emulator_factory, aux, tmp_path, c
     assert not missing, "daemon logs missing: %r" % missing
     assert os.path.getsize(m.log_file) > 0, "the OAuth mount's debug log is empty"
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.deadline(90)
+def test_a_token_refused_twice_in_a_row_is_refreshed_again(mount_factory, emulator_factory, aux,
+                                                           tmp_path):
+    """Two 401s for the same request, with a late refresh in between (the
+    token endpoint fails first): the read still succeeds (bug: the client
+    refreshed once per request and answered EACCES on the second 401)."""
+    seed = SEED + 6
+    emu = new_emu(emulator_factory, aux.spec_path, "emu-401x2", seed=seed,
+                  client=(CLIENT_ID, CLIENT_SECRET, REFRESH_TOKEN))
+    ISSUED.append(seed)
+    creds = tmp_path / "adc.json"
+    creds.write_text(json.dumps({"type": "authorized_user", "client_id": CLIENT_ID,
+                                 "client_secret": CLIENT_SECRET, "refresh_token": REFRESH_TOKEN}))
+    m = new_mount(mount_factory, emu, "401x2", token=None,
+                  extra=["--credentials=" + str(creds), "--token-url=" + emu.token_url])
+    rel = "perm/ok.bin"
+    X.set_faults(emu, ["kind=token,status=503,count=1", "kind=media,status=401,count=2"])
+    C.assert_same(C.read_whole(m.path(rel)), aux.data[rel], rel + " (refused twice, then served)")
+    fired = X.get_faults(emu)
+    tokens_issued = emu.stats()["by_kind"].get("token", 0)
+    X.set_faults(emu, [])
+    umount(m)
+    refused = [r for r in emu.log() if r["kind"] == "media" and r["status"] == 401]
+    assert len(refused) == 2, "want both 401s to have been answered: %r" % fired
+    assert tokens_issued >= 3, "want the mount's token and two refreshes, got %d" % tokens_issued
