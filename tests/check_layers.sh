@@ -2,7 +2,8 @@
 # check_layers: includes point down the layers (README, Layout).  Each
 # directory may include its own headers and those of the layers below it:
 #   src/base   basic helpers (errors, log, buffers, little-endian, sizes,
-#              names, clock, hashes, row fields)
+#              names, clock, hashes, row fields, fd waits) and crypto, the
+#              OpenSSL owner (signatures, digests, TLS client streams)
 #   cache      the block store                       (base)
 #   src/drive  the Drive client                      (base)
 #   src/tier   the shared cache tier (Redis Cluster) (base)

@@ -1,0 +1,475 @@
+/* redis: the hiredis owner (see redis.h).
+ *
+ * The queue is one buffer of encoded commands; cfs_redis_reply sends all of
+ * it, then reads until the reader has one whole reply.  Sending everything
+ * before reading cannot deadlock with Redis, which buffers its replies
+ * rather than stop reading.  hiredis 0.14's reader checks the syntax (bad
+ * lengths, type bytes, integers, nesting deeper than 7); the limits it does
+ * not know (CFS_REDIS_MAX_*) are enforced here: array sizes and depth when
+ * the reader creates an array, a bulk string's length from its header
+ * before its bytes are awaited. */
+#define _GNU_SOURCE /* explicit_bzero */
+#include "redis.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "crypto.h"
+#include "err.h"
+#include "fdwait.h"
+#include "log.h"
+
+struct cfs_redis {
+	int fd;
+	struct cfs_tls *tls;
+	redisReader *rd;
+	redisReplyObjectFunctions fn; /* hiredis' own, array creation checked */
+	void *(*create_array)(const redisReadTask *, int);
+	int over_limit;            /* the reader stopped at one of our limits */
+	char *out;                 /* encoded commands not sent yet */
+	size_t olen, ocap;
+	size_t pending;            /* commands whose replies are not read yet */
+	int io_ms;
+	int broken;
+	char peer[CFS_CLUSTER_HOST_MAX + 8]; /* host:port, for log lines */
+};
+
+struct cfs_redis_reply {
+	redisReply *raw;
+	struct cfs_cluster_reply *node; /* node[0] is the root */
+	const struct cfs_cluster_reply **el;
+};
+
+/* --- the reader, with our limits ---------------------------------------- */
+
+static void *limited_array(const redisReadTask *t, int elements)
+{
+	struct cfs_redis *c = t->privdata;
+	int depth = 1;
+	for (const redisReadTask *p = t->parent; p; p = p->parent)
+		depth++;
+	if (elements > CFS_REDIS_MAX_ELEMENTS || depth > CFS_REDIS_MAX_DEPTH) {
+		c->over_limit = 1;
+		return NULL; /* the reader fails (as out of memory); we say CFS_E_PROTO */
+	}
+	return c->create_array(t, elements);
+}
+
+static int reader_new(struct cfs_redis *c)
+{
+	if (!(c->rd = redisReaderCreate()))
+		return -ENOMEM;
+	c->fn = *c->rd->fn;
+	c->create_array = c->fn.createArray;
+	c->fn.createArray = limited_array;
+	c->rd->fn = &c->fn;
+	c->rd->privdata = c;
+	return 0;
+}
+
+/* A bulk string's length is checked from its header, before its bytes are
+ * waited for: the reader has taken the '$' (the task's type says STRING)
+ * and the length line is what it holds unparsed.  1 when it is past the
+ * limit. */
+static int bulk_too_big(const redisReader *r)
+{
+	if (r->ridx < 0 || r->rstack[r->ridx].type != REDIS_REPLY_STRING)
+		return 0;
+	unsigned long long v = 0;
+	for (size_t i = r->pos; i < r->len && r->buf[i] >= '0' && r->buf[i] <= '9'; i++) {
+		v = v * 10 + (unsigned)(r->buf[i] - '0');
+		if (v > CFS_REDIS_MAX_BULK)
+			return 1;
+	}
+	return 0;
+}
+
+/* For log lines: err.c's words for CFS_E_NET speak of Drive. */
+static const char *why(int rc)
+{
+	return rc == CFS_E_NET ? "network failure" : cfs_strerror(rc);
+}
+
+/* --- the transport ------------------------------------------------------ */
+
+static int conn_write(struct cfs_redis *c, const char *p, size_t n, int64_t deadline)
+{
+	if (c->tls)
+		return cfs_tls_write(c->tls, p, n, deadline);
+	while (n) {
+		ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
+		if (w > 0) {
+			p += w;
+			n -= (size_t)w;
+		} else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int rc = cfs_fd_wait(c->fd, POLLOUT, deadline);
+			if (rc)
+				return rc;
+		} else if (!(w < 0 && errno == EINTR)) {
+			return CFS_E_NET;
+		}
+	}
+	return 0;
+}
+
+/* > 0 bytes, or CFS_E_NET (EOF too), -ETIMEDOUT. */
+static ssize_t conn_read(struct cfs_redis *c, char *p, size_t cap, int64_t deadline)
+{
+	if (c->tls)
+		return cfs_tls_read(c->tls, p, cap, deadline);
+	for (;;) {
+		ssize_t r = recv(c->fd, p, cap, 0);
+		if (r > 0)
+			return r;
+		if (r == 0)
+			return CFS_E_NET;
+		if (errno == EAGAIN || errno == EWOULDBLOCK) {
+			int rc = cfs_fd_wait(c->fd, POLLIN, deadline);
+			if (rc)
+				return rc;
+		} else if (errno != EINTR) {
+			return CFS_E_NET;
+		}
+	}
+}
+
+static int tcp_connect(const char *host, int port, int64_t deadline, int *fd_out)
+{
+	char service[16];
+	snprintf(service, sizeof(service), "%d", port);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	int g = getaddrinfo(host, service, &hints, &res);
+	if (g)
+		return g == EAI_MEMORY ? -ENOMEM : CFS_E_NET;
+	int rc = CFS_E_NET;
+	for (struct addrinfo *a = res; a; a = a->ai_next) {
+		int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				a->ai_protocol);
+		if (fd < 0)
+			continue;
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		rc = 0;
+		if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+			rc = CFS_E_NET;
+			if (errno == EINPROGRESS && !(rc = cfs_fd_wait(fd, POLLOUT, deadline))) {
+				int err = 0;
+				socklen_t len = sizeof(err);
+				if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err)
+					rc = CFS_E_NET;
+			}
+		}
+		if (!rc) {
+			*fd_out = fd;
+			break;
+		}
+		close(fd);
+		if (rc == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	return rc;
+}
+
+/* --- replies as trees --------------------------------------------------- */
+
+static int tree_count(const redisReply *r, int depth, size_t *nodes, size_t *els)
+{
+	++*nodes;
+	if (r->type != REDIS_REPLY_ARRAY)
+		return 0;
+	if (depth > CFS_REDIS_MAX_DEPTH)
+		return CFS_E_PROTO;
+	*els += r->elements;
+	for (size_t i = 0; i < r->elements; i++) {
+		int rc = tree_count(r->element[i], depth + 1, nodes, els);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Fills node *next (and its children after it); returns it, or NULL for a
+ * type this module does not know. */
+static struct cfs_cluster_reply *tree_fill(const redisReply *r, struct cfs_redis_reply *out,
+					   size_t *next, size_t *nextel)
+{
+	struct cfs_cluster_reply *n = &out->node[(*next)++];
+	switch (r->type) {
+	case REDIS_REPLY_STRING:
+		n->type = CFS_RESP_STRING;
+		break;
+	case REDIS_REPLY_STATUS:
+		n->type = CFS_RESP_STATUS;
+		break;
+	case REDIS_REPLY_ERROR:
+		n->type = CFS_RESP_ERROR;
+		break;
+	case REDIS_REPLY_INTEGER:
+		n->type = CFS_RESP_INTEGER;
+		n->integer = r->integer;
+		return n;
+	case REDIS_REPLY_NIL:
+		n->type = CFS_RESP_NIL;
+		return n;
+	case REDIS_REPLY_ARRAY:
+		n->type = CFS_RESP_ARRAY;
+		n->n = r->elements;
+		n->el = (const struct cfs_cluster_reply *const *)&out->el[*nextel];
+		size_t first = *nextel;
+		*nextel += r->elements;
+		for (size_t i = 0; i < r->elements; i++)
+			if (!(out->el[first + i] = tree_fill(r->element[i], out, next, nextel)))
+				return NULL;
+		return n;
+	default:
+		return NULL;
+	}
+	n->str = r->str;
+	n->len = r->len;
+	return n;
+}
+
+static int tree_make(redisReply *raw, struct cfs_redis_reply **out)
+{
+	size_t nodes = 0, els = 0;
+	int rc = tree_count(raw, 1, &nodes, &els);
+	if (rc) {
+		freeReplyObject(raw);
+		return rc;
+	}
+	struct cfs_redis_reply *r = calloc(1, sizeof(*r));
+	if (r) {
+		r->raw = raw;
+		r->node = calloc(nodes, sizeof(*r->node));
+		r->el = els ? calloc(els, sizeof(*r->el)) : NULL;
+	}
+	if (!r || !r->node || (els && !r->el)) {
+		if (!r)
+			freeReplyObject(raw);
+		cfs_redis_reply_free(r);
+		return -ENOMEM;
+	}
+	size_t next = 0, nextel = 0;
+	if (!tree_fill(raw, r, &next, &nextel)) {
+		cfs_redis_reply_free(r);
+		return CFS_E_PROTO;
+	}
+	*out = r;
+	return 0;
+}
+
+const struct cfs_cluster_reply *cfs_redis_tree(const struct cfs_redis_reply *r)
+{
+	return &r->node[0];
+}
+
+void cfs_redis_reply_free(struct cfs_redis_reply *r)
+{
+	if (!r)
+		return;
+	if (r->raw)
+		freeReplyObject(r->raw);
+	free(r->node);
+	free(r->el);
+	free(r);
+}
+
+/* --- commands and replies ----------------------------------------------- */
+
+static int fail(struct cfs_redis *c, int rc)
+{
+	if (rc == CFS_E_NET || rc == -ETIMEDOUT || rc == CFS_E_PROTO) {
+		if (!c->broken)
+			CFS_DEBUG("redis %s: connection broken: %s", c->peer, why(rc));
+		c->broken = 1;
+	}
+	return rc;
+}
+
+int cfs_redis_append(struct cfs_redis *c, int argc, const char *const *argv,
+		     const size_t *argvlen)
+{
+	if (c->broken)
+		return CFS_E_NET;
+	if (argc < 1)
+		return -EINVAL;
+	char *cmd = NULL;
+	int n = redisFormatCommandArgv(&cmd, argc, (const char **)argv, argvlen);
+	if (n < 0)
+		return -ENOMEM;
+	if (c->olen + (size_t)n > c->ocap) {
+		size_t cap = c->ocap ? c->ocap : 4096;
+		while (cap < c->olen + (size_t)n)
+			cap *= 2;
+		char *p = realloc(c->out, cap);
+		if (!p) {
+			explicit_bzero(cmd, (size_t)n);
+			redisFreeCommand(cmd);
+			return -ENOMEM;
+		}
+		c->out = p;
+		c->ocap = cap;
+	}
+	memcpy(c->out + c->olen, cmd, (size_t)n);
+	c->olen += (size_t)n;
+	c->pending++;
+	explicit_bzero(cmd, (size_t)n); /* it may be an AUTH */
+	redisFreeCommand(cmd);
+	return 0;
+}
+
+/* Sends the queue, then reads one reply, all before deadline. */
+static int reply_by(struct cfs_redis *c, int64_t deadline, struct cfs_redis_reply **out)
+{
+	*out = NULL;
+	if (c->broken)
+		return CFS_E_NET;
+	if (!c->pending)
+		return -EINVAL;
+	int rc = 0;
+	if (c->olen) {
+		rc = conn_write(c, c->out, c->olen, deadline);
+		/* the queue may have held an AUTH: wipe what went (or failed to) */
+		explicit_bzero(c->out, c->olen);
+		c->olen = 0;
+		if (rc)
+			return fail(c, rc);
+	}
+	char buf[16384];
+	for (;;) {
+		void *raw = NULL;
+		if (redisReaderGetReply(c->rd, &raw) != REDIS_OK) {
+			CFS_DEBUG("redis %s: bad reply: %s", c->peer,
+				  c->over_limit ? "past our limits" : c->rd->errstr);
+			c->broken = 1; /* the reader cannot go on */
+			return fail(c, c->rd->err == REDIS_ERR_OOM && !c->over_limit ? -ENOMEM
+										  : CFS_E_PROTO);
+		}
+		if (raw) {
+			c->pending--;
+			rc = tree_make(raw, out);
+			return rc == -ENOMEM ? rc : fail(c, rc);
+		}
+		if (bulk_too_big(c->rd)) {
+			CFS_DEBUG("redis %s: bulk string past %u bytes", c->peer, CFS_REDIS_MAX_BULK);
+			return fail(c, CFS_E_PROTO);
+		}
+		ssize_t n = conn_read(c, buf, sizeof(buf), deadline);
+		if (n < 0)
+			return fail(c, (int)n);
+		if (redisReaderFeed(c->rd, buf, (size_t)n) != REDIS_OK)
+			return fail(c, CFS_E_PROTO);
+	}
+}
+
+int cfs_redis_reply(struct cfs_redis *c, struct cfs_redis_reply **out)
+{
+	return reply_by(c, cfs_clock_mono_ms() + c->io_ms, out);
+}
+
+int cfs_redis_command(struct cfs_redis *c, int argc, const char *const *argv,
+		      const size_t *argvlen, struct cfs_redis_reply **out)
+{
+	*out = NULL;
+	int rc = cfs_redis_append(c, argc, argv, argvlen);
+	return rc ? rc : cfs_redis_reply(c, out);
+}
+
+int cfs_redis_broken(const struct cfs_redis *c)
+{
+	return c->broken;
+}
+
+size_t cfs_redis_pending(const struct cfs_redis *c)
+{
+	return c->pending;
+}
+
+/* AUTH [user] password, answered before deadline.  The encoded command is
+ * wiped as it is sent (reply_by); the server's refusal is logged (it never
+ * echoes the password). */
+static int auth(struct cfs_redis *c, const struct cfs_redis_opts *o, int64_t deadline)
+{
+	const char *argv[3] = { "AUTH" };
+	int argc = 1;
+	if (o->user)
+		argv[argc++] = o->user;
+	argv[argc++] = o->password;
+	int rc = cfs_redis_append(c, argc, argv, NULL);
+	struct cfs_redis_reply *r = NULL;
+	if (!rc)
+		rc = reply_by(c, deadline, &r);
+	if (rc)
+		return rc;
+	const struct cfs_cluster_reply *t = cfs_redis_tree(r);
+	if (t->type == CFS_RESP_ERROR) {
+		CFS_WARN("redis %s: AUTH refused: %.*s", c->peer, (int)(t->len > 200 ? 200 : t->len),
+			 t->str);
+		rc = CFS_E_AUTH;
+	} else if (t->type != CFS_RESP_STATUS) {
+		rc = CFS_E_PROTO;
+	}
+	cfs_redis_reply_free(r);
+	return rc;
+}
+
+int cfs_redis_connect(const char *host, int port, const struct cfs_redis_opts *o,
+		      struct cfs_redis **out)
+{
+	static const struct cfs_redis_opts none;
+	*out = NULL;
+	if (!o)
+		o = &none;
+	if (!host || port <= 0 || port > 65535 || strlen(host) >= CFS_CLUSTER_HOST_MAX)
+		return -EINVAL;
+	int64_t deadline = cfs_clock_mono_ms() + (o->connect_ms > 0 ? o->connect_ms : CFS_REDIS_CONNECT_MS);
+	struct cfs_redis *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fd = -1;
+	c->io_ms = o->io_ms > 0 ? o->io_ms : CFS_REDIS_IO_MS;
+	snprintf(c->peer, sizeof(c->peer), "%s:%d", host, port);
+	int rc = reader_new(c);
+	if (!rc)
+		rc = tcp_connect(host, port, deadline, &c->fd);
+	if (!rc && o->tls)
+		rc = cfs_tls_connect(c->fd, host, o->ca_file, deadline, &c->tls);
+	if (!rc && o->password)
+		rc = auth(c, o, deadline);
+	if (rc) {
+		CFS_DEBUG("redis %s: cannot connect: %s", c->peer, why(rc));
+		cfs_redis_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void cfs_redis_close(struct cfs_redis *c)
+{
+	if (!c)
+		return;
+	cfs_tls_close(c->tls);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->rd)
+		redisReaderFree(c->rd);
+	if (c->out) {
+		explicit_bzero(c->out, c->olen);
+		free(c->out);
+	}
+	free(c);
+}
