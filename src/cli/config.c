@@ -13,6 +13,7 @@
 #include "hedge.h"
 #include "log.h"
 #include "size.h"
+#include "tier.h"
 #include "wire.h"
 
 enum type { T_STR, T_LONG, T_FLAG, T_FUSE, T_SIZE, T_MODE };
@@ -120,6 +121,20 @@ static const struct opt opts[] = {
 	  "files created in Drive per second (default 2); creations queue, never fail", 1, 1000 },
 	{ "upload-threads", 0, T_LONG, O(upload_threads), "N",
 	  "files uploaded in parallel (default 4)", 1, 16 },
+	/* the shared cache tier */
+	{ "shared-cache", 0, T_STR, O(shared_cache), "URL",
+	  "share downloaded blocks with other mounts through a Redis Cluster: "
+	  "redis://HOST:PORT[,HOST:PORT...] (seed nodes) or rediss:// for TLS" },
+	{ "shared-cache-password-file", 0, T_STR, O(shared_cache_password_file), "FILE",
+	  "the cluster's AUTH password, from a file (or COLABFS_SHARED_CACHE_PASSWORD; never "
+	  "in the URL)" },
+	{ "shared-cache-ca-file", 0, T_STR, O(shared_cache_ca_file), "FILE",
+	  "CA certificates to verify the cluster's TLS with (default: the system's)" },
+	{ "shared-cache-lease", 0, T_LONG, O(shared_cache_lease_s), "SECONDS",
+	  "how long one mount's claim to download a block lasts, and the longest the others "
+	  "wait for it (default 10)", 1, 3600 },
+	{ "shared-cache-ttl", 0, T_LONG, O(shared_cache_ttl_s), "SECONDS",
+	  "blocks in the cluster expire after this (default 604800, 7 days)", 60, 31536000 },
 	/* mountpoint checks, start-up and the log */
 	{ "force", 0, T_FLAG, O(force), NULL,
 	  "detach a dead mount (its daemon gone) found at the mountpoint, then mount" },
@@ -387,6 +402,21 @@ static int validate(struct cfs_config *c, unsigned flags, char *why, size_t wcap
 		snprintf(why, wcap, "--ca-file %s: %s", c->ca_file, strerror(errno));
 		return CFS_E_CONFIG;
 	}
+	if (c->shared_cache) {
+		struct cfs_tier_seeds seeds;
+		if ((rc = cfs_tier_parse(c->shared_cache, &seeds, why, wcap)))
+			return rc;
+	}
+	if (c->shared_cache_password_file && access(c->shared_cache_password_file, R_OK) != 0) {
+		snprintf(why, wcap, "--shared-cache-password-file %s: %s",
+			 c->shared_cache_password_file, strerror(errno));
+		return CFS_E_CONFIG;
+	}
+	if (c->shared_cache_ca_file && access(c->shared_cache_ca_file, R_OK) != 0) {
+		snprintf(why, wcap, "--shared-cache-ca-file %s: %s", c->shared_cache_ca_file,
+			 strerror(errno));
+		return CFS_E_CONFIG;
+	}
 	if (c->block_size && (c->block_size < (64u << 10) || c->block_size > (64u << 20) ||
 			      (c->block_size & (c->block_size - 1)))) {
 		snprintf(why, wcap, "--block-size must be a power of two from 64K to 64M");
@@ -447,6 +477,8 @@ int cfs_config_parse_flags(int argc, char **argv, unsigned flags, struct cfs_con
 	c->write_back_delay_s = 5;
 	c->create_rate = 2;
 	c->upload_threads = 4;
+	c->shared_cache_lease_s = 10;
+	c->shared_cache_ttl_s = 7L * 86400;
 	c->start_timeout_s = 60;
 	c->log_max = 16u << 20;
 	int rc = set_str(&c->api_url, "https://www.googleapis.com");
@@ -531,7 +563,9 @@ void cfs_config_cleanup(struct cfs_config *c)
 	char **s[] = { &c->mountpoint, &c->root_id, &c->api_url, &c->token_url,
 		       &c->ca_file, &c->credentials, &c->cache_dir, &c->log_file,
 		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url,
-		       &c->recovery, &c->drive_id, &c->scope, &c->staging_dir };
+		       &c->recovery, &c->drive_id, &c->scope, &c->staging_dir,
+		       &c->shared_cache, &c->shared_cache_password_file,
+		       &c->shared_cache_ca_file };
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);
 		*s[i] = NULL;

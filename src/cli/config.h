@@ -66,6 +66,12 @@ struct cfs_config {
 	char *staging_dir;    /* NULL: automatic (main.c) */
 	long create_rate;     /* creations per second */
 	long upload_threads;
+	/* the shared cache tier (tier.h, tiered.h) */
+	char *shared_cache;          /* redis://... seeds, NULL: none */
+	char *shared_cache_password_file;
+	char *shared_cache_ca_file;
+	long shared_cache_lease_s;
+	long shared_cache_ttl_s;
 	int mountpoint_argi;  /* argv index the mountpoint came from */
 };
 

@@ -30,8 +30,10 @@
 #include "mnt.h"
 #include "super.h"
 #include "testhook.h"
+#include "tier.h"
+#include "tiercfg.h"
 
-#define MAX_CHECKS 8
+#define MAX_CHECKS 12
 #define DRIVE_TIMEOUT_MS 8000
 
 enum cfs_doctor_status cfs_doctor_space(uint64_t free_bytes, uint64_t total)
@@ -254,6 +256,32 @@ static void check_clock(struct doc *d)
 	    "%lld s %s Drive's Date%s", (long long)(skew < 0 ? -skew : skew),
 	    skew < 0 ? "behind" : "ahead of",
 	    st == CFS_DOCTOR_FAIL ? ": tokens (JWTs) and TLS fail beyond 5 min" : "");
+}
+
+/* 5. The shared cache tier (--shared-cache): the slot map and a PING of
+ * every master.  Skipped (not shown) without the option. */
+static void check_tier(struct doc *d)
+{
+	struct cfs_tier *t = NULL;
+	char why[512], msg[600];
+	if (!d->c.shared_cache)
+		return;
+	if (cfs_tiercfg_tier(&d->c, &t, why, sizeof(why)) != 0) {
+		add(d, "shared cache", CFS_DOCTOR_FAIL, "fix --shared-cache", "%s", why);
+		return;
+	}
+	int64_t t0 = cfs_http_now_us();
+	int rc = cfs_tier_check(t, msg, sizeof(msg));
+	long ms = (long)((cfs_http_now_us() - t0) / 1000);
+	cfs_tier_free(t);
+	if (rc)
+		add(d, "shared cache", CFS_DOCTOR_WARN,
+		    rc == CFS_E_AUTH ? "give the password (--shared-cache-password-file)"
+		    : rc == CFS_E_TLS ? "give --shared-cache-ca-file for the cluster's CA"
+				      : "check the cluster and the seeds in --shared-cache",
+		    "%s (after %ld ms); mounts read from Drive while it is so", msg, ms);
+	else
+		add(d, "shared cache", CFS_DOCTOR_OK, NULL, "%s, in %ld ms", msg, ms);
 }
 
 /* The folder mount would use; *own: a default one (cachedir.h's own_base). */
@@ -512,6 +540,7 @@ int cfs_doctor_main(int argc, char **argv)
 		check_drive(&d);
 	if (d.http)
 		check_clock(&d);
+	check_tier(&d);
 	check_cache(&d);
 	check_mount(&d);
 	rc = print_report(&d, json);

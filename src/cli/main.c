@@ -47,6 +47,8 @@
 #include "super.h"
 #include "sync_cmd.h"
 #include "testhook.h"
+#include "tiercfg.h"
+#include "tiered.h"
 #include "vfs.h"
 #include "warm.h"
 
@@ -176,6 +178,7 @@ struct mount {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
 	struct cfs_vfs *vfs;
+	struct cfs_tiered *tiered; /* --shared-cache: the reader's downloads go through it */
 	int fresh;          /* a new mount, not a server restarted under a live one */
 	struct cfs_fhtab *fhtab; /* supervised: handle rows in the supervisor's memfd */
 	int no_fh_rows;     /* --recovery=off: this process is the mount, no rows */
@@ -279,6 +282,15 @@ static int open_core(struct mount *m)
 				      : cfs_strerror(rc));
 		return rc;
 	}
+	rc = cfs_tiercfg_tiered(c, m->drive, cfs_store_block_size(m->store), &m->tiered, m->why,
+				sizeof(m->why));
+	if (rc)
+		return rc;
+	if (m->tiered) {
+		vo.reader.fetch = cfs_tiered_fetch;
+		vo.reader.cancel = cfs_tiered_cancel;
+		vo.reader.io = m->tiered;
+	}
 	if (!c->read_only) {
 		rc = cfs_journal_open(c->staging_dir, &m->journal);
 		if (!rc)
@@ -320,10 +332,12 @@ static int open_core(struct mount *m)
 static void close_core(struct mount *m)
 {
 	cfs_vfs_free(m->vfs);
+	cfs_tiered_free(m->tiered);
 	cfs_store_close(m->store);
 	cfs_journal_close(m->journal);
 	cfs_staging_close(m->stage);
 	m->vfs = NULL;
+	m->tiered = NULL;
 	m->store = NULL;
 	m->journal = NULL;
 	m->stage = NULL;
@@ -342,6 +356,7 @@ static int reopen_core(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *st
 	st->store = m->store;
 	st->vfs = m->vfs;
 	st->reader = cfs_vfs_reader(m->vfs);
+	st->tiered = m->tiered;
 	return 0;
 }
 
@@ -441,7 +456,7 @@ static void session_opts(struct mount *m, const char *log_path, struct cfs_sessi
 		.log_file = log_path,
 		.cache_dir = c->cache_dir,
 		.stats = { .drive = m->drive, .store = m->store, .vfs = m->vfs,
-			   .reader = cfs_vfs_reader(m->vfs),
+			   .reader = cfs_vfs_reader(m->vfs), .tiered = m->tiered,
 			   .started_ms = now_ms },
 		.after_fork = reopen_core,
 		.after_fork_arg = m,

@@ -613,8 +613,8 @@ static void *worker(void *arg)
 /* ---- setup ------------------------------------------------------------------ */
 
 /* The real download (opts.fetch NULL): io is the Drive client. */
-static int drive_fetch(void *io, const char *id, const char *rev, int64_t size, int64_t off,
-		       size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got, int prio)
+int cfs_reader_drive_fetch(void *io, const char *id, const char *rev, int64_t size, int64_t off,
+			   size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got, int prio)
 {
 	return cfs_drive_read_sink(io, id, rev, size, off, len, sink, arg, got, prio);
 }
@@ -625,7 +625,7 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 	struct cfs_reader *r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
-	r->fetch = o && o->fetch ? o->fetch : drive_fetch;
+	r->fetch = o && o->fetch ? o->fetch : cfs_reader_drive_fetch;
 	r->fetch_io = o && o->fetch ? o->io : d;
 	r->io = o ? o->io : NULL;
 	r->cancel = o ? o->cancel : NULL;

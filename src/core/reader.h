@@ -83,6 +83,11 @@ typedef int (*cfs_reader_fetch_fn)(void *io, const char *id, const char *rev, in
 				   int64_t off, size_t len, cfs_drive_sink_fn sink, void *arg,
 				   size_t *got, int prio);
 
+/* The real thing: cfs_drive_read_sink on io, a struct cfs_drive (for a
+ * seam that wraps it, tiered.h). */
+int cfs_reader_drive_fetch(void *io, const char *id, const char *rev, int64_t size, int64_t off,
+			   size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got, int prio);
+
 struct cfs_reader_opts {
 	int workers;              /* download threads (--max-connections); default 16 */
 	uint64_t max_request;     /* largest range request in bytes; default 16 MiB */

@@ -17,6 +17,7 @@
 #include "json.h"
 #include "reader.h"
 #include "store.h"
+#include "tiered.h"
 #include "vfs.h"
 
 struct field {
@@ -36,6 +37,9 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		cfs_store_stats(s->store, &c);
 	if (s->reader)
 		cfs_reader_stats(s->reader, &r);
+	struct cfs_tiered_stats ts = { 0 };
+	if (s->tiered)
+		cfs_tiered_stats(s->tiered, &ts);
 	uint64_t checked = 0, mismatched = 0, polls = 0, changes = 0;
 	struct cfs_vfs_scan_stats sc = { 0 };
 	struct cfs_vfs_mem_stats mem = { 0 };
@@ -159,6 +163,21 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "drive_errors_permission_total", d.err_access },
 		{ "drive_media_bytes_total", d.bytes_media },
 		{ "drive_json_bytes_total", d.bytes_json },
+		{ "tier_up", ts.up },
+		{ "tier_nodes", ts.nodes },
+		{ "tier_hits_total", ts.hits },
+		{ "tier_misses_total", ts.misses },
+		{ "tier_bytes_read_total", ts.bytes_read },
+		{ "tier_bytes_written_total", ts.bytes_written },
+		{ "tier_published_total", ts.published },
+		{ "tier_lease_waits_total", ts.lease_waits },
+		{ "tier_lease_wait_hits_total", ts.lease_wait_hits },
+		{ "tier_lease_timeouts_total", ts.lease_timeouts },
+		{ "tier_corrupt_total", ts.corrupt },
+		{ "tier_errors_total", ts.errors },
+		{ "tier_bypassed_total", ts.bypassed },
+		{ "tier_redirects_total", ts.redirects },
+		{ "tier_map_refreshes_total", ts.refreshes },
 	};
 	int rc = cfs_buf_append(out, "{", 1);
 	for (size_t i = 0; !rc && i < sizeof(f) / sizeof(f[0]); i++) {
@@ -184,7 +203,7 @@ struct kv {
 };
 
 struct kvs {
-	struct kv e[160];
+	struct kv e[192];
 	size_t n;
 };
 
@@ -218,11 +237,20 @@ static const char *const upload_rows[] = {
 	NULL,
 };
 
+static const char *const tier_rows[] = {
+	"tier_up", "tier_nodes", "tier_hits_total", "tier_misses_total", "tier_bytes_read_total",
+	"tier_bytes_written_total", "tier_published_total", "tier_lease_waits_total",
+	"tier_lease_wait_hits_total", "tier_lease_timeouts_total", "tier_corrupt_total",
+	"tier_errors_total", "tier_bypassed_total", "tier_redirects_total",
+	"tier_map_refreshes_total", NULL,
+};
+
 static const struct section {
 	const char *title;
 	const char *const *rows;
 } sections[] = {
 	{ "uploads (write-back: staged at close, sent to Drive after)", upload_rows },
+	{ "shared cache tier (--shared-cache: blocks shared through Redis Cluster)", tier_rows },
 };
 
 static const struct section *section_of(const char *name)

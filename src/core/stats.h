@@ -15,6 +15,7 @@
 struct cfs_drive;
 struct cfs_store;
 struct cfs_reader;
+struct cfs_tiered;
 struct cfs_vfs;
 
 /* Crash recovery: how the mount survives its server's death.  The supervisor
@@ -48,6 +49,7 @@ struct cfs_stats_src {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
 	struct cfs_reader *reader;
+	struct cfs_tiered *tiered; /* NULL without --shared-cache: its names are 0 */
 	int64_t started_ms; /* CLOCK_MONOTONIC */
 	/* NULL without a supervisor; else its counters (read with relaxed
 	 * atomic loads: another process writes them) */

@@ -1,0 +1,101 @@
+/* tiercfg: the shared cache tier from the options (see tiercfg.h). */
+#include "tiercfg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "err.h"
+#include "reader.h"
+#include "tier.h"
+#include "tiered.h"
+
+#define PASSWORD_MAX 4096
+
+/* The password into pw (cap bytes): 0 (pw "" when none is given) or
+ * CFS_E_CONFIG. */
+static int read_password(const struct cfs_config *c, char *pw, size_t cap, char *why,
+			 size_t wcap)
+{
+	pw[0] = '\0';
+	if (c->shared_cache_password_file) {
+		int fd = open(c->shared_cache_password_file, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, pw, cap - 1);
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (n < 0) {
+			snprintf(why, wcap, "--shared-cache-password-file %s: %s",
+				 c->shared_cache_password_file, strerror(e));
+			return CFS_E_CONFIG;
+		}
+		pw[n] = '\0';
+		while (n > 0 && (pw[n - 1] == '\n' || pw[n - 1] == '\r'))
+			pw[--n] = '\0';
+		if (n == 0 || (size_t)n == cap - 1 || strlen(pw) != (size_t)n) {
+			explicit_bzero(pw, cap);
+			snprintf(why, wcap, "--shared-cache-password-file %s: %s",
+				 c->shared_cache_password_file,
+				 n == 0 ? "empty" : "not one line of text under 4 KiB");
+			return CFS_E_CONFIG;
+		}
+		return 0;
+	}
+	const char *env = getenv("COLABFS_SHARED_CACHE_PASSWORD");
+	if (env && *env) {
+		if (strlen(env) >= cap) {
+			snprintf(why, wcap, "COLABFS_SHARED_CACHE_PASSWORD is too long");
+			return CFS_E_CONFIG;
+		}
+		snprintf(pw, cap, "%s", env);
+	}
+	return 0;
+}
+
+int cfs_tiercfg_tier(const struct cfs_config *c, struct cfs_tier **out, char *why, size_t wcap)
+{
+	struct cfs_tier_seeds seeds;
+	char pw[PASSWORD_MAX];
+	int rc = cfs_tier_parse(c->shared_cache, &seeds, why, wcap);
+	if (!rc)
+		rc = read_password(c, pw, sizeof(pw), why, wcap);
+	if (rc)
+		return rc;
+	struct cfs_tier_opts o = { .seeds = &seeds, .password = pw[0] ? pw : NULL,
+				   .ca_file = c->shared_cache_ca_file };
+	rc = cfs_tier_new(&o, out);
+	explicit_bzero(pw, sizeof(pw));
+	if (rc)
+		snprintf(why, wcap, "--shared-cache: %s", cfs_strerror(rc));
+	return rc;
+}
+
+int cfs_tiercfg_tiered(const struct cfs_config *c, struct cfs_drive *d, uint32_t block_size,
+		       struct cfs_tiered **out, char *why, size_t wcap)
+{
+	*out = NULL;
+	if (!c->shared_cache)
+		return 0;
+	struct cfs_tier *t = NULL;
+	int rc = cfs_tiercfg_tier(c, &t, why, wcap);
+	if (rc)
+		return rc;
+	struct cfs_tiered_opts o = {
+		.tier = t,
+		.fetch = cfs_reader_drive_fetch,
+		.io = d,
+		.block_size = block_size,
+		.lease_ms = (int)(c->shared_cache_lease_s * 1000),
+		.ttl_s = c->shared_cache_ttl_s,
+	};
+	rc = cfs_tiered_new(&o, out);
+	if (rc) {
+		cfs_tier_free(t);
+		snprintf(why, wcap, "--shared-cache: %s", cfs_strerror(rc));
+	}
+	return rc;
+}

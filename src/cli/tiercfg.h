@@ -1,0 +1,27 @@
+/* tiercfg: the shared cache tier as the options describe it (--shared-cache
+ * and its companions): the seeds parsed, the password read from
+ * --shared-cache-password-file or COLABFS_SHARED_CACHE_PASSWORD (never
+ * argv; wiped once the tier has its copy), the tier (tier.h) and the
+ * reader's seam around Drive (tiered.h) built.  For the mount and doctor. */
+#ifndef CFS_TIERCFG_H
+#define CFS_TIERCFG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct cfs_config;
+struct cfs_drive;
+struct cfs_tier;
+struct cfs_tiered;
+
+/* The cluster client of c->shared_cache (which must be set).  Returns 0,
+ * CFS_E_CONFIG (why says what: an unreadable or empty password file), or
+ * -ENOMEM. */
+int cfs_tiercfg_tier(const struct cfs_config *c, struct cfs_tier **out, char *why, size_t wcap);
+
+/* The seam: blocks of block_size through the tier, misses from d.  *out is
+ * NULL (and 0 returned) when c has no --shared-cache. */
+int cfs_tiercfg_tiered(const struct cfs_config *c, struct cfs_drive *d, uint32_t block_size,
+		       struct cfs_tiered **out, char *why, size_t wcap);
+
+#endif

@@ -1,0 +1,100 @@
+/* tier: a client of the shared cache tier's Redis Cluster (issue 15).
+ *
+ * Owns the cluster as a whole: the seed list of --shared-cache, the slot
+ * map (CLUSTER SLOTS, through cluster.h), a small pool of connections per
+ * node (redis.h), and the rules that make a cluster a cache and never a
+ * source of errors: a command goes to the master of its key's slot; MOVED
+ * refreshes the map and goes where it says, ASK goes there once after
+ * ASKING (at most CFS_TIER_REDIRECTS hops); a node that refuses or times
+ * out is left alone for a while (its own backoff) and the map is read
+ * again, so a failover is followed within a refresh; a cluster none of whose
+ * nodes answers is "down": calls fail at once (-EAGAIN) until the next probe,
+ * which comes after a backoff doubling from 250 ms to 10 s.  Callers treat
+ * every failure as a miss.
+ *
+ * Connections are made when first needed: a mount starts (and keeps
+ * serving from Drive) whether or not the cluster is up.  The password is
+ * kept in memory only, given to AUTH and never logged.
+ *
+ * Thread-safe: any number of threads may call cfs_tier_exec at once; each
+ * takes a connection of its own for the call. */
+#ifndef CFS_TIER_H
+#define CFS_TIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct cfs_redis_reply;
+struct cfs_tier;
+
+#define CFS_TIER_SEEDS_MAX 16
+#define CFS_TIER_REDIRECTS 4
+
+struct cfs_tier_seeds {
+	int tls;                  /* rediss:// */
+	char user[128];           /* "" unless the URL names one (redis://USER@host:port) */
+	unsigned n;
+	struct {
+		char host[256];
+		int port;
+	} seed[CFS_TIER_SEEDS_MAX];
+};
+
+/* Parses a --shared-cache value: redis://[USER@]HOST:PORT[,HOST:PORT...] or
+ * rediss://... (TLS); a host may be [IPv6].  A password in the URL is
+ * refused (argv is visible to every user of the machine).  Returns 0 or
+ * CFS_E_CONFIG with why set. */
+int cfs_tier_parse(const char *url, struct cfs_tier_seeds *out, char *why, size_t wcap);
+
+struct cfs_tier_opts {
+	const struct cfs_tier_seeds *seeds;
+	const char *password;  /* NULL: no AUTH; copied */
+	const char *ca_file;   /* TLS: CA bundle, NULL: the system's; copied */
+	int connect_ms;        /* default 500 */
+	int io_ms;             /* default 1000 */
+};
+
+int cfs_tier_new(const struct cfs_tier_opts *o, struct cfs_tier **out);
+void cfs_tier_free(struct cfs_tier *t);
+
+/* One command: argv[0..argc) with lengths. */
+struct cfs_tier_cmd {
+	int argc;
+	const char *const *argv;
+	const size_t *len;
+};
+
+/* Sends the n commands, pipelined, to the node serving the slot of key
+ * (every command must touch keys of that slot only; use a hash tag), and
+ * fills out[0..n) with their replies (cfs_redis_tree; free each with
+ * cfs_redis_reply_free).  Redirections are followed.  Returns 0, or
+ * -EAGAIN (the cluster is down: not tried), CFS_E_NET, CFS_E_PROTO,
+ * CFS_E_AUTH, CFS_E_SERVER (an error reply such as CLUSTERDOWN or TRYAGAIN
+ * to the first command), with no reply left in out. */
+int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
+		  const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out);
+
+/* 1 when the cluster is believed up (a map is loaded and the last call did
+ * not find it down). */
+int cfs_tier_up(struct cfs_tier *t);
+
+struct cfs_tier_stats {
+	uint64_t up;          /* gauge: cfs_tier_up */
+	uint64_t nodes;       /* gauge: masters in the map */
+	uint64_t commands;    /* commands sent */
+	uint64_t errors;      /* calls that failed (network, protocol, error replies) */
+	uint64_t redirects;   /* MOVED and ASK followed */
+	uint64_t refreshes;   /* slot maps read */
+	uint64_t connects;    /* connections made */
+};
+void cfs_tier_stats(struct cfs_tier *t, struct cfs_tier_stats *out);
+
+/* A status in the tier's words ("no connection, or no answer in time"...). */
+const char *cfs_tier_strerror(int rc);
+
+/* For `colabfs doctor`: reads the map now and PINGs every master.  Writes a
+ * one-line summary (or what failed) into msg.  Returns 0 when every master
+ * answered, else the first error. */
+int cfs_tier_check(struct cfs_tier *t, char *msg, size_t cap);
+
+#endif
