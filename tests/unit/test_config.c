@@ -157,6 +157,28 @@ int main(void)
 	CHECK(cfs_config_parse_size("5X", &v) != 0);
 	CHECK(cfs_config_parse_size("99999999999T", &v) != 0);
 
+	/* the shared cache tier: seeds checked at parse time, no password in argv */
+	const char *sc[] = { "--shared-cache=redis://10.1.2.3:6379,10.1.2.4:6379",
+			     "--shared-cache-lease=3", "/m" };
+	CHECK_EQ(parse(sc, 3, &c, why, sizeof(why)), 0);
+	CHECK_STR(c.shared_cache, "redis://10.1.2.3:6379,10.1.2.4:6379");
+	CHECK_EQ(c.shared_cache_lease_s, 3);
+	CHECK_EQ(c.shared_cache_ttl_s, 604800);
+	cfs_config_cleanup(&c);
+	const char *sc_pw[] = { "--shared-cache=redis://app:hunter2@10.1.2.3:6379", "/m" };
+	CHECK_EQ(parse(sc_pw, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+	CHECK(strstr(why, "password-file") != NULL && strstr(why, "hunter2") == NULL);
+	cfs_config_cleanup(&c);
+	const char *sc_bad[][2] = { { "--shared-cache=http://h:1", "/m" },
+				    { "--shared-cache=redis://h", "/m" },
+				    { "--shared-cache-password-file=/nonexistent/pw", "/m" },
+				    { "--shared-cache-ttl=5", "/m" },
+				    { "--shared-cache-lease=0", "/m" } };
+	for (int i = 0; i < 5; i++) {
+		CHECK_EQ(parse(sc_bad[i], 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+		cfs_config_cleanup(&c);
+	}
+
 	/* the root: My Drive, --root, --drive-id or --shared-with-me, one at most */
 	const char *def[] = { "/m" };
 	CHECK_EQ(parse(def, 1, &c, why, sizeof(why)), 0);
