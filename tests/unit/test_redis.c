@@ -230,6 +230,16 @@ static int ping_answered(const char *answer, size_t n, int close_after, int io_m
 	return rc;
 }
 
+/* Starts f answering a PING with `answer`, connects *c and sends the PING:
+ * its status, with *r set on 0.  The caller closes *c and stops f. */
+static int ping_reply(struct fake *f, const char *answer, size_t n, struct cfs_redis **c,
+		      struct cfs_redis_reply **r)
+{
+	fake_start(f, answer, n, 14, 0, 0);
+	int rc = cfs_redis_connect("127.0.0.1", f->port, NULL, c);
+	return rc ? rc : cfs_redis_command(*c, 1, PING, NULL, r);
+}
+
 static void test_malformed(void)
 {
 	static const struct {
@@ -259,11 +269,9 @@ static void test_malformed(void)
 	/* 7 deep is still fine */
 	struct fake f;
 	static const char deep[] = "*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:5\r\n";
-	fake_start(&f, deep, sizeof(deep) - 1, 14, 0, 0);
 	struct cfs_redis *c = NULL;
 	struct cfs_redis_reply *r = NULL;
-	CHECK_EQ(cfs_redis_connect("127.0.0.1", f.port, NULL, &c), 0);
-	if (c && cfs_redis_command(c, 1, PING, NULL, &r) == 0) {
+	if (ping_reply(&f, deep, sizeof(deep) - 1, &c, &r) == 0) {
 		const struct cfs_cluster_reply *t = cfs_redis_tree(r);
 		int depth = 0;
 		while (t->type == CFS_RESP_ARRAY && t->n == 1) {
@@ -298,17 +306,13 @@ static void test_net_failures(void)
 	/* an error reply is a reply, not a failure */
 	struct fake f;
 	static const char wt[] = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
-	fake_start(&f, wt, sizeof(wt) - 1, 14, 0, 0);
 	struct cfs_redis *c = NULL;
 	struct cfs_redis_reply *r = NULL;
-	CHECK_EQ(cfs_redis_connect("127.0.0.1", f.port, NULL, &c), 0);
-	if (c) {
-		CHECK_EQ(cfs_redis_command(c, 1, PING, NULL, &r), 0);
-		if (r) {
-			const struct cfs_cluster_reply *t = cfs_redis_tree(r);
-			CHECK_EQ(t->type, CFS_RESP_ERROR);
-			CHECK(t->len == sizeof(wt) - 4 && memcmp(t->str, wt + 1, t->len) == 0);
-		}
+	CHECK_EQ(ping_reply(&f, wt, sizeof(wt) - 1, &c, &r), 0);
+	if (r) {
+		const struct cfs_cluster_reply *t = cfs_redis_tree(r);
+		CHECK_EQ(t->type, CFS_RESP_ERROR);
+		CHECK(t->len == sizeof(wt) - 4 && memcmp(t->str, wt + 1, t->len) == 0);
 		CHECK_EQ(cfs_redis_broken(c), 0);
 	}
 	cfs_redis_reply_free(r);
