@@ -27,6 +27,7 @@
 #include "clock.h"
 #include "cluster.h"
 #include "err.h"
+#include "log.h"
 #include "redis.h"
 #include "tier.h"
 #include "tiered.h"
@@ -35,22 +36,24 @@
 
 /* ---- a two-node cluster ---- */
 
-static pid_t srv[2];
-static int port[2];
-static char dir[2][128];
-static char id[2][64];
+#define NSRV 3 /* 0, 1: a two-node cluster; 2: a one-node cluster with a password */
+#define PASSWORD "pw-7c1e-never-logged"
+static pid_t srv[NSRV];
+static int port[NSRV];
+static char dir[NSRV][128];
+static char id[NSRV][64];
 
 static void stop_servers(void)
 {
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < NSRV; i++)
 		if (srv[i] > 0) {
 			kill(srv[i], SIGKILL);
 			waitpid(srv[i], NULL, 0);
 			srv[i] = 0;
 		}
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < NSRV; i++)
 		if (dir[i][0]) {
-			char cmd[300];
+			char cmd[512];
 			snprintf(cmd, sizeof(cmd), "rm -rf %s", dir[i]);
 			if (system(cmd) != 0)
 				fprintf(stderr, "could not remove %s\n", dir[i]);
@@ -78,7 +81,8 @@ static int cmd(int i, const char *words, struct cfs_redis_reply **r)
 		len[argc++] = strlen(w);
 	}
 	struct cfs_redis *c = NULL;
-	struct cfs_redis_opts o = { .connect_ms = 300, .io_ms = 2000 };
+	struct cfs_redis_opts o = { .connect_ms = 300, .io_ms = 2000,
+				    .password = i == 2 ? PASSWORD : NULL };
 	int rc = cfs_redis_connect("127.0.0.1", port[i], &o, &c);
 	if (!rc)
 		rc = cfs_redis_command(c, argc, argv, len, r);
@@ -145,8 +149,8 @@ static int start_cluster(void)
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	for (int i = 0; i < 2; i++) {
-		port[i] = free_port(i ? port[0] + 1 : 20000 + (int)(getpid() % 1000) * 2);
+	for (int i = 0; i < NSRV; i++) {
+		port[i] = free_port(i ? port[i - 1] + 1 : 20000 + (int)(getpid() % 1000) * 2);
 		if (!port[i])
 			return -EADDRINUSE;
 		snprintf(dir[i], sizeof(dir[i]), "/tmp/cfs-test-tiered-%d-%d", (int)getpid(), i);
@@ -163,21 +167,23 @@ static int start_cluster(void)
 			execlp("redis-server", "redis-server", "--port", ps, "--bind", "127.0.0.1",
 			       "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			       "--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no",
-			       "--daemonize", "no", "--logfile", "redis.log", (char *)NULL);
+			       "--daemonize", "no", "--logfile", "redis.log",
+			       i == 2 ? "--requirepass" : (char *)NULL, PASSWORD, (char *)NULL);
 			_exit(127);
 		}
 		if (srv[i] < 0)
 			return -errno;
 	}
-	for (int i = 0; i < 2; i++)
+	char w[128], out[256];
+	for (int i = 0; i < NSRV; i++)
 		if (wait_for(i, "PING", "PONG", 10000))
 			return -ETIMEDOUT;
-	char w[128], out[256];
+	CHECK(cmd_text(2, "CLUSTER ADDSLOTSRANGE 0 16383", out, sizeof(out)) == 0);
 	CHECK(cmd_text(0, "CLUSTER ADDSLOTSRANGE 0 8191", out, sizeof(out)) == 0);
 	CHECK(cmd_text(1, "CLUSTER ADDSLOTSRANGE 8192 16383", out, sizeof(out)) == 0);
 	snprintf(w, sizeof(w), "CLUSTER MEET 127.0.0.1 %d", port[1]);
 	CHECK(cmd_text(0, w, out, sizeof(out)) == 0);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < NSRV; i++) {
 		if (wait_for(i, "CLUSTER INFO", "cluster_state:ok", 15000))
 			return -ETIMEDOUT;
 		cmd_text(i, "CLUSTER MYID", id[i], sizeof(id[i]));
@@ -247,14 +253,14 @@ static int same(const char *fid, const unsigned char *b, int64_t off, int64_t n)
 	return 1;
 }
 
-static struct cfs_tiered *machine(int lease_ms)
+static struct cfs_tiered *machine_at(int p, const char *password, int lease_ms)
 {
 	struct cfs_tier_seeds seeds;
 	char why[256];
 	char url[64];
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", port[0]);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", p);
 	CHECK(cfs_tier_parse(url, &seeds, why, sizeof(why)) == 0);
-	struct cfs_tier_opts to = { .seeds = &seeds, .io_ms = 2000 };
+	struct cfs_tier_opts to = { .seeds = &seeds, .io_ms = 2000, .password = password };
 	struct cfs_tier *t = NULL;
 	CHECK(cfs_tier_new(&to, &t) == 0);
 	struct cfs_tiered_opts o = { .tier = t, .fetch = fake_fetch, .block_size = BS,
@@ -262,6 +268,11 @@ static struct cfs_tiered *machine(int lease_ms)
 	struct cfs_tiered *x = NULL;
 	CHECK(cfs_tiered_new(&o, &x) == 0);
 	return x;
+}
+
+static struct cfs_tiered *machine(int lease_ms)
+{
+	return machine_at(port[0], NULL, lease_ms);
 }
 
 /* Reads [off, off+len) of fid@rev (size bytes) through x into a buffer; checks the bytes. */
@@ -338,6 +349,51 @@ static void *publish_later(void *arg)
 	free(data);
 	free(v);
 	return NULL;
+}
+
+/* AUTH through the tier; a wrong or missing password costs a download, and
+ * the password is in no log line (at debug level). */
+static void test_auth(void)
+{
+	char logp[160];
+	snprintf(logp, sizeof(logp), "%s/tier.log", dir[2]);
+	CHECK_EQ(cfs_log_open(logp, CFS_LOG_DEBUG), 0);
+	struct cfs_tiered *good = machine_at(port[2], PASSWORD, 3000);
+	struct cfs_tiered *wrong = machine_at(port[2], "not-" PASSWORD, 3000);
+	struct cfs_tiered *none = machine_at(port[2], NULL, 3000);
+	char v[BS + 64];
+	size_t n;
+	CHECK_EQ(tier_set(good, "k", "v", 1, NULL), 0);
+	CHECK(tier_get(good, "k", v, sizeof(v), &n) == 0 && n == 1 && v[0] == 'v');
+	CHECK(tier_get(wrong, "k", v, sizeof(v), &n) != 0);
+	CHECK(tier_get(none, "k", v, sizeof(v), &n) != 0);
+	fetches = 0;
+	CHECK_EQ(read_via(good, "A1", 3 * BS, 0, 3 * BS, 0), 0);
+	CHECK_EQ(read_via(wrong, "A1", 3 * BS, 0, 3 * BS, 0), 0); /* from Drive */
+	CHECK_EQ(read_via(none, "A1", 3 * BS, 0, 3 * BS, 0), 0);
+	CHECK_EQ(fetches, 3);
+	struct cfs_tiered_stats s;
+	cfs_tiered_stats(good, &s);
+	CHECK_EQ(s.published, 3);
+	cfs_tiered_stats(wrong, &s);
+	CHECK(s.bypassed >= 1 && s.hits == 0 && s.errors >= 1);
+	cfs_tiered_free(good);
+	cfs_tiered_free(wrong);
+	cfs_tiered_free(none);
+	cfs_log_open(NULL, CFS_LOG_INFO);
+	FILE *f = fopen(logp, "r");
+	CHECK(f != NULL);
+	size_t total = 0;
+	int leaked = 0;
+	char line[1024];
+	while (f && fgets(line, sizeof(line), f)) {
+		total += strlen(line);
+		leaked |= strstr(line, PASSWORD) != NULL;
+	}
+	if (f)
+		fclose(f);
+	CHECK(total > 0);
+	CHECK(!leaked);
 }
 
 static void test_format(void)
@@ -559,6 +615,7 @@ int main(void)
 	} else if (rc) {
 		CHECK_EQ(rc, 0);
 	} else {
+		test_auth();
 		struct cfs_tiered *x = machine(3000);
 		test_routing(x);
 		cfs_tiered_free(x);
