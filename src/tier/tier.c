@@ -17,6 +17,7 @@
 #define POOL_MAX 16        /* idle connections kept per node */
 #define NODES_MAX 256
 #define REFRESH_GAP_MS 200 /* map reads at most this often */
+#define REFRESH_EVERY_MS 60000 /* and at least this often: nodes added, slots moved */
 #define NODE_BACKOFF_MS 250
 #define NODE_BACKOFF_MAX_MS 5000
 #define DOWN_BACKOFF_MS 250
@@ -45,6 +46,7 @@ struct cfs_tier {
 	int refreshing;
 	int want_refresh;
 	int64_t refresh_after;
+	int64_t refreshed_at; /* the last map read that worked */
 	int64_t down_until;
 	int down_backoff_ms;
 	int down; /* the last map read found no node answering */
@@ -397,6 +399,7 @@ static int refresh(struct cfs_tier *t)
 				 masters, m->covered, CFS_CLUSTER_SLOTS, t->node[from]->host,
 				 t->node[from]->port);
 		t->masters = masters;
+		t->refreshed_at = now_ms();
 		t->have_map = 1;
 		t->down = 0;
 		t->down_backoff_ms = 0;
@@ -515,6 +518,8 @@ int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
 		pthread_mutex_unlock(&t->lock);
 		return -EAGAIN;
 	}
+	if (t->have_map && now - t->refreshed_at >= REFRESH_EVERY_MS)
+		t->want_refresh = 1;
 	int need = !t->have_map || t->down || (t->want_refresh && now >= t->refresh_after);
 	pthread_mutex_unlock(&t->lock);
 	if (need && refresh(t) && !cfs_tier_up(t)) {

@@ -7,7 +7,8 @@
  * refreshes the map and goes where it says, ASK goes there once after
  * ASKING (at most CFS_TIER_REDIRECTS hops); a node that refuses or times
  * out is left alone for a while (its own backoff) and the map is read
- * again, so a failover is followed within a refresh; a cluster none of whose
+ * again, so a failover is followed within a refresh (the map is also read
+ * every minute, for nodes added and slots moved while nothing failed); a cluster none of whose
  * nodes answers is "down": calls fail at once (-EAGAIN) until the next probe,
  * which comes after a backoff doubling from 250 ms to 10 s.  Callers treat
  * every failure as a miss.
