@@ -7,6 +7,8 @@
 #define CFS_BUF_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 struct cfs_buf {
 	char *data;
@@ -20,5 +22,21 @@ void cfs_buf_reset(struct cfs_buf *b);
 void cfs_buf_cleanup(struct cfs_buf *b);
 /* Takes the data out (caller frees); the buffer is left empty. */
 char *cfs_buf_steal(struct cfs_buf *b, size_t *len);
+
+/* Streamed bytes into a block: copies what fits of (*p, *n), at file
+ * offset *at, into blk after its *fill bytes (blen in all), and advances
+ * all four.  Returns 1 when the block is complete.  The caller has made *at
+ * the block's next byte (skipping what a retry sends again). */
+static inline int cfs_buf_fill_block(char *blk, size_t *fill, size_t blen, const char **p,
+				     size_t *n, int64_t *at)
+{
+	size_t take = blen - *fill < *n ? blen - *fill : *n;
+	memcpy(blk + *fill, *p, take);
+	*fill += take;
+	*p += take;
+	*n -= take;
+	*at += (int64_t)take;
+	return *fill == blen;
+}
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "drive.h"
 #include "err.h"
 #include "json.h"
@@ -491,13 +492,7 @@ static int on_bytes(void *arg, int64_t at, const char *p, size_t n)
 		if (at > want)
 			return -1; /* a gap: never serve a block with a hole */
 		size_t blen = block_len(r, j->size, j->first + j->published);
-		size_t take = blen - j->fill < n ? blen - j->fill : n;
-		memcpy(j->blk + j->fill, p, take);
-		j->fill += take;
-		p += take;
-		n -= take;
-		at += (int64_t)take;
-		if (j->fill == blen && publish(j) == 2)
+		if (cfs_buf_fill_block(j->blk, &j->fill, blen, &p, &n, &at) && publish(j) == 2)
 			return 1; /* cut short: end the transfer, successfully */
 	}
 	return 0;

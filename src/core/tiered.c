@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "crc32c.h"
 #include "err.h"
@@ -341,13 +342,7 @@ static int tee_bytes(void *arg, int64_t at, const char *p, size_t n)
 		n -= skip;
 		at += (int64_t)skip;
 		size_t blen = block_len(q, e->next);
-		size_t take = blen - e->fill < n ? blen - e->fill : n;
-		memcpy(e->buf + e->fill, p, take);
-		e->fill += take;
-		p += take;
-		n -= take;
-		at += (int64_t)take;
-		if (e->fill == blen) {
+		if (cfs_buf_fill_block(e->buf, &e->fill, blen, &p, &n, &at)) {
 			if (q->tier_ok)
 				publish(q, e->next, e->buf, blen, e->mine[e->next - e->first]);
 			e->next++;
