@@ -30,7 +30,6 @@ Every wait has a deadline; the processes are registered with helpers.LIVE_PROCS
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile

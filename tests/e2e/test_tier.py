@@ -39,6 +39,7 @@ before its readers ask; the ratio and byte checks hold either way.
 
 import collections
 import errno
+import json
 import multiprocessing
 import os
 import random
@@ -287,7 +288,6 @@ def head_revisions(emu, ids):
     for i in ids:
         st, _, body = emu.request("GET", "/_emu/items/" + i)
         assert st == 200, (i, st, body[:200])
-        import json
         out[i] = json.loads(body)["headRevisionId"]
     return out
 
@@ -356,6 +356,7 @@ def test_three_mounts_share_through_tier(tier_tree, emulator_factory, mount_fact
            % (len(rels), blocks, took, downloads, ratio, sum(1 for v in dl.values() if v > 1),
               dict(tot), len(keys), len(leases)))
     assert tot["tier_errors_total"] == 0 and tot["tier_corrupt_total"] == 0, per
+    assert all(LEASE_RE.match(k) for k in leases), "odd lease keys: %r" % leases[:5]
     assert all(s["tier_up"] == 1 for s in per), per
     assert set(dl) == ids, "files never downloaded: %d" % len(ids - set(dl))
     assert ratio <= 1.3, "%d downloads for %d blocks (%.2f per block)" % (downloads, blocks, ratio)
