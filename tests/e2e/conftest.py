@@ -550,3 +550,22 @@ def mnt(session_mount):
     """The session mount (a helpers.Mount), alive."""
     m = session_mount.get()
     yield m
+
+
+# --------------------------------------------------------------------------
+# a real Redis Cluster (the shared cache tier of issue 15)
+
+
+@pytest.fixture
+def redis_cluster(tmp_path_factory, request):
+    """A started 6-node Redis Cluster (3 masters + 3 replicas, see
+    redis_cluster.py); skips when redis-server is not installed.  Every node is
+    killed and reaped and its folder removed at test end, pass or fail."""
+    import redis_cluster as RC
+    why = RC.available()
+    if why:
+        pytest.skip("no Redis Cluster: " + why)
+    c = RC.RedisCluster(str(tmp_path_factory.mktemp("redis")))
+    request.addfinalizer(c.close)
+    c.start()
+    return c

@@ -1,0 +1,286 @@
+#!/usr/bin/python3
+"""The shared-dataset workload with and without the shared cache tier (issue 15).
+
+    /usr/bin/python3 bench/shared_tier.py [--files 1000] [--size 32768] [--ttfb-ms 200]
+                                          [--user-rate 200] [--readers 2] [--mounts 1,2,3]
+                                          [--tiers off,on] [--mount-opt=OPT ...] [--json FILE] [--keep]
+
+Several Colab machines train on one dataset in one Drive account: one Drive emulator (200 ms to
+first byte, a per-user quota of --user-rate requests/s shared by every mount, as Drive's is) serves
+a flat folder of --files files of --size bytes; 1, 2 and 3 mounts, each with a cache of its own,
+read every file of it at once, each mount in its own shuffled order with --readers threads (a
+Colab DataLoader has 2 workers), every byte compared. Each count of mounts runs without the tier
+and with it (``colabfs mount --shared-cache=redis://...`` on one real 6-node Redis Cluster, 3
+masters + 3 replicas, started from Debian's redis-server by tests/e2e/redis_cluster.py and emptied
+between runs). Every run gets fresh mounts and caches, the emulator's counters are reset and its
+quota bucket refilled.
+
+Prints one table: mounts, tier, aggregate files/s (files read over all mounts / wall time of the
+reads; the listing before is not timed), Drive requests per file read (every Drive API request the
+emulator saw, quota refusals included, over the files read by all mounts), and the ratio of the
+files/s to the no-tier 3-mount run's (the reference, measured in the same run). The notes give, per
+run, media requests, quota refusals and the tier counters summed over the mounts. A run whose mount
+fails (a colabfs without --shared-cache) shows n/a with the reason. Needs root, /dev/fuse, free
+space in /dev/shm, and redis-server (for the tier rows); everything it starts is unmounted and
+stopped at exit, even on error or Ctrl-C.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))
+import helpers as H  # noqa: E402 - the e2e suite's emulator and mount handling, plain stdlib
+import redis_cluster as RC  # noqa: E402
+
+TOKEN = "shared-tier-bench-token"
+FOLDER_ID = "1SharedTierBenchFolder0000000000"
+TIER_KEYS = ["tier_hits_total", "tier_misses_total", "tier_published_total",
+             "tier_lease_waits_total", "tier_lease_wait_hits_total", "tier_lease_timeouts_total",
+             "tier_corrupt_total", "tier_errors_total", "tier_bypassed_total"]
+
+
+def make_tree(base, files, size, seed):
+    src = os.path.join(base, "src")
+    os.makedirs(src)
+    rng = random.Random(seed)
+    items = [{"id": FOLDER_ID, "name": "ds", "parent": "root", "mimeType": H.FOLDER}]
+    data = {}
+    for i in range(files):
+        name = "f%05d.bin" % i
+        d = rng.randbytes(size)
+        p = os.path.join(src, name)
+        with open(p, "wb") as f:
+            f.write(d)
+        data["ds/" + name] = d
+        items.append({"id": H.mkid("shared-tier/" + name), "name": name, "parent": FOLDER_ID,
+                      "path": p})
+    spec = os.path.join(base, "spec.json")
+    with open(spec, "w") as f:
+        json.dump({"root": {"id": H.ROOT_ID, "name": "My Drive"}, "items": items}, f)
+    return spec, data
+
+
+def cstats(m):
+    rc, out, err = H.run_cmd([str(H.colabfs_bin()), "stats", m.mnt, "--json"], 30, env=m.env)
+    if rc != 0:
+        return {}
+    try:
+        return json.loads(out)
+    except ValueError:
+        return {}
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.base = tempfile.mkdtemp(prefix="colabfs-bench-tier-", dir="/dev/shm")
+        self.mounts = []
+        self.emu = None
+        self.cluster = None
+        self.rows = []
+        self.notes = []
+
+    def cleanup(self):
+        for m in self.mounts:
+            try:
+                m.cleanup()
+            except Exception as e:  # noqa: B902 - best effort at exit
+                print("cleanup of %s: %s" % (m.mnt, e), file=sys.stderr)
+        self.mounts = []
+        if self.emu is not None:
+            self.emu.stop()
+        if self.cluster is not None:
+            self.cluster.close()
+        if not self.a.keep:
+            shutil.rmtree(self.base, ignore_errors=True)
+        else:
+            print("kept %s" % self.base)
+
+    def mount(self, name, tier):
+        d = os.path.join(self.base, name)
+        home = os.path.join(d, "home")
+        os.makedirs(home)
+        env = H.clean_env(home=home)
+        env["COLABFS_ACCESS_TOKEN"] = TOKEN
+        log = os.path.join(d, "colabfs.log")
+        args = ["--api-url=" + self.emu.url, "--cache-dir=" + os.path.join(d, "cache"),
+                "--log-file=" + log, "--log-level=info"] + list(self.a.mount_opt)
+        if tier:
+            args.append("--shared-cache=" + self.cluster.seeds)
+        m = H.Mount(os.path.join(d, "mnt"), args, env, log_file=log)
+        self.mounts.append(m)
+        rc, out, err = m.start(check=False)
+        if rc != 0 or not H.is_fuse_mounted(m.mnt):
+            raise RuntimeError("mount failed rc=%s: %s" % (rc, (err or out).strip()[-200:]))
+        return m
+
+    def reset_emulator(self):
+        self.emu.reset()
+        body = json.dumps({"rate": self.a.user_rate}).encode()
+        st, _, _ = self.emu.request("POST", "/_emu/quota", data=body,
+                                    headers={"Content-Type": "application/json"})
+        assert st == 200, "POST /_emu/quota -> %s" % st
+
+    def run_one(self, n, tier, data, run_no):
+        for m in self.mounts:
+            m.cleanup()
+        self.mounts = []
+        if tier:
+            self.cluster.flushall()
+        self.reset_emulator()
+        mounts = [self.mount("r%d-%s-m%d" % (run_no, "tier" if tier else "plain", i), tier)
+                  for i in range(n)]
+        rels = sorted(data)
+        for m in mounts:  # the Dataset's constructor lists the folder (untimed)
+            names = sorted(os.listdir(m.path("ds")))
+            assert len(names) == len(rels), "listing: %d names, want %d" % (len(names), len(rels))
+        errors, lock = [], threading.Lock()
+        go = threading.Event()
+
+        def reader(m, order):
+            go.wait()
+            for rel in order:
+                try:
+                    with open(m.path(rel), "rb", buffering=0) as f:
+                        got = f.read()
+                    if got != data[rel]:
+                        raise ValueError("%s: wrong bytes" % rel)
+                except (OSError, ValueError) as e:
+                    with lock:
+                        errors.append("%s: %s" % (m.mnt, e))
+        threads = []
+        for i, m in enumerate(mounts):
+            order = list(rels)
+            random.Random(self.a.seed * 101 + i).shuffle(order)
+            for w in range(self.a.readers):
+                threads.append(threading.Thread(target=reader, args=(m, order[w::self.a.readers]),
+                                                daemon=True))
+        for th in threads:
+            th.start()
+        t0 = time.monotonic()
+        go.set()
+        H.wait_until(lambda: not any(th.is_alive() for th in threads), self.a.timeout,
+                     interval=0.01, what="the readers")
+        secs = time.monotonic() - t0
+        es = self.emu.stats()
+        tot = {}
+        for m in mounts:
+            st = cstats(m)
+            for k in TIER_KEYS:
+                tot[k] = tot.get(k, 0) + st.get(k, 0)
+        files = n * len(rels)
+        api = es["requests"] - es["by_kind"].get("token", 0) - es["by_kind"].get("metadata", 0)
+        row = {"mounts": n, "tier": "on" if tier else "off", "seconds": secs,
+               "files_per_s": files / secs, "requests_per_file": api / files,
+               "media": es["by_kind"].get("media", 0), "quota_rejected": es.get("quota_rejected", 0),
+               "errors": len(errors), "tier_counters": tot if tier else None}
+        if errors:
+            self.notes.append("%d mounts, tier %s: %d read errors, e.g. %s"
+                              % (n, row["tier"], len(errors), errors[:3]))
+        return row
+
+    def main(self):
+        a = self.a
+        print("making %d files of %d bytes under %s" % (a.files, a.size, self.base))
+        spec, data = make_tree(self.base, a.files, a.size, a.seed)
+        self.emu = H.Emulator(spec, os.path.join(self.base, "emu"), access_token=TOKEN,
+                              ttfb_ms=a.ttfb_ms, extra=["--user-rate", str(a.user_rate)])
+        self.emu.start()
+        if "on" in a.tiers:
+            why = RC.available()
+            if why:
+                self.notes.append("tier rows skipped: " + why)
+                a.tiers = [t for t in a.tiers if t != "on"]
+            else:
+                self.cluster = RC.RedisCluster(os.path.join(self.base, "redis")).start()
+        run_no = 0
+        for tier in a.tiers:
+            for n in a.mounts:
+                run_no += 1
+                try:
+                    row = self.run_one(n, tier == "on", data, run_no)
+                except (RuntimeError, AssertionError, H.Timeout) as e:
+                    row = {"mounts": n, "tier": tier, "na": str(e)}
+                self.rows.append(row)
+                print("  %d mount(s), tier %s: %s" % (n, tier, "n/a: " + row["na"] if "na" in row
+                                                      else "%.1f files/s" % row["files_per_s"]))
+        self.table()
+
+    def table(self):
+        ref = next((r for r in self.rows if r["mounts"] == 3 and r["tier"] == "off" and
+                    "na" not in r), None)
+        print()
+        print("shared dataset: %d files x %d bytes, ttfb %d ms, quota %d requests/s for all "
+              "mounts, %d reader threads per mount" % (self.a.files, self.a.size, self.a.ttfb_ms,
+                                                        self.a.user_rate, self.a.readers))
+        print("| mounts | tier | files/s (all mounts) | Drive requests per file | ratio vs 3 mounts "
+              "without tier |")
+        print("|---|---|---|---|---|")
+        for r in self.rows:
+            if "na" in r:
+                print("| %d | %s | n/a | n/a | n/a (%s) |" % (r["mounts"], r["tier"], r["na"]))
+                continue
+            ratio = "%.2fx" % (r["files_per_s"] / ref["files_per_s"]) if ref else "n/a"
+            print("| %d | %s | %.1f | %.3f | %s |" % (r["mounts"], r["tier"], r["files_per_s"],
+                                                      r["requests_per_file"], ratio))
+        print()
+        for r in self.rows:
+            if "na" in r:
+                continue
+            print("- %d mount(s), tier %s: %.2f s, %d media requests, %d refused by the quota, %d "
+                  "read errors%s" % (r["mounts"], r["tier"], r["seconds"], r["media"],
+                                     r["quota_rejected"], r["errors"],
+                                     "; tier: " + ", ".join("%s %d" % (k[5:], v) for k, v in
+                                                            r["tier_counters"].items())
+                                     if r["tier_counters"] else ""))
+        for n in self.notes:
+            print("- " + n)
+        if self.a.json:
+            with open(self.a.json, "w") as f:
+                json.dump({"rows": self.rows, "notes": self.notes}, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=1000)
+    ap.add_argument("--size", type=int, default=32 * 1024)
+    ap.add_argument("--ttfb-ms", type=int, default=200)
+    ap.add_argument("--user-rate", type=int, default=200)
+    ap.add_argument("--readers", type=int, default=2, help="reader threads per mount")
+    ap.add_argument("--mounts", default="1,2,3")
+    ap.add_argument("--tiers", default="off,on")
+    ap.add_argument("--mount-opt", action="append", default=[], metavar="OPT")
+    ap.add_argument("--seed", type=int, default=1515)
+    ap.add_argument("--timeout", type=float, default=300, help="seconds a run may take")
+    ap.add_argument("--json")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    a.mounts = [int(x) for x in a.mounts.split(",")]
+    a.tiers = [x for x in a.tiers.split(",") if x]
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        sys.exit("needs root and /dev/fuse (it mounts)")
+    if not os.access(str(H.colabfs_bin()), os.X_OK):
+        sys.exit("no colabfs binary at %s (make, or set COLABFS_BIN)" % H.colabfs_bin())
+
+    def on_signal(sig, frame):
+        raise SystemExit(128 + sig)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    b = Bench(a)
+    try:
+        b.main()
+    finally:
+        b.cleanup()
+
+
+if __name__ == "__main__":
+    main()
