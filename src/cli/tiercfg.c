@@ -96,6 +96,10 @@ int cfs_tiercfg_tiered(const struct cfs_config *c, struct cfs_drive *d, uint32_t
 	if (rc) {
 		cfs_tier_free(t);
 		snprintf(why, wcap, "--shared-cache: %s", cfs_strerror(rc));
+		return rc;
 	}
-	return rc;
+	/* the map now: the log says at once whether the cluster is there (a
+	 * cluster that is not costs a mount at most a connect timeout per seed) */
+	cfs_tier_probe(t);
+	return 0;
 }

@@ -217,15 +217,22 @@ static int mget(struct req *q, uint64_t b, unsigned n, struct cfs_redis_reply **
 }
 
 /* Tries the leases of blocks [b, b+n) but those with skip[i] set (skip may
- * be NULL): mine[i] = 1 where taken. */
-static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uint8_t *mine)
+ * be NULL): mine[i] = 1 where taken.  With late (n replies, may be NULL)
+ * each block's value is read in the same pipeline, after its lease: a
+ * block published since it was found missing is late[i] (a valid value;
+ * its lease, if just taken, given back) rather than a second download. */
+static void release(struct req *q, uint64_t b, unsigned n, const uint8_t *mine);
+
+static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uint8_t *mine,
+		 struct cfs_redis_reply **late)
 {
-	char keys[GROUP_MAX][KEY_MAX], px[24];
-	const char *argv[GROUP_MAX][6];
-	size_t len[GROUP_MAX][6];
-	struct cfs_tier_cmd c[GROUP_MAX];
-	struct cfs_redis_reply *r[GROUP_MAX] = { 0 };
-	unsigned at[GROUP_MAX], k = 0;
+	char keys[GROUP_MAX][KEY_MAX], vkeys[GROUP_MAX][KEY_MAX], px[24];
+	const char *argv[2 * GROUP_MAX][6];
+	size_t len[2 * GROUP_MAX][6];
+	struct cfs_tier_cmd c[2 * GROUP_MAX];
+	struct cfs_redis_reply *r[2 * GROUP_MAX] = { 0 };
+	unsigned at[GROUP_MAX], k = 0, nc = 0;
+	int per = late ? 2 : 1;
 	snprintf(px, sizeof(px), "%d", q->t->lease_ms);
 	memset(mine, 0, n);
 	for (unsigned i = 0; i < n; i++) {
@@ -234,20 +241,41 @@ static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uin
 		const char *a[6] = { "SET", keys[k], q->t->owner, "NX", "PX", px };
 		size_t kl = key_of(q, b + i, 1, keys[k]);
 		for (int j = 0; j < 6; j++) {
-			argv[k][j] = a[j];
-			len[k][j] = j == 1 ? kl : strlen(a[j]);
+			argv[nc][j] = a[j];
+			len[nc][j] = j == 1 ? kl : strlen(a[j]);
 		}
-		c[k] = (struct cfs_tier_cmd){ 6, argv[k], len[k] };
+		c[nc] = (struct cfs_tier_cmd){ 6, argv[nc], len[nc] };
+		nc++;
+		if (late) {
+			argv[nc][0] = "GET";
+			len[nc][0] = 3;
+			len[nc][1] = key_of(q, b + i, 0, vkeys[k]);
+			argv[nc][1] = vkeys[k];
+			c[nc] = (struct cfs_tier_cmd){ 2, argv[nc], len[nc] };
+			nc++;
+		}
 		at[k++] = i;
 	}
 	if (!k)
 		return 0;
-	int rc = exec(q, (int)k, c, r);
+	int rc = exec(q, (int)nc, c, r);
 	for (unsigned j = 0; !rc && j < k; j++) {
-		const struct cfs_cluster_reply *x = cfs_redis_tree(r[j]);
-		mine[at[j]] = x && x->type == CFS_RESP_STATUS; /* OK; nil: another's */
-		cfs_redis_reply_free(r[j]);
+		const struct cfs_cluster_reply *x = cfs_redis_tree(r[per * j]);
+		unsigned i = at[j];
+		mine[i] = x && x->type == CFS_RESP_STATUS; /* OK; nil: another's */
+		const struct cfs_cluster_reply *v = late ? cfs_redis_tree(r[per * j + 1]) : NULL;
+		if (v && v->type == CFS_RESP_STRING && /* a bad one was counted already */
+		    !cfs_tiered_check(v->str, v->len, (uint32_t)block_len(q, b + i), q->t->bs)) {
+			late[i] = r[per * j + 1];
+			r[per * j + 1] = NULL;
+			if (mine[i]) {
+				release(q, b + i, 1, &mine[i]);
+				mine[i] = 0;
+			}
+		}
 	}
+	for (unsigned j = 0; j < nc; j++)
+		cfs_redis_reply_free(r[j]);
 	return rc;
 }
 
@@ -411,7 +439,14 @@ static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased)
 			return 1;
 		}
 		if (gone) { /* its holder gave up (or the value was corrupt) */
-			lease(q, b, 1, NULL, leased);
+			struct cfs_redis_reply *late = NULL;
+			lease(q, b, 1, NULL, leased, &late);
+			if (late) { /* published just now */
+				*rc = take_value(q, b, cfs_redis_tree(late));
+				cfs_redis_reply_free(late);
+				BUMP(t, lease_wait_hits, 1);
+				return 1;
+			}
 			if (*leased || !q->tier_ok)
 				return 0;
 		}
@@ -430,7 +465,7 @@ static int group(struct req *q, uint64_t b, unsigned n)
 {
 	uint8_t have[GROUP_MAX] = { 0 }, mine[GROUP_MAX] = { 0 };
 	int rc = 0;
-	struct cfs_redis_reply *r = NULL;
+	struct cfs_redis_reply *r = NULL, *late[GROUP_MAX] = { 0 };
 	set_group(q, b);
 	if (mget(q, b, n, &r))
 		return download(q, b, n, mine);
@@ -438,12 +473,15 @@ static int group(struct req *q, uint64_t b, unsigned n)
 	for (unsigned k = 0; k < n; k++)
 		missing += !(have[k] = (uint8_t)valid(q, b + k, el(r, k)));
 	BUMP(q->t, misses, missing);
-	if (missing && lease(q, b, n, have, mine))
+	if (missing && lease(q, b, n, have, mine, late))
 		memset(mine, 0, n);
+	for (unsigned k = 0; k < n; k++)
+		if (late[k])
+			have[k] = 2; /* published between the MGET and the lease */
 	unsigned i = 0;
 	while (i < n && !rc && !q->ended) {
 		if (have[i]) {
-			rc = take_value(q, b + i, el(r, i));
+			rc = take_value(q, b + i, have[i] == 2 ? cfs_redis_tree(late[i]) : el(r, i));
 			i++;
 			continue;
 		}
@@ -465,6 +503,8 @@ static int group(struct req *q, uint64_t b, unsigned n)
 	if ((q->ended || rc) && i < n) /* stopped early: the leases of what is left go */
 		release(q, b + i, n - i, mine + i);
 	cfs_redis_reply_free(r);
+	for (unsigned k = 0; k < n; k++)
+		cfs_redis_reply_free(late[k]);
 	return rc;
 }
 

@@ -466,6 +466,11 @@ void cfs_tier_free(struct cfs_tier *t)
 	free(t);
 }
 
+int cfs_tier_probe(struct cfs_tier *t)
+{
+	return refresh(t);
+}
+
 int cfs_tier_up(struct cfs_tier *t)
 {
 	pthread_mutex_lock(&t->lock);

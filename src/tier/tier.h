@@ -75,6 +75,11 @@ struct cfs_tier_cmd {
 int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
 		  const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out);
 
+/* Reads the slot map now (a mount does at start, so the log and
+ * `colabfs stats` say at once whether the cluster is there).  0 or the
+ * error; either way the tier goes on as tier.h says. */
+int cfs_tier_probe(struct cfs_tier *t);
+
 /* 1 when the cluster is believed up (a map is loaded and the last call did
  * not find it down). */
 int cfs_tier_up(struct cfs_tier *t);
