@@ -32,6 +32,7 @@ struct cfs_tiered {
 	int lease_ms, wait_ms;
 	long ttl_s;
 	char owner[33]; /* this process's lease value */
+	char bsname[16]; /* the block size in keys: "1M", "64K" */
 	int cancelled;
 	struct cfs_tiered_stats st;
 };
@@ -75,6 +76,10 @@ int cfs_tiered_new(const struct cfs_tiered_opts *o, struct cfs_tiered **out)
 	t->lease_ms = o->lease_ms > 0 ? o->lease_ms : 10000;
 	t->wait_ms = o->wait_ms > 0 ? o->wait_ms : t->lease_ms;
 	t->ttl_s = o->ttl_s > 0 ? o->ttl_s : 7L * 86400;
+	if (t->bs % (1u << 20) == 0)
+		snprintf(t->bsname, sizeof(t->bsname), "%uM", t->bs >> 20);
+	else
+		snprintf(t->bsname, sizeof(t->bsname), "%uK", t->bs >> 10);
 	unsigned char r[16];
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
 		uint64_t x = (uint64_t)cfs_clock_mono_us() ^ ((uint64_t)getpid() << 32);
@@ -118,7 +123,7 @@ struct req {
 	int ended;      /* the sink said it has all it wants */
 	int prio;
 	int tier_ok;    /* 0 once the tier failed: the rest goes to Drive */
-	char tag[KEY_MAX - 64]; /* "cfs1:{ID@REV:G}" of the current group */
+	char tag[KEY_MAX - 64]; /* "cfs1:BS:{ID@REV:G}" of the current group */
 	size_t tlen;
 };
 
@@ -130,7 +135,7 @@ static size_t block_len(const struct req *q, uint64_t b)
 
 static void set_group(struct req *q, uint64_t b)
 {
-	int n = snprintf(q->tag, sizeof(q->tag), "cfs1:{%s@%s:%llu}", q->id, q->rev,
+	int n = snprintf(q->tag, sizeof(q->tag), "cfs1:%s:{%s@%s:%llu}", q->t->bsname, q->id, q->rev,
 			 (unsigned long long)(b >> GROUP_SHIFT));
 	q->tlen = n > 0 && (size_t)n < sizeof(q->tag) ? (size_t)n : 0;
 }

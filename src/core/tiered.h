@@ -5,8 +5,9 @@
  * reader misses is asked of the Redis Cluster (tier.h) first, block by
  * block, and only the blocks nobody has published are downloaded.
  *
- * Keys.  A block is at cfs1:{ID@REV:G}:N, N its number, G = N >> 6: the
- * hash tag puts 64 consecutive blocks of a revision in one slot, so one
+ * Keys.  A block is at cfs1:BS:{ID@REV:G}:N, BS the block size ("1M",
+ * "64K": mounts of other block sizes keep apart), N its number, G = N >> 6:
+ * the hash tag puts 64 consecutive blocks of a revision in one slot, so one
  * MGET asks for a request's blocks, and a large file still spreads over
  * the cluster.  Only revision-pinned reads use the tier (a file without a
  * headRevisionId is read from Drive), and a revision's bytes never change,
@@ -18,7 +19,7 @@
  * with a volatile-* maxmemory policy can evict them too).
  *
  * Leases.  A block missing from the tier is downloaded by whoever takes its
- * lease (cfs1:{ID@REV:G}:N:lease, SET NX PX lease_ms, the value a random
+ * lease (cfs1:BS:{ID@REV:G}:N:lease, SET NX PX lease_ms, the value a random
  * id of this process); the others wait for the value (polling, 5 ms
  * doubling to 50 ms), for at most wait_ms, or until the lease is gone
  * without a value (its holder failed: take it), then download it

@@ -4,8 +4,8 @@ one Drive emulator, a real 6-node Redis Cluster (redis_cluster.py).
 Interface under test:
   ``colabfs mount --shared-cache=redis://H:P1,H:P2,... MNT``: a local block-cache
   miss asks the cluster first; a tier miss takes a lease (SET NX PX
-  ``cfs1:{ID@REV:G}:N:lease``) so one mount downloads a block while the others
-  wait, then publishes it at ``cfs1:{ID@REV:G}:N`` (ID the Drive file id, REV its
+  ``cfs1:BS:{ID@REV:G}:N:lease``) so one mount downloads a block while the others
+  wait, then publishes it at ``cfs1:BS:{ID@REV:G}:N`` (ID the Drive file id, REV its
   headRevisionId, N the block number, G = N >> 6) as a 16-byte header ("CFB1",
   u32 LE data length, u32 LE crc32c of the data, u32 LE block size) and the data.
   ``colabfs stats --json`` has the TIER_KEYS below, always (zero without a tier).
@@ -65,8 +65,8 @@ TIER_KEYS = ["tier_up", "tier_hits_total", "tier_misses_total", "tier_bytes_read
              "tier_errors_total", "tier_bypassed_total", "tier_redirects_total",
              "tier_map_refreshes_total"]
 
-KEY_RE = re.compile(r"^cfs1:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+)$")
-LEASE_RE = re.compile(r"^cfs1:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+):lease$")
+KEY_RE = re.compile(r"^cfs1:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+)$")
+LEASE_RE = re.compile(r"^cfs1:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+):lease$")
 HEADER = struct.Struct("<4sIII")
 
 # the tree: a/ for A (1,000 files), b1/ and b2/ for B's two runs, cx/ for C
@@ -371,7 +371,7 @@ def test_three_mounts_share_through_tier(tier_tree, emulator_factory, mount_fact
     seen = set()
     for k in keys:
         mt = KEY_RE.match(k)
-        assert mt, "a tier key not of the form cfs1:{ID@REV:G}:N: %r" % k
+        assert mt, "a tier key not of the form cfs1:1M:{ID@REV:G}:N: %r" % k
         fid, rev, g, n = mt.group(1), mt.group(2), int(mt.group(3)), int(mt.group(4))
         assert fid in by_id, "key of an unknown file: %r" % k
         assert rev == revs[fid], "key %r: revision %r, the file's headRevisionId is %r" \

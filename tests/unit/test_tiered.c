@@ -344,7 +344,7 @@ static void *publish_later(void *arg)
 		data[k] = byte_at(l->fid, (int64_t)k);
 	cfs_tiered_encode(v, data, (uint32_t)n, BS);
 	char key[128];
-	snprintf(key, sizeof(key), "cfs1:{%s@rev1:0}:0", l->fid);
+	snprintf(key, sizeof(key), "cfs1:64K:{%s@rev1:0}:0", l->fid);
 	CHECK(tier_set(l->x, key, v, CFS_TIERED_HEADER + n, NULL) == 0);
 	free(data);
 	free(v);
@@ -510,9 +510,9 @@ static void test_blocks(void)
 	CHECK_EQ(s1.hits, 0);
 	char v[BS + 64];
 	size_t n;
-	CHECK(tier_get(m1, "cfs1:{F1@rev1:0}:3", v, sizeof(v), &n) == 0);
+	CHECK(tier_get(m1, "cfs1:64K:{F1@rev1:0}:3", v, sizeof(v), &n) == 0);
 	CHECK_EQ(cfs_tiered_check(v, n, 1000, BS), 0);
-	CHECK_EQ(tier_get(m1, "cfs1:{F1@rev1:0}:0:lease", v, sizeof(v), &n), -ENOENT);
+	CHECK_EQ(tier_get(m1, "cfs1:64K:{F1@rev1:0}:0:lease", v, sizeof(v), &n), -ENOENT);
 	/* machine 2 is served from the tier */
 	fetches = 0;
 	CHECK_EQ(read_via(m2, "F1", size, 0, (size_t)size, 0), 0);
@@ -525,9 +525,9 @@ static void test_blocks(void)
 	CHECK_EQ(fetches, 0);
 
 	/* a corrupt value: refused, that block (only) fetched again, republished */
-	CHECK(tier_get(m1, "cfs1:{F1@rev1:0}:1", v, sizeof(v), &n) == 0);
+	CHECK(tier_get(m1, "cfs1:64K:{F1@rev1:0}:1", v, sizeof(v), &n) == 0);
 	v[CFS_TIERED_HEADER + 777] ^= 0x40;
-	CHECK(tier_set(m1, "cfs1:{F1@rev1:0}:1", v, n, NULL) == 0);
+	CHECK(tier_set(m1, "cfs1:64K:{F1@rev1:0}:1", v, n, NULL) == 0);
 	fetches = 0;
 	fetched = 0;
 	CHECK_EQ(read_via(m2, "F1", size, 0, (size_t)size, 0), 0);
@@ -535,11 +535,11 @@ static void test_blocks(void)
 	CHECK_EQ(fetched, BS);
 	cfs_tiered_stats(m2, &s2);
 	CHECK_EQ(s2.corrupt, 1);
-	CHECK(tier_get(m1, "cfs1:{F1@rev1:0}:1", v, sizeof(v), &n) == 0);
+	CHECK(tier_get(m1, "cfs1:64K:{F1@rev1:0}:1", v, sizeof(v), &n) == 0);
 	CHECK_EQ(cfs_tiered_check(v, n, BS, BS), 0);
 
 	/* another machine holds the lease and publishes 300 ms later: waited for */
-	CHECK(tier_set(m1, "cfs1:{F2@rev1:0}:0:lease", "other", 5, "5000") == 0);
+	CHECK(tier_set(m1, "cfs1:64K:{F2@rev1:0}:0:lease", "other", 5, "5000") == 0);
 	struct later l = { m1, "F2", 5000, 300 };
 	pthread_t th;
 	pthread_create(&th, NULL, publish_later, &l);
@@ -555,7 +555,7 @@ static void test_blocks(void)
 	CHECK_EQ(s2.lease_wait_hits, 1);
 
 	/* a lease whose holder vanished: taken once it expires, then downloaded */
-	CHECK(tier_set(m1, "cfs1:{F3@rev1:0}:0:lease", "gone", 4, "400") == 0);
+	CHECK(tier_set(m1, "cfs1:64K:{F3@rev1:0}:0:lease", "gone", 4, "400") == 0);
 	fetches = 0;
 	t0 = cfs_clock_mono_ms();
 	CHECK_EQ(read_via(m2, "F3", 5000, 0, 5000, 0), 0);
@@ -564,14 +564,14 @@ static void test_blocks(void)
 	CHECK(waited >= 350 && waited < 2500);
 	cfs_tiered_stats(m2, &s2);
 	CHECK_EQ(s2.lease_timeouts, 0);
-	CHECK(tier_get(m1, "cfs1:{F3@rev1:0}:0", v, sizeof(v), &n) == 0); /* published */
+	CHECK(tier_get(m1, "cfs1:64K:{F3@rev1:0}:0", v, sizeof(v), &n) == 0); /* published */
 
 	/* a reader that has enough after one block: the leases of the rest go */
 	fetches = 0;
 	CHECK_EQ(read_via(m1, "F4", 4 * BS, 0, 4 * BS, BS), 0);
 	for (int b = 1; b < 4; b++) {
 		char key[64];
-		snprintf(key, sizeof(key), "cfs1:{F4@rev1:0}:%d:lease", b);
+		snprintf(key, sizeof(key), "cfs1:64K:{F4@rev1:0}:%d:lease", b);
 		CHECK_EQ(tier_get(m1, key, v, sizeof(v), &n), -ENOENT);
 	}
 	/* a file without a revision is not the tier's */
