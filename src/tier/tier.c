@@ -276,28 +276,35 @@ static void free_replies(struct cfs_redis_reply **r, int n)
 	}
 }
 
-/* Sends cmds (after ASKING when asking) on c and reads every reply into
- * out (the ASKING reply is dropped).  I/O errors leave nothing in out. */
+/* Sends cmds on c, each after ASKING when asking (ASKING covers the one
+ * command after it), and reads every reply into out (ASKING's dropped).
+ * I/O errors leave nothing in out. */
 static int roundtrip(struct cfs_tier *t, struct cfs_redis *c, int asking, int n,
 		     const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out)
 {
 	static const char *const ask[] = { "ASKING" };
 	static const size_t asklen[] = { 6 };
 	int rc = 0;
-	if (asking)
-		rc = cfs_redis_append(c, 1, ask, asklen);
-	for (int i = 0; !rc && i < n; i++)
-		rc = cfs_redis_append(c, cmds[i].argc, cmds[i].argv, cmds[i].len);
-	if (!rc && asking) {
-		struct cfs_redis_reply *a = NULL;
-		rc = cfs_redis_reply(c, &a);
-		cfs_redis_reply_free(a);
+	for (int i = 0; i < n; i++)
+		out[i] = NULL;
+	for (int i = 0; !rc && i < n; i++) {
+		if (asking)
+			rc = cfs_redis_append(c, 1, ask, asklen);
+		if (!rc)
+			rc = cfs_redis_append(c, cmds[i].argc, cmds[i].argv, cmds[i].len);
 	}
-	int got = 0;
-	for (; !rc && got < n; got++)
-		rc = cfs_redis_reply(c, &out[got]);
+	for (int i = 0; !rc && i < n; i++) {
+		if (asking) {
+			struct cfs_redis_reply *a = NULL;
+			rc = cfs_redis_reply(c, &a);
+			cfs_redis_reply_free(a);
+		}
+		struct cfs_redis_reply *r = NULL;
+		if (!rc && !(rc = cfs_redis_reply(c, &r)))
+			out[i] = r;
+	}
 	if (rc)
-		free_replies(out, got);
+		free_replies(out, n);
 	else
 		BUMP(t, commands, (uint64_t)n);
 	return rc;

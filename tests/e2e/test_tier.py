@@ -533,3 +533,43 @@ def test_corrupt_value_detected(tier_tree, emulator_factory, mount_factory, redi
     # the rest came from the tier
     assert sum(dl.values()) <= len(victims) + len(rels) // 20, dl
     assert st2["tier_hits_total"] >= blocks - len(victims) - len(rels) // 20, st2
+
+
+def doctor_tier(colabfs, tmp_path, emu, shared):
+    """colabfs doctor --shared-cache=shared: its "shared cache" check."""
+    (tmp_path / "home").mkdir(parents=True, exist_ok=True)
+    env = H.clean_env(home=tmp_path / "home")
+    env["COLABFS_ACCESS_TOKEN"] = SESSION_TOKEN
+    argv = [colabfs, "doctor", "--json", "--api-url=" + emu.url, "--token-url=" + emu.token_url,
+            "--metadata-url=http://127.0.0.1:9", "--cache-dir=" + str(tmp_path / "cache"),
+            "--shared-cache=" + shared]
+    rc, out, err = H.run_cmd(argv, timeout=60, env=env)
+    assert rc is not None, "doctor timed out: " + err
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    assert "shared cache" in checks, sorted(checks)
+    return checks["shared cache"]
+
+
+@pytest.mark.deadline(90)
+def test_doctor_checks_the_tier(tier_tree, emulator_factory, redis_cluster, colabfs, tmp_path,
+                                capsys):
+    """doctor with --shared-cache: ok with every master answering; warn, with
+    the reason, for seeds where nothing answers and once a master is gone."""
+    emu = make_emu(emulator_factory, tier_tree, "emu-tier-doctor")
+    c = redis_cluster
+    ok = doctor_tier(colabfs, tmp_path / "d1", emu, c.seeds)
+    assert ok["status"] == "ok", ok
+    assert "3 of 3 masters answer PING, 16384 of 16384 slots served" in ok["detail"], ok
+    closed = doctor_tier(colabfs, tmp_path / "d2", emu, "redis://127.0.0.1:9")
+    assert closed["status"] == "warn", closed
+    assert "no node of 127.0.0.1:9 answers" in closed["detail"], closed
+    assert "read from Drive" in closed["detail"], closed
+    gone = c.kill_master(0)
+    dead = doctor_tier(colabfs, tmp_path / "d3", emu, c.seeds)
+    if dead["status"] == "ok":  # a loaded machine: the cluster failed over first
+        assert gone not in [m["port"] for m in c.masters()], dead
+        assert "3 of 3 masters" in dead["detail"], dead
+    else:
+        assert dead["status"] == "warn", dead
+        assert "127.0.0.1:%d" % gone in dead["detail"], dead
+    report(capsys, "doctor: %s | %s | %s" % (ok["detail"], closed["detail"], dead["detail"]))

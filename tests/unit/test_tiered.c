@@ -472,6 +472,19 @@ static void test_routing(struct cfs_tiered *x)
 	CHECK_EQ(tier_get(x, "c", out, sizeof(out), &n), -ENOENT); /* nil, from node 1 */
 	cfs_tier_stats(t, &st);
 	CHECK_EQ(st.redirects, 1);
+	/* a pipeline ASKed over: every command goes after an ASKING of its own */
+	const char *g1[] = { "GET", "c" }, *g2[] = { "GET", "{c}x" };
+	size_t l1[] = { 3, 1 }, l2[] = { 3, 4 };
+	struct cfs_tier_cmd two[2] = { { 2, g1, l1 }, { 2, g2, l2 } };
+	struct cfs_redis_reply *rr[2] = { 0 };
+	CHECK_EQ(cfs_tier_exec(t, "c", 1, 2, two, rr), 0);
+	for (int i = 0; i < 2; i++) {
+		const struct cfs_cluster_reply *tr = cfs_redis_tree(rr[i]);
+		CHECK(tr && tr->type == CFS_RESP_NIL); /* not a MOVED from node 1 */
+		cfs_redis_reply_free(rr[i]);
+	}
+	cfs_tier_stats(t, &st);
+	CHECK_EQ(st.redirects, 2);
 	uint64_t refreshes = st.refreshes;
 	/* the slot moved for good: MOVED, the map read again */
 	for (int i = 0; i < 2; i++) {
@@ -481,14 +494,14 @@ static void test_routing(struct cfs_tiered *x)
 	CHECK(tier_set(x, "c", "3", 1, NULL) == 0);
 	CHECK(cmd_text(1, "GET c", o2, sizeof(o2)) == 0 && strcmp(o2, "3") == 0);
 	cfs_tier_stats(t, &st);
-	CHECK_EQ(st.redirects, 2);
+	CHECK_EQ(st.redirects, 3);
 	/* the next call after a MOVED reads the map (at most every 200 ms) */
 	struct timespec ts = { 0, 250 * 1000000L };
 	nanosleep(&ts, NULL);
 	CHECK(tier_get(x, "c", out, sizeof(out), &n) == 0 && n == 1 && out[0] == '3');
 	cfs_tier_stats(t, &st);
 	CHECK(st.refreshes > refreshes);
-	CHECK_EQ(st.redirects, 2); /* routed right at once now */
+	CHECK_EQ(st.redirects, 3); /* routed right at once now */
 	char msg[300];
 	CHECK_EQ(cfs_tier_check(t, msg, sizeof(msg)), 0);
 	CHECK(strstr(msg, "2 of 2 masters answer PING, 16384 of 16384 slots") != NULL);
