@@ -20,6 +20,7 @@
 
 #define GROUP_SHIFT 6 /* blocks per hash slot: 64 */
 #define GROUP_MAX (1u << GROUP_SHIFT)
+#define CHUNK_BYTES (8u << 20) /* values asked for in one MGET, at most */
 #define KEY_MAX 600
 #define POLL_FIRST_MS 5
 #define POLL_MAX_MS 50
@@ -525,9 +526,16 @@ int cfs_tiered_fetch(void *io, const char *id, const char *rev, int64_t size, in
 			 .prio = prio, .tier_ok = 1 };
 	uint64_t b = (uint64_t)off / t->bs, last = (uint64_t)(end - 1) / t->bs;
 	int rc = 0;
+	/* at most CHUNK_BYTES of values asked at once: a 64 MiB read-ahead
+	 * request is 8 MGETs, not one reply of 64 MiB held in memory */
+	unsigned chunk = t->bs >= CHUNK_BYTES ? 1 : CHUNK_BYTES / t->bs;
+	if (chunk > GROUP_MAX)
+		chunk = GROUP_MAX;
 	while (b <= last && !rc && !q.ended) {
 		uint64_t gend = ((b >> GROUP_SHIFT) + 1) << GROUP_SHIFT;
 		unsigned n = (unsigned)((last + 1 < gend ? last + 1 : gend) - b);
+		if (n > chunk)
+			n = chunk;
 		rc = group(&q, b, n);
 		b += n;
 	}

@@ -29,6 +29,8 @@
 #include "fdwait.h"
 #include "log.h"
 
+#define OUT_KEEP (64u << 10) /* the send buffer kept between commands, at most */
+
 struct cfs_redis {
 	int fd;
 	struct cfs_tls *tls;
@@ -345,6 +347,11 @@ static int reply_by(struct cfs_redis *c, int64_t deadline, struct cfs_redis_repl
 		/* the queue may have held an AUTH: wipe what went (or failed to) */
 		explicit_bzero(c->out, c->olen);
 		c->olen = 0;
+		if (c->ocap > OUT_KEEP) { /* a block went out: an idle connection keeps little */
+			free(c->out);
+			c->out = NULL;
+			c->ocap = 0;
+		}
 		if (rc)
 			return fail(c, rc);
 	}
