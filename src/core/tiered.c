@@ -195,15 +195,23 @@ static int take_value(struct req *q, uint64_t b, const struct cfs_cluster_reply 
 	return deliver(q, b, v->str + CFS_TIERED_HEADER, want);
 }
 
-/* Runs cmds in the current group's slot.  0, or the tier failed. */
-static int exec(struct req *q, int n, const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out)
+/* Runs cmds in the current group's slot (read: they only read, a replica
+ * may answer).  0, or the tier failed. */
+static int exec_as(struct req *q, int n, const struct cfs_tier_cmd *cmds,
+		   struct cfs_redis_reply **out, int read)
 {
 	if (!q->tier_ok || !q->tlen)
 		return -EAGAIN;
-	int rc = cfs_tier_exec(q->t->tier, q->tag, q->tlen, n, cmds, out);
+	int rc = read ? cfs_tier_exec_read(q->t->tier, q->tag, q->tlen, n, cmds, out)
+		      : cfs_tier_exec(q->t->tier, q->tag, q->tlen, n, cmds, out);
 	if (rc)
 		tier_failed(q, rc);
 	return rc;
+}
+
+static int exec(struct req *q, int n, const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out)
+{
+	return exec_as(q, n, cmds, out, 0);
 }
 
 /* MGET of blocks [b, b+n) into *out (an array reply). */
@@ -219,7 +227,7 @@ static int mget(struct req *q, uint64_t b, unsigned n, struct cfs_redis_reply **
 		argv[i + 1] = keys[i];
 	}
 	struct cfs_tier_cmd c = { (int)n + 1, argv, len };
-	return exec(q, 1, &c, out);
+	return exec_as(q, 1, &c, out, 1);
 }
 
 /* Tries the leases of blocks [b, b+n) but those with skip[i] set (skip may
@@ -432,7 +440,7 @@ static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased)
 		nanosleep(&ts, NULL);
 		poll = poll * 2 > POLL_MAX_MS ? POLL_MAX_MS : poll * 2;
 		struct cfs_redis_reply *r = NULL;
-		if (exec(q, 1, &c, &r))
+		if (exec_as(q, 1, &c, &r, 1))
 			return 0;
 		const struct cfs_cluster_reply *v = el(r, 0), *l = el(r, 1);
 		int done = valid(q, b, v);
@@ -569,4 +577,5 @@ void cfs_tiered_stats(struct cfs_tiered *t, struct cfs_tiered_stats *out)
 	out->nodes = ts.nodes;
 	out->redirects = ts.redirects;
 	out->refreshes = ts.refreshes;
+	out->replica_reads = ts.replica_reads;
 }

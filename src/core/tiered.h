@@ -27,7 +27,8 @@
  * and its lease deleted when still its own) and releases the leases of
  * blocks it did not get.
  *
- * Failures.  Any tier failure (down, refused, timeout, a bad reply) makes
+ * Failures.  Reads (MGET) go to a replica while a slot's master fails
+ * (tier.h); any tier failure (down, refused, timeout, a bad reply) makes
  * the rest of the request a plain Drive download, counted as bypassed: the
  * tier costs speed, never an error or a wrong byte.
  *
@@ -74,6 +75,7 @@ struct cfs_tiered_stats {
 	uint64_t errors;                    /* tier calls that failed */
 	uint64_t bypassed;                  /* requests sent to Drive for want of the tier */
 	uint64_t redirects, refreshes;      /* tier.h */
+	uint64_t replica_reads;             /* tier.h: reads a replica answered for its master */
 };
 void cfs_tiered_stats(struct cfs_tiered *t, struct cfs_tiered_stats *out);
 

@@ -41,6 +41,7 @@ struct cfs_tier {
 	struct node *node[NODES_MAX];
 	unsigned nnodes;
 	uint16_t route[CFS_CLUSTER_SLOTS]; /* slot -> node[] index of its master */
+	uint16_t rroute[CFS_CLUSTER_SLOTS]; /* ... of a replica of it, NO_NODE: none */
 	unsigned masters;
 	int have_map;
 	int refreshing;
@@ -277,16 +278,24 @@ static void free_replies(struct cfs_redis_reply **r, int n)
 }
 
 /* Sends cmds on c, each after ASKING when asking (ASKING covers the one
- * command after it), and reads every reply into out (ASKING's dropped).
+ * command after it), all after READONLY when readonly (c is a replica's),
+ * and reads every reply into out (ASKING's and READONLY's dropped).
  * I/O errors leave nothing in out. */
-static int roundtrip(struct cfs_tier *t, struct cfs_redis *c, int asking, int n,
+static int roundtrip(struct cfs_tier *t, struct cfs_redis *c, int asking, int readonly, int n,
 		     const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out)
 {
-	static const char *const ask[] = { "ASKING" };
-	static const size_t asklen[] = { 6 };
+	static const char *const ask[] = { "ASKING" }, *const ro[] = { "READONLY" };
+	static const size_t asklen[] = { 6 }, rolen[] = { 8 };
 	int rc = 0;
 	for (int i = 0; i < n; i++)
 		out[i] = NULL;
+	if (readonly) { /* a replica serves reads of its master's slots after it */
+		struct cfs_redis_reply *a = NULL;
+		rc = cfs_redis_append(c, 1, ro, rolen);
+		if (!rc)
+			rc = cfs_redis_reply(c, &a);
+		cfs_redis_reply_free(a);
+	}
 	for (int i = 0; !rc && i < n; i++) {
 		if (asking)
 			rc = cfs_redis_append(c, 1, ask, asklen);
@@ -323,13 +332,13 @@ static int read_map_from(struct cfs_tier *t, unsigned i, struct cfs_cluster_map 
 	int reused = 0;
 	int rc = conn_take(t, i, &c, &reused);
 	if (!rc) {
-		rc = roundtrip(t, c, 0, 1, &cmd, &r);
+		rc = roundtrip(t, c, 0, 0, 1, &cmd, &r);
 		if (rc && reused) { /* an idle connection the node had closed */
 			cfs_redis_close(c);
 			c = NULL;
 			rc = conn_take(t, i, &c, &reused);
 			if (!rc)
-				rc = roundtrip(t, c, 0, 1, &cmd, &r);
+				rc = roundtrip(t, c, 0, 0, 1, &cmd, &r);
 		}
 	}
 	if (!rc) {
@@ -394,8 +403,11 @@ static int refresh(struct cfs_tier *t)
 		unsigned masters = 0;
 		uint8_t seen[NODES_MAX] = { 0 };
 		for (unsigned s = 0; s < CFS_CLUSTER_SLOTS; s++) {
-			unsigned mi = m->master[s];
+			unsigned mi = m->master[s], ri = m->replica[s][0];
 			t->route[s] = mi == CFS_CLUSTER_NO_NODE ? NO_NODE : (uint16_t)idx[mi];
+			t->rroute[s] = ri == CFS_CLUSTER_NO_NODE || mi == CFS_CLUSTER_NO_NODE
+					       ? NO_NODE
+					       : (uint16_t)idx[ri];
 			if (t->route[s] != NO_NODE && !seen[t->route[s]]) {
 				seen[t->route[s]] = 1;
 				masters++;
@@ -445,7 +457,7 @@ int cfs_tier_new(const struct cfs_tier_opts *o, struct cfs_tier **out)
 	t->ro.connect_ms = o->connect_ms > 0 ? o->connect_ms : 500;
 	t->ro.io_ms = o->io_ms > 0 ? o->io_ms : 1000;
 	for (unsigned s = 0; s < CFS_CLUSTER_SLOTS; s++)
-		t->route[s] = NO_NODE;
+		t->route[s] = t->rroute[s] = NO_NODE;
 	for (unsigned s = 0; s < t->seeds.n; s++) /* the first nodes a map is read from */
 		if (node_index(t, t->seeds.seed[s].host, t->seeds.seed[s].port) == NO_NODE) {
 			cfs_tier_free(t);
@@ -521,8 +533,8 @@ static int classify(struct cfs_tier *t, unsigned at, const struct cfs_cluster_re
 	return 0; /* an error about this command (WRONGTYPE, say): the caller's */
 }
 
-int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
-		  const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out)
+static int run(struct cfs_tier *t, const char *key, size_t klen, int n,
+	       const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out, int read)
 {
 	int64_t now = now_ms();
 	pthread_mutex_lock(&t->lock);
@@ -540,9 +552,9 @@ int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
 	}
 	unsigned slot = cfs_cluster_slot(key, klen);
 	pthread_mutex_lock(&t->lock);
-	unsigned at = t->route[slot];
+	unsigned at = t->route[slot], replica = read ? t->rroute[slot] : NO_NODE;
 	pthread_mutex_unlock(&t->lock);
-	int asking = 0, rc = -EAGAIN;
+	int asking = 0, readonly = 0, rc = -EAGAIN;
 	for (int hop = 0; hop <= CFS_TIER_REDIRECTS; hop++) {
 		if (at == NO_NODE) {
 			rc = -EAGAIN;
@@ -551,27 +563,32 @@ int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
 		pthread_mutex_lock(&t->lock);
 		int resting = t->node[at]->down_until > now_ms();
 		pthread_mutex_unlock(&t->lock);
-		if (resting) {
-			rc = -EAGAIN;
-			break;
-		}
 		struct cfs_redis *c = NULL;
 		int reused = 0;
-		rc = conn_take(t, at, &c, &reused);
+		rc = resting ? -EAGAIN : conn_take(t, at, &c, &reused);
 		if (!rc) {
-			rc = roundtrip(t, c, asking, n, cmds, out);
+			rc = roundtrip(t, c, asking, readonly, n, cmds, out);
 			if (rc && reused && rc != CFS_E_PROTO) {
 				/* an idle connection the node had closed: once more */
 				cfs_redis_close(c);
 				c = NULL;
 				rc = conn_take(t, at, &c, &reused);
 				if (!rc)
-					rc = roundtrip(t, c, asking, n, cmds, out);
+					rc = roundtrip(t, c, asking, readonly, n, cmds, out);
 			}
 		}
 		if (rc) {
 			cfs_redis_close(c);
-			node_failed(t, at);
+			if (!resting)
+				node_failed(t, at);
+			if (replica != NO_NODE && !readonly && !asking) {
+				/* its master is gone (until a failover): a read can
+				 * still be served by its replica */
+				at = replica;
+				readonly = 1;
+				BUMP(t, replica_reads, 1);
+				continue;
+			}
 			break;
 		}
 		unsigned to = NO_NODE;
@@ -586,11 +603,24 @@ int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
 		}
 		BUMP(t, redirects, 1);
 		asking = k == 2;
+		readonly = 0;
 		at = to;
 		rc = CFS_E_SERVER; /* out of hops */
 	}
 	BUMP(t, errors, 1);
 	return rc;
+}
+
+int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
+		  const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out)
+{
+	return run(t, key, klen, n, cmds, out, 0);
+}
+
+int cfs_tier_exec_read(struct cfs_tier *t, const char *key, size_t klen, int n,
+		       const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out)
+{
+	return run(t, key, klen, n, cmds, out, 1);
 }
 
 void cfs_tier_stats(struct cfs_tier *t, struct cfs_tier_stats *out)
@@ -604,6 +634,7 @@ void cfs_tier_stats(struct cfs_tier *t, struct cfs_tier_stats *out)
 	out->redirects = __atomic_load_n(&t->st.redirects, __ATOMIC_RELAXED);
 	out->refreshes = __atomic_load_n(&t->st.refreshes, __ATOMIC_RELAXED);
 	out->connects = __atomic_load_n(&t->st.connects, __ATOMIC_RELAXED);
+	out->replica_reads = __atomic_load_n(&t->st.replica_reads, __ATOMIC_RELAXED);
 }
 
 int cfs_tier_check(struct cfs_tier *t, char *msg, size_t cap)
@@ -641,7 +672,7 @@ int cfs_tier_check(struct cfs_tier *t, char *msg, size_t cap)
 		int reused = 0;
 		int e = conn_take(t, masters[j], &c, &reused);
 		if (!e)
-			e = roundtrip(t, c, 0, 1, &cmd, &r);
+			e = roundtrip(t, c, 0, 0, 1, &cmd, &r);
 		if (!e) {
 			const struct cfs_cluster_reply *tr = cfs_redis_tree(r);
 			if (!tr || tr->type != CFS_RESP_STATUS || tr->len != 4 ||

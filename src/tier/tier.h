@@ -80,6 +80,12 @@ int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
  * error; either way the tier goes on as tier.h says. */
 int cfs_tier_probe(struct cfs_tier *t);
 
+/* cfs_tier_exec for commands that only read (GET, MGET): when the slot's
+ * master fails or rests, they go to a replica of it (after READONLY), so
+ * what the cluster holds is still served until a failover promotes one. */
+int cfs_tier_exec_read(struct cfs_tier *t, const char *key, size_t klen, int n,
+		       const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out);
+
 /* 1 when the cluster is believed up (a map is loaded and the last call did
  * not find it down). */
 int cfs_tier_up(struct cfs_tier *t);
@@ -92,6 +98,7 @@ struct cfs_tier_stats {
 	uint64_t redirects;   /* MOVED and ASK followed */
 	uint64_t refreshes;   /* slot maps read */
 	uint64_t connects;    /* connections made */
+	uint64_t replica_reads; /* reads sent to a replica, its master failing */
 };
 void cfs_tier_stats(struct cfs_tier *t, struct cfs_tier_stats *out);
 

@@ -36,7 +36,9 @@
 
 /* ---- a two-node cluster ---- */
 
-#define NSRV 3 /* 0, 1: a two-node cluster; 2: a one-node cluster with a password */
+/* 0, 1: a two-node cluster, and 3 a replica of 1 in it (that never takes
+ * over); 2: a one-node cluster with a password */
+#define NSRV 4
 #define PASSWORD "pw-7c1e-never-logged"
 static pid_t srv[NSRV];
 static int port[NSRV];
@@ -53,7 +55,7 @@ static void stop_servers(void)
 		}
 	for (int i = 0; i < NSRV; i++)
 		if (dir[i][0]) {
-			char cmd[512];
+			char cmd[640];
 			snprintf(cmd, sizeof(cmd), "rm -rf %s", dir[i]);
 			if (system(cmd) != 0)
 				fprintf(stderr, "could not remove %s\n", dir[i]);
@@ -114,7 +116,7 @@ static int wait_for(int i, const char *words, const char *want, int ms)
 		struct timespec ts = { 0, 20 * 1000000L };
 		nanosleep(&ts, NULL);
 	}
-	fprintf(stderr, "node %d: '%s' never said '%s' (last: %.200s)\n", i, words, want, got);
+	fprintf(stderr, "node %d: '%s' never said '%s' (last: %.1500s)\n", i, words, want, got);
 	return -ETIMEDOUT;
 }
 
@@ -168,7 +170,9 @@ static int start_cluster(void)
 			       "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			       "--cluster-node-timeout", "2000", "--save", "", "--appendonly", "no",
 			       "--daemonize", "no", "--logfile", "redis.log",
-			       i == 2 ? "--requirepass" : (char *)NULL, PASSWORD, (char *)NULL);
+			       i == 2 ? "--requirepass" : i == 3 ? "--cluster-replica-no-failover"
+								: (char *)NULL,
+			       i == 2 ? PASSWORD : "yes", (char *)NULL);
 			_exit(127);
 		}
 		if (srv[i] < 0)
@@ -183,11 +187,24 @@ static int start_cluster(void)
 	CHECK(cmd_text(1, "CLUSTER ADDSLOTSRANGE 8192 16383", out, sizeof(out)) == 0);
 	snprintf(w, sizeof(w), "CLUSTER MEET 127.0.0.1 %d", port[1]);
 	CHECK(cmd_text(0, w, out, sizeof(out)) == 0);
-	for (int i = 0; i < NSRV; i++) {
+	for (int i = 0; i < 3; i++) {
 		if (wait_for(i, "CLUSTER INFO", "cluster_state:ok", 15000))
 			return -ETIMEDOUT;
 		cmd_text(i, "CLUSTER MYID", id[i], sizeof(id[i]));
 	}
+	/* node 3 joins as a replica of node 1 */
+	cmd_text(3, "CLUSTER MYID", id[3], sizeof(id[3]));
+	snprintf(w, sizeof(w), "CLUSTER MEET 127.0.0.1 %d", port[0]);
+	CHECK(cmd_text(3, w, out, sizeof(out)) == 0);
+	if (wait_for(3, "CLUSTER NODES", id[1], 15000))
+		return -ETIMEDOUT;
+	snprintf(w, sizeof(w), "CLUSTER REPLICATE %s", id[1]);
+	CHECK(cmd_text(3, w, out, sizeof(out)) == 0 && strcmp(out, "OK") == 0);
+	char want[96];
+	snprintf(want, sizeof(want), "slave,nofailover %s", id[1]);
+	if (wait_for(3, "INFO replication", "master_link_status:up", 15000) ||
+	    wait_for(0, "CLUSTER NODES", want, 15000) || wait_for(3, "CLUSTER INFO", "cluster_state:ok", 15000))
+		return -ETIMEDOUT;
 	return 0;
 }
 
@@ -507,6 +524,58 @@ static void test_routing(struct cfs_tiered *x)
 	CHECK(strstr(msg, "2 of 2 masters answer PING, 16384 of 16384 slots") != NULL);
 }
 
+/* A file id whose blocks 0..63 live in node 1's slots (8192 up). */
+static void id_on_node1(char *fid, size_t cap)
+{
+	for (int i = 0; i < 1000; i++) {
+		char tag[64];
+		snprintf(fid, cap, "R%d", i);
+		snprintf(tag, sizeof(tag), "cfs1:64K:{%s@rev1:0}", fid);
+		if (cfs_cluster_slot(tag, strlen(tag)) >= 8192)
+			return;
+	}
+}
+
+/* Node 1 killed (its replica never takes over): what the cluster holds is
+ * still served, by the replica; a miss is downloaded (no lease to take). */
+static void test_replica(void)
+{
+	char fid[16], fid2[16] = "";
+	id_on_node1(fid, sizeof(fid));
+	for (int i = 0; i < 1000 && !fid2[0]; i++) { /* another, for a miss */
+		char tag[64], c[16];
+		snprintf(c, sizeof(c), "S%d", i);
+		snprintf(tag, sizeof(tag), "cfs1:64K:{%s@rev1:0}", c);
+		if (cfs_cluster_slot(tag, strlen(tag)) >= 8192)
+			snprintf(fid2, sizeof(fid2), "%s", c);
+	}
+	struct cfs_tiered *w = machine(3000);
+	fetches = 0;
+	CHECK_EQ(read_via(w, fid, 3 * BS, 0, 3 * BS, 0), 0);
+	CHECK_EQ(fetches, 1);
+	char out[64];
+	CHECK(cmd_text(1, "WAIT 1 5000", out, sizeof(out)) == 0); /* on the replica too */
+	cfs_tiered_free(w);
+	struct cfs_tiered *r = machine(3000);
+	struct cfs_tier_stats st;
+	CHECK_EQ(cfs_tier_probe(cfs_tiered_tier(r)), 0); /* the map, with the replica */
+	kill(srv[1], SIGKILL);
+	waitpid(srv[1], NULL, 0);
+	srv[1] = 0;
+	fetches = 0;
+	CHECK_EQ(read_via(r, fid, 3 * BS, 0, 3 * BS, 0), 0); /* from the replica */
+	CHECK_EQ(fetches, 0);
+	CHECK_EQ(read_via(r, fid2, 2 * BS, 0, 2 * BS, 0), 0); /* a miss: from Drive */
+	CHECK_EQ(fetches, 1);
+	struct cfs_tiered_stats ts;
+	cfs_tiered_stats(r, &ts);
+	CHECK_EQ(ts.hits, 3);
+	CHECK(ts.replica_reads >= 1);
+	cfs_tier_stats(cfs_tiered_tier(r), &st);
+	CHECK(st.replica_reads >= 1);
+	cfs_tiered_free(r);
+}
+
 static void test_blocks(void)
 {
 	struct cfs_tiered *m1 = machine(3000), *m2 = machine(3000);
@@ -600,6 +669,8 @@ static void test_blocks(void)
 	free(d.buf);
 	cfs_tiered_stats(m1, &s1);
 	CHECK_EQ(s1.misses, misses);
+
+	test_replica();
 
 	/* the whole cluster gone: downloads, no error, no long wait */
 	stop_servers();
