@@ -276,7 +276,9 @@ static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uin
 	for (unsigned j = 0; !rc && j < k; j++) {
 		const struct cfs_cluster_reply *x = cfs_redis_tree(r[per * j]);
 		unsigned i = at[j];
-		mine[i] = x && x->type == CFS_RESP_STATUS; /* OK; nil: another's */
+		/* OK: ours; nil: another's; an error (OOM: a full cluster that
+		 * does not evict) leases nothing: download it here, no waiting */
+		mine[i] = x && (x->type == CFS_RESP_STATUS || x->type == CFS_RESP_ERROR);
 		const struct cfs_cluster_reply *v = late ? cfs_redis_tree(r[per * j + 1]) : NULL;
 		if (v && v->type == CFS_RESP_STRING && /* a bad one was counted already */
 		    !cfs_tiered_check(v->str, v->len, (uint32_t)block_len(q, b + i), q->t->bs)) {

@@ -413,6 +413,29 @@ static void test_auth(void)
 	CHECK(!leaked);
 }
 
+/* A full cluster that does not evict (maxmemory, noeviction): every SET is
+ * refused; reads go to Drive at once, no waiting for leases nobody holds. */
+static void test_full(void)
+{
+	char out[128];
+	struct cfs_tiered *x = machine_at(port[2], PASSWORD, 3000);
+	CHECK(cmd_text(2, "CONFIG SET maxmemory-policy noeviction", out, sizeof(out)) == 0);
+	CHECK(cmd_text(2, "CONFIG SET maxmemory 1", out, sizeof(out)) == 0);
+	fetches = 0;
+	int64_t t0 = cfs_clock_mono_ms();
+	CHECK_EQ(read_via(x, "FULL", 3 * BS, 0, 3 * BS, 0), 0);
+	CHECK_EQ(read_via(x, "FULL2", 100, 0, 100, 0), 0);
+	CHECK(cfs_clock_mono_ms() - t0 < 1500);
+	CHECK_EQ(fetches, 2);
+	struct cfs_tiered_stats s;
+	cfs_tiered_stats(x, &s);
+	CHECK_EQ(s.published, 0);
+	CHECK_EQ(s.lease_waits, 0);
+	CHECK(s.errors >= 2); /* the refused SETs */
+	CHECK(cmd_text(2, "CONFIG SET maxmemory 0", out, sizeof(out)) == 0);
+	cfs_tiered_free(x);
+}
+
 static void test_format(void)
 {
 	unsigned char data[100], v[CFS_TIERED_HEADER + 100];
@@ -700,6 +723,7 @@ int main(void)
 		CHECK_EQ(rc, 0);
 	} else {
 		test_auth();
+		test_full();
 		struct cfs_tiered *x = machine(3000);
 		test_routing(x);
 		cfs_tiered_free(x);
