@@ -35,10 +35,7 @@ import subprocess
 import tempfile
 import time
 
-try:
-    import helpers as _H
-except ImportError:  # used outside tests/e2e (bench/): no registry
-    _H = None
+import helpers as _H  # bench/ puts tests/e2e on sys.path too
 
 REDIS_SERVER = "/usr/bin/redis-server"
 REDIS_CLI = "/usr/bin/redis-cli"
@@ -58,15 +55,11 @@ def available():
     return None
 
 
+
+
 def _wait(cond, timeout, what, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise TimeoutError("timed out after %.1fs waiting for %s" % (timeout, what))
-        time.sleep(interval)
+    """helpers.wait_until (a deadline on every wait), what before interval."""
+    return _H.wait_until(cond, timeout, interval=interval, what=what)
 
 
 def _port_free(port):
@@ -221,8 +214,7 @@ class RedisCluster:
             self._logs[port] = log
             p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                  stderr=subprocess.STDOUT, cwd=d)
-            if _H is not None:
-                _H.register_proc(p)
+            _H.register_proc(p)
             self.procs[port] = p
         for port in self.ports:
             def up(port=port):
@@ -451,9 +443,8 @@ class RedisCluster:
                 p.wait(timeout=10)
             except Exception:
                 pass
-            if _H is not None:
-                with _H._REG_LOCK:
-                    _H.LIVE_PROCS.discard(p)
+            with _H._REG_LOCK:
+                _H.LIVE_PROCS.discard(p)
             self.killed.add(port)
         for log in self._logs.values():
             try:

@@ -412,6 +412,30 @@ def test_three_mounts_without_tier(tier_tree, emulator_factory, mount_factory, c
 B_BANDWIDTH = 2_500_000   # bytes/s for all media bodies: a run takes seconds, not a blink
 
 
+def run_until_quarter(mount_factory, emu, c, t, top, name, seed, event, timeout):
+    """Three tier mounts read top/ in shuffled orders; once a quarter of it is
+    downloaded (the readers still well short of done), event() runs; every
+    file is then read to the end and checked.  Returns (mounts, rels, readers,
+    files done at the event, what event returned)."""
+    mounts = [tier_mount(mount_factory, emu, c, "%s%d" % (name, i)) for i in range(3)]
+    rels = files_of(t, top)
+    for m in mounts:
+        list_tree(m, t, top)
+    rd = Readers(mounts, t, rels, seed).start()
+    try:
+        H.wait_until(lambda: media_count(emu) >= len(rels) // 4 or not rd.alive(), 60,
+                     interval=0.02, what="a quarter of %s downloaded" % top)
+        done_at = rd.progress()
+        assert rd.alive() and done_at < 0.8 * rd.total, \
+            "the readers got too far before the event: %d of %d" % (done_at, rd.total)
+        got = event()
+        res = rd.wait(timeout)
+    finally:
+        rd.close()
+    assert_all_read(res, t, rels)
+    return mounts, rels, rd, done_at, got
+
+
 @pytest.mark.deadline(170)
 def test_master_killed_then_cluster_stopped(tier_tree, emulator_factory, mount_factory,
                                             redis_cluster, capsys):
@@ -420,26 +444,15 @@ def test_master_killed_then_cluster_stopped(tier_tree, emulator_factory, mount_f
                    extra=["--total-bandwidth", str(B_BANDWIDTH)])
 
     # run 1: a master SIGKILLed while three mounts read b1/
-    mounts = [tier_mount(mount_factory, emu, c, "tierB1%d" % i) for i in range(3)]
-    rels = files_of(t, "b1")
-    ids = {t.ids[r] for r in rels}
-    for m in mounts:
-        list_tree(m, t, "b1")
-    rd = Readers(mounts, t, rels, SEED + 20).start()
-    try:
-        H.wait_until(lambda: media_count(emu) >= len(rels) // 4 or not rd.alive(), 60,
-                     interval=0.02, what="a quarter of b1 downloaded")
-        done_at_kill = rd.progress()
-        assert rd.alive() and done_at_kill < 0.8 * rd.total, \
-            "the readers got too far before the kill: %d of %d" % (done_at_kill, rd.total)
+    def kill():
         port = c.kill_master(0)
         t_kill = time.monotonic()
         new = c.wait_failover(timeout=30)
-        failover_s = time.monotonic() - t_kill
-        res = rd.wait(90)
-    finally:
-        rd.close()
-    assert_all_read(res, t, rels)
+        return port, new, time.monotonic() - t_kill
+
+    mounts, rels, rd, done_at_kill, (port, new, failover_s) = \
+        run_until_quarter(mount_factory, emu, c, t, "b1", "tierB1", SEED + 20, kill, 90)
+    ids = {t.ids[r] for r in rels}
     per1 = [tier_stats(m) for m in mounts]
     dl1 = media_downloads(emu, ids)
     report(capsys, "B, master %d killed after %d of %d files: replica %d promoted in %.1f s; "
@@ -452,22 +465,8 @@ def test_master_killed_then_cluster_stopped(tier_tree, emulator_factory, mount_f
 
     # run 2: the whole cluster stopped while three new mounts read b2/
     emu.reset()
-    mounts = [tier_mount(mount_factory, emu, c, "tierB2%d" % i) for i in range(3)]
-    rels2 = files_of(t, "b2")
-    for m in mounts:
-        list_tree(m, t, "b2")
-    rd = Readers(mounts, t, rels2, SEED + 21).start()
-    try:
-        H.wait_until(lambda: media_count(emu) >= len(rels2) // 4 or not rd.alive(), 60,
-                     interval=0.02, what="a quarter of b2 downloaded")
-        done_at_stop = rd.progress()
-        assert rd.alive() and done_at_stop < 0.8 * rd.total, \
-            "the readers got too far before the stop: %d of %d" % (done_at_stop, rd.total)
-        c.stop_all()
-        res = rd.wait(120)
-    finally:
-        rd.close()
-    assert_all_read(res, t, rels2)
+    mounts, rels2, rd, done_at_stop, _ = \
+        run_until_quarter(mount_factory, emu, c, t, "b2", "tierB2", SEED + 21, c.stop_all, 120)
     per2 = [tier_stats(m) for m in mounts]
     tot2 = summed(per2)
     dl2 = media_downloads(emu, {t.ids[r] for r in rels2})
