@@ -10,11 +10,30 @@
 
 #include "config.h"
 #include "err.h"
+#include "hash.h"
 #include "reader.h"
 #include "tier.h"
 #include "tiered.h"
 
 #define PASSWORD_MAX 4096
+
+/* This mount's lease owner: the same for every server a supervisor starts
+ * (its pid is the servers' parent), different for every other mount (the
+ * machine's name and boot, the cache folder: one mount per folder). */
+static void owner_of(const struct cfs_config *c, char *out, size_t cap)
+{
+	char host[256] = "", boot[64] = "", all[1024];
+	gethostname(host, sizeof(host) - 1);
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, boot, sizeof(boot) - 1);
+		boot[n > 0 ? n : 0] = '\0';
+		close(fd);
+	}
+	snprintf(all, sizeof(all), "%s|%s|%ld|%s", host, boot, (long)getppid(),
+		 c->cache_dir ? c->cache_dir : "");
+	snprintf(out, cap, "m%016llx", (unsigned long long)cfs_hash_fnv1a(all));
+}
 
 /* The password into pw (cap bytes): 0 (pw "" when none is given) or
  * CFS_E_CONFIG. */
@@ -84,7 +103,10 @@ int cfs_tiercfg_tiered(const struct cfs_config *c, struct cfs_drive *d, uint32_t
 	int rc = cfs_tiercfg_tier(c, &t, why, wcap);
 	if (rc)
 		return rc;
+	char owner[32];
+	owner_of(c, owner, sizeof(owner));
 	struct cfs_tiered_opts o = {
+		.owner = owner,
 		.tier = t,
 		.fetch = cfs_reader_drive_fetch,
 		.io = d,

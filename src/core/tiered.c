@@ -82,13 +82,16 @@ int cfs_tiered_new(const struct cfs_tiered_opts *o, struct cfs_tiered **out)
 	else
 		snprintf(t->bsname, sizeof(t->bsname), "%uK", t->bs >> 10);
 	unsigned char r[16];
-	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+	if (o->owner && *o->owner) {
+		snprintf(t->owner, sizeof(t->owner), "%s", o->owner);
+	} else if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
 		uint64_t x = (uint64_t)cfs_clock_mono_us() ^ ((uint64_t)getpid() << 32);
 		memcpy(r, &x, 8);
 		memcpy(r + 8, &t, sizeof(t) < 8 ? sizeof(t) : 8);
 	}
-	for (int i = 0; i < 16; i++)
-		snprintf(t->owner + 2 * i, 3, "%02x", r[i]);
+	if (!o->owner || !*o->owner)
+		for (int i = 0; i < 16; i++)
+			snprintf(t->owner + 2 * i, 3, "%02x", r[i]);
 	*out = t;
 	return 0;
 }
@@ -241,12 +244,12 @@ static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uin
 		 struct cfs_redis_reply **late)
 {
 	char keys[GROUP_MAX][KEY_MAX], vkeys[GROUP_MAX][KEY_MAX], px[24];
-	const char *argv[2 * GROUP_MAX][6];
-	size_t len[2 * GROUP_MAX][6];
-	struct cfs_tier_cmd c[2 * GROUP_MAX];
-	struct cfs_redis_reply *r[2 * GROUP_MAX] = { 0 };
+	const char *argv[3 * GROUP_MAX][6];
+	size_t len[3 * GROUP_MAX][6];
+	struct cfs_tier_cmd c[3 * GROUP_MAX];
+	struct cfs_redis_reply *r[3 * GROUP_MAX] = { 0 };
 	unsigned at[GROUP_MAX], k = 0, nc = 0;
-	int per = late ? 2 : 1;
+	int per = late ? 3 : 2;
 	snprintf(px, sizeof(px), "%d", q->t->lease_ms);
 	memset(mine, 0, n);
 	for (unsigned i = 0; i < n; i++) {
@@ -259,6 +262,12 @@ static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uin
 			len[nc][j] = j == 1 ? kl : strlen(a[j]);
 		}
 		c[nc] = (struct cfs_tier_cmd){ 6, argv[nc], len[nc] };
+		nc++;
+		argv[nc][0] = "GET"; /* whose it is, when not taken now */
+		len[nc][0] = 3;
+		argv[nc][1] = keys[k];
+		len[nc][1] = kl;
+		c[nc] = (struct cfs_tier_cmd){ 2, argv[nc], len[nc] };
 		nc++;
 		if (late) {
 			argv[nc][0] = "GET";
@@ -279,11 +288,15 @@ static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uin
 		/* OK: ours; nil: another's; an error (OOM: a full cluster that
 		 * does not evict) leases nothing: download it here, no waiting */
 		mine[i] = x && (x->type == CFS_RESP_STATUS || x->type == CFS_RESP_ERROR);
-		const struct cfs_cluster_reply *v = late ? cfs_redis_tree(r[per * j + 1]) : NULL;
+		const struct cfs_cluster_reply *o = cfs_redis_tree(r[per * j + 1]);
+		if (!mine[i] && o && o->type == CFS_RESP_STRING && o->len == strlen(q->t->owner) &&
+		    memcmp(o->str, q->t->owner, o->len) == 0)
+			mine[i] = 1; /* held by this mount's dead server: ours now */
+		const struct cfs_cluster_reply *v = late ? cfs_redis_tree(r[per * j + 2]) : NULL;
 		if (v && v->type == CFS_RESP_STRING && /* a bad one was counted already */
 		    !cfs_tiered_check(v->str, v->len, (uint32_t)block_len(q, b + i), q->t->bs)) {
-			late[i] = r[per * j + 1];
-			r[per * j + 1] = NULL;
+			late[i] = r[per * j + 2];
+			r[per * j + 2] = NULL;
 			if (mine[i]) {
 				release(q, b + i, 1, &mine[i]);
 				mine[i] = 0;

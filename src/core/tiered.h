@@ -19,8 +19,9 @@
  * with a volatile-* maxmemory policy can evict them too).
  *
  * Leases.  A block missing from the tier is downloaded by whoever takes its
- * lease (cfs1:BS:{ID@REV:G}:N:lease, SET NX PX lease_ms, the value a random
- * id of this process); the others wait for the value (polling, 5 ms
+ * lease (cfs1:BS:{ID@REV:G}:N:lease, SET NX PX lease_ms, the value this
+ * mount's owner id; a lease found holding it is a dead predecessor's, and
+ * ours); the others wait for the value (polling, 5 ms
  * doubling to 50 ms), for at most wait_ms, or until the lease is gone
  * without a value (its holder failed: take it), then download it
  * themselves.  The holder publishes each block as it completes (SET PX,
@@ -52,6 +53,10 @@ struct cfs_tiered_opts {
 	int lease_ms;                /* a lease's lifetime; default 10000 */
 	int wait_ms;                 /* longest wait for another's lease; default lease_ms */
 	long ttl_s;                  /* values expire after this; default 7 days */
+	/* this mount's lease value, the same for every server of one mount (a
+	 * server restarted after a crash takes over the leases its dead
+	 * predecessor held instead of waiting them out); NULL: random */
+	const char *owner;
 };
 
 int cfs_tiered_new(const struct cfs_tiered_opts *o, struct cfs_tiered **out);

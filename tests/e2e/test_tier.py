@@ -266,6 +266,17 @@ def assert_all_read(res, t, rels):
         assert r["files"] == len(rels) and r["bytes"] == want_bytes, (mi, r["files"], r["bytes"])
 
 
+def read_a_and_count(mounts, t, emu):
+    """The 3 mounts read a/ (run_epoch), read-ahead settles; returns (seconds,
+    rels, ids, {id: downloads}, downloads, blocks)."""
+    took, rels = run_epoch(mounts, t, "a", SEED + 10, 120)
+    for m in mounts:
+        H.wait_until(lambda m=m: settled(m), 20, what="read-ahead to settle")
+    ids = {t.ids[r] for r in rels}
+    dl = media_downloads(emu, ids)
+    return took, rels, ids, dl, sum(dl.values()), blocks_of(t, rels)
+
+
 def run_epoch(mounts, t, top, seed, timeout):
     rels = files_of(t, top)
     for m in mounts:
@@ -338,12 +349,7 @@ def test_three_mounts_share_through_tier(tier_tree, emulator_factory, mount_fact
     mounts = [tier_mount(mount_factory, emu, c, "tierA%d" % i) for i in range(3)]
     for m in mounts:
         H.wait_until(lambda m=m: tier_stats(m)["tier_up"] == 1, 15, what="tier_up 1 on " + m.mnt)
-    took, rels = run_epoch(mounts, t, "a", SEED + 10, 120)
-    for m in mounts:
-        H.wait_until(lambda m=m: settled(m), 20, what="read-ahead to settle")
-    ids = {t.ids[r] for r in rels}
-    dl = media_downloads(emu, ids)
-    downloads, blocks = sum(dl.values()), blocks_of(t, rels)
+    took, rels, ids, dl, downloads, blocks = read_a_and_count(mounts, t, emu)
     ratio = downloads / blocks
     H.wait_until(lambda: len(block_keys(c)[0]) >= blocks, 20,
                  what="all %d blocks published" % blocks)
@@ -394,12 +400,7 @@ def test_three_mounts_without_tier(tier_tree, emulator_factory, mount_factory, c
     t = tier_tree
     emu = make_emu(emulator_factory, t, "emu-tierA0", ttfb_ms=50)
     mounts = [plain_mount(mount_factory, emu, "tierA0%d" % i) for i in range(3)]
-    took, rels = run_epoch(mounts, t, "a", SEED + 10, 120)
-    for m in mounts:
-        H.wait_until(lambda m=m: settled(m), 20, what="read-ahead to settle")
-    ids = {t.ids[r] for r in rels}
-    dl = media_downloads(emu, ids)
-    downloads, blocks = sum(dl.values()), blocks_of(t, rels)
+    took, rels, ids, dl, downloads, blocks = read_a_and_count(mounts, t, emu)
     report(capsys, "A, without the tier: 3 mounts x %d files (%d blocks) in %.1f s: %d downloads "
            "(ratio %.3f)" % (len(rels), blocks, took, downloads, downloads / blocks))
     assert 2.7 <= downloads / blocks <= 3.3, (downloads, blocks)

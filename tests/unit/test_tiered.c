@@ -270,7 +270,8 @@ static int same(const char *fid, const unsigned char *b, int64_t off, int64_t n)
 	return 1;
 }
 
-static struct cfs_tiered *machine_at(int p, const char *password, int lease_ms)
+/* A machine: a tier on port p and the seam over the fake; owner NULL: random. */
+static struct cfs_tiered *machine_as(int p, const char *password, int lease_ms, const char *owner)
 {
 	struct cfs_tier_seeds seeds;
 	char why[256];
@@ -281,10 +282,15 @@ static struct cfs_tiered *machine_at(int p, const char *password, int lease_ms)
 	struct cfs_tier *t = NULL;
 	CHECK(cfs_tier_new(&to, &t) == 0);
 	struct cfs_tiered_opts o = { .tier = t, .fetch = fake_fetch, .block_size = BS,
-				     .lease_ms = lease_ms };
+				     .lease_ms = lease_ms, .owner = owner };
 	struct cfs_tiered *x = NULL;
 	CHECK(cfs_tiered_new(&o, &x) == 0);
 	return x;
+}
+
+static struct cfs_tiered *machine_at(int p, const char *password, int lease_ms)
+{
+	return machine_as(p, password, lease_ms, NULL);
 }
 
 static struct cfs_tiered *machine(int lease_ms)
@@ -670,6 +676,21 @@ static void test_blocks(void)
 	cfs_tiered_stats(m2, &s2);
 	CHECK_EQ(s2.lease_timeouts, 0);
 	CHECK(tier_get(m1, "cfs1:64K:{F3@rev1:0}:0", v, sizeof(v), &n) == 0); /* published */
+
+	/* a lease this mount's dead server left: taken over at once, no wait */
+	struct cfs_tiered *heir = machine_as(port[0], NULL, 3000, "m-this-mount");
+	CHECK(tier_set(m1, "cfs1:64K:{F9@rev1:0}:0:lease", "m-this-mount", 12, "8000") == 0);
+	fetches = 0;
+	t0 = cfs_clock_mono_ms();
+	CHECK_EQ(read_via(heir, "F9", 5000, 0, 5000, 0), 0);
+	CHECK(cfs_clock_mono_ms() - t0 < 1000);
+	CHECK_EQ(fetches, 1);
+	struct cfs_tiered_stats sh;
+	cfs_tiered_stats(heir, &sh);
+	CHECK_EQ(sh.lease_waits, 0);
+	CHECK_EQ(sh.published, 1);
+	CHECK_EQ(tier_get(m1, "cfs1:64K:{F9@rev1:0}:0:lease", v, sizeof(v), &n), -ENOENT);
+	cfs_tiered_free(heir);
 
 	/* a reader that has enough after one block: the leases of the rest go */
 	fetches = 0;
