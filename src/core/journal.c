@@ -53,7 +53,10 @@ int cfs_journal_encode(const struct cfs_jent *e, struct cfs_buf *b)
 {
 	unsigned char h[JE_HEAD];
 	cfs_le_put(h, JE_MAGIC, 4);
-	cfs_le_put(h + 4, (uint64_t)(e->is_new ? 1 : 0) | (e->removed ? 2 : 0), 4);
+	if (e->state < CFS_JSTATE_CLOSED || e->state > CFS_JSTATE_SNAPSHOT)
+		return -EINVAL;
+	cfs_le_put(h + 4, (uint64_t)(e->is_new ? 1 : 0) | (e->removed ? 2 : 0) |
+				  ((uint64_t)e->state << 2), 4);
 	cfs_le_put(h + 8, e->seq, 8);
 	cfs_le_put(h + 16, (uint64_t)e->size, 8);
 	cfs_le_put(h + 24, (uint64_t)e->mtime_ns, 8);
@@ -83,10 +86,13 @@ int cfs_journal_decode(const void *row, size_t len, struct cfs_jent *e)
 {
 	const unsigned char *p = row, *end = p + len;
 	memset(e, 0, sizeof(*e));
-	if (len < JE_HEAD || (uint32_t)cfs_le_get(p, 4) != JE_MAGIC || cfs_le_get(p + 4, 4) > 3)
+	if (len < JE_HEAD || (uint32_t)cfs_le_get(p, 4) != JE_MAGIC ||
+	    cfs_le_get(p + 4, 4) >> 2 > CFS_JSTATE_SNAPSHOT)
 		return CFS_E_PROTO;
-	e->is_new = (int)(cfs_le_get(p + 4, 4) & 1);
-	e->removed = (int)(cfs_le_get(p + 4, 4) >> 1);
+	uint64_t flags = cfs_le_get(p + 4, 4);
+	e->is_new = (int)(flags & 1);
+	e->removed = (int)((flags >> 1) & 1);
+	e->state = (int)(flags >> 2);
 	e->seq = cfs_le_get(p + 8, 8);
 	e->size = (int64_t)cfs_le_get(p + 16, 8);
 	e->mtime_ns = (int64_t)cfs_le_get(p + 24, 8);

@@ -35,6 +35,27 @@
 #define CFS_JOURNAL_NAME_MAX 1024 /* bytes of a Drive name, UTF-8 */
 #define CFS_JOURNAL_URI_MAX 2048
 
+/* What the staged bytes of an entry are (replay acts on it):
+ *   CLOSED    complete: the last writer closed (or fsync'd) them; uploaded.
+ *   WRITING   a writer has changed them since: they may be half written.  A
+ *             new mount never uploads them (Drive keeps its file; the bytes
+ *             stay staged and `colabfs sync` reports them); a server
+ *             restarted under a live mount waits for the writer's close.
+ *   TORN      a write or the staging failed (a full staging disk): never
+ *             uploaded until the file is written again from the start.
+ *   CLEAN     the bytes are Drive's revision base_rev, unchanged (opened for
+ *             writing, not written): nothing to upload.
+ *   SNAPSHOT  a consistent copy of a file still open for writing, taken to
+ *             be uploaded while it stays open: complete as of then.
+ * Rows written before states existed read as CLOSED. */
+enum cfs_jstate {
+	CFS_JSTATE_CLOSED = 0,
+	CFS_JSTATE_WRITING = 1,
+	CFS_JSTATE_TORN = 2,
+	CFS_JSTATE_CLEAN = 3,
+	CFS_JSTATE_SNAPSHOT = 4,
+};
+
 struct cfs_journal;
 
 struct cfs_jent {
@@ -54,6 +75,7 @@ struct cfs_jent {
 	int64_t mtime_ns;             /* modifiedTime to give it */
 	int64_t confirmed;            /* bytes of the session Drive confirmed */
 	uint64_t gen;                 /* staged generation the entry describes */
+	int state;                    /* enum cfs_jstate */
 };
 
 /* Opens (creates) dir/journal.mdb. */

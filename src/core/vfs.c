@@ -78,6 +78,11 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	v->w.stage = o->stage;
 	v->w.enabled = o->journal && o->stage;
 	v->w.delete_permanently = o->delete_permanently;
+	if (o->wdrive)
+		v->w.d = *o->wdrive;
+	else
+		cfs_wdrive_real(d, &v->w.d);
+	v->w.rnd = (uint64_t)cfs_clock_ns(CLOCK_MONOTONIC) | 1;
 	v->w.delay_ms = o->write_back_ms >= 0 ? o->write_back_ms : 5000;
 	v->w.nthreads = o->upload_threads > 0 ? o->upload_threads : 4;
 	if (v->w.nthreads > CFS_VFS_MAX_UPLOADERS)

@@ -34,6 +34,8 @@ struct cfs_reader;
 struct cfs_store;
 struct cfs_vfs;
 
+struct cfs_wdrive;
+
 struct cfs_vfs_opts {
 	const char *root_id;   /* NULL or "root": My Drive */
 	long dir_ttl_s;        /* listing lifetime */
@@ -64,6 +66,9 @@ struct cfs_vfs_opts {
 	long write_back_ms;
 	int upload_threads;
 	int fresh_mount;
+	/* The write side's Drive calls and clocks (wdrive.h); NULL: the real
+	 * client d and the system clocks. */
+	const struct cfs_wdrive *wdrive;
 };
 
 struct cfs_vfs_attr {

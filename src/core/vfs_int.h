@@ -25,7 +25,9 @@
 #include "memwatch.h"
 #include "reader.h"
 #include "scan.h"
+#include "upq.h"
 #include "vfs.h"
+#include "wdrive.h"
 
 #define EXPORT_MAX (64u << 20)
 #define MAX_DEPTH 128
@@ -78,16 +80,24 @@ struct cfs_wfile {
 	uint64_t sending;       /* gen an upload is sending now (0: none) */
 	int writers, handles;   /* open write handles; open handles of any kind */
 	int unlinked;           /* removed from the namespace: never uploaded */
-	int urgent;             /* fsync or sync asked: no write-back delay */
-	int failed;             /* the last attempt needs the user (quota, permission) */
-	int torn;               /* a write failed (staging disk full): never uploaded as
-				 * it is; a truncate (O_TRUNC) or unlink clears it */
-	int err;                /* the last attempt's error, 0 after a success */
-	int64_t due_ms;         /* the upload may start (monotonic ms) */
+	int urgent;             /* fsync or sync asked: no write-back delay (never
+				 * no backoff) */
+	int torn;               /* a write failed (staging disk full), or the bytes were
+				 * being written when a server died: never uploaded as
+				 * they are; a truncate to 0 (O_TRUNC) or unlink clears it */
+	struct cfs_upq_rec rq;  /* retries: class, backoff, stop (upq.h) */
+	int64_t due_ms;         /* the write-back delay ends (monotonic ms) */
 	int64_t sent_bytes;     /* confirmed by Drive in the upload now sending */
 	uint64_t attempts;      /* uploads of it that ended (fsync waits for one) */
 	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
 };
+
+/* w lock held: whether w waits for the user: a torn file, a refusal that
+ * waiting cannot cure, Drive's storage full. */
+static inline int cfs_wfile_needs_user(const struct cfs_wfile *w)
+{
+	return w->torn || (w->rq.err && (cfs_upq_stopped(&w->rq) || w->rq.last == CFS_UPQ_FULL));
+}
 
 /* w lock held: nothing left to do in Drive for w (all of it durable, what it
  * replaces gone, Drive's name and folder the ones shown here). */
@@ -131,6 +141,8 @@ struct cfs_vfs_w {
 	 * loaded meanwhile may lack the change (cfs_vfs_w_edits) */
 	unsigned edits[CFS_VFS_EDIT_SLOTS];
 	struct cfs_vfs_write_stats st;
+	struct cfs_wdrive d;        /* Drive and the clocks, for the write side */
+	uint64_t rnd;               /* backoff jitter (xorshift) */
 };
 
 struct cfs_vfs {
@@ -290,6 +302,16 @@ void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref);
 void cfs_vfs_scan_rewind(struct cfs_vfs *v);
 /* vfs_mem.c: stops the watcher (at free). */
 void cfs_vfs_memwatch_stop(struct cfs_vfs *v);
+
+/* The write side's clocks (the seam's: a unit test moves them). */
+static inline int64_t cfs_vfs_w_now(struct cfs_vfs *v)
+{
+	return v->w.d.now_ms(v->w.d.arg);
+}
+static inline int64_t cfs_vfs_w_wall(struct cfs_vfs *v)
+{
+	return v->w.d.wall_ns(v->w.d.arg);
+}
 
 /* Whether any staged file exists (no lock: the read paths of a mount with
  * nothing staged never take w.lock; one made meanwhile is made by a create

@@ -41,9 +41,6 @@
 #include "staging.h"
 #include "store.h"
 
-#define QUOTA_RETRY_MS 60000
-#define USER_RETRY_MS (10 * 60 * 1000)
-#define NET_RETRY_MS 10000
 /* Resumable chunks: each costs a round trip (200-500 ms from Colab), so big
  * ones; at most --upload-threads of them in memory (4 x 32 MiB). */
 #define UPLOAD_CHUNK (32u << 20)
@@ -76,17 +73,19 @@ static struct cfs_wfile *pick(struct cfs_vfs *v, int64_t now, long *wait_ms)
 	struct cfs_wfile *best = NULL;
 	int64_t next = now + 1000;
 	for (struct cfs_wfile *w = v->w.files; w; w = w->next) {
-		if (!w->sending && w->due_ms <= now &&
+		if (!w->sending && w->due_ms <= now && cfs_upq_may(&w->rq, now, &next) &&
 		    ((w->unlinked && w->j.removed) ||
 		     (!w->unlinked && !w->j.is_new && w->gen <= w->durable && !cfs_wfile_settled(w)))) {
 			best = w; /* tombstones and metadata left to fix first: a call or two */
 			break;
 		}
 		if (w->unlinked || w->sending || w->torn || w->gen <= w->durable ||
-		    w->journaled < w->gen)
+		    w->journaled < w->gen || w->j.state == CFS_JSTATE_WRITING)
 			continue;
 		if (w->writers && !w->urgent)
 			continue;
+		if (!cfs_upq_may(&w->rq, now, &next))
+			continue; /* backing off, or stopped: urgent or not */
 		if (!w->urgent && w->due_ms > now) {
 			if (w->due_ms < next)
 				next = w->due_ms;
@@ -106,6 +105,7 @@ struct send {
 	int fd;
 	char sent_name[CFS_JOURNAL_NAME_MAX]; /* what the file is created as */
 	char sent_parent[CFS_ID_MAX];
+	char rev[CFS_ID_MAX];  /* the content revision Drive made of the bytes sent */
 };
 
 static int read_staged(void *arg, int64_t off, void *buf, size_t len)
@@ -113,7 +113,8 @@ static int read_staged(void *arg, int64_t off, void *buf, size_t len)
 	struct send *s = arg;
 	size_t got = 0;
 	int rc = cfs_staging_pread(s->fd, off, buf, len, &got);
-	return rc ? rc : got == len ? 0 : -EIO; /* cut short under us: the next try */
+	/* cut short under us: a newer version is being written; it goes next */
+	return rc ? rc : got == len ? 0 : -ESTALE;
 }
 
 /* The session and offset go to the journal as Drive confirms them. */
@@ -141,7 +142,7 @@ static int check_base(struct cfs_vfs *v, const struct cfs_jent *j, int *state)
 {
 	*state = SAME;
 	struct cfs_file_meta m;
-	int rc = cfs_drive_get(v->drive, j->id, &m);
+	int rc = v->w.d.get(v->w.d.arg, j->id, &m);
 	if (rc == -ENOENT) {
 		*state = GONE;
 		return 0;
@@ -165,12 +166,12 @@ static int send_again(struct send *s, const struct cfs_jent *j, struct cfs_file_
 {
 	struct cfs_vfs *v = s->v;
 	struct cfs_file_meta m;
-	int rc = cfs_drive_get(v->drive, j->id, &m);
+	int rc = v->w.d.get(v->w.d.arg, j->id, &m);
 	if (rc)
 		return rc;
 	int moved = strcmp(m.parent, j->parent) != 0;
 	if (moved || !m.name || strcmp(m.name, j->name) != 0 || m.trashed)
-		rc = cfs_drive_update_meta(v->drive, j->id, j->name, moved ? j->parent : NULL,
+		rc = v->w.d.update_meta(v->w.d.arg, j->id, j->name, moved ? j->parent : NULL,
 					   moved && m.parent[0] ? m.parent : NULL, m.trashed ? 0 : -1,
 					   0, NULL);
 	cfs_file_meta_cleanup(&m);
@@ -182,7 +183,7 @@ static int send_again(struct send *s, const struct cfs_jent *j, struct cfs_file_
 	struct cfs_json_meta_in mi = { .mtime_ns = j->mtime_ns, .trashed = -1 };
 	struct cfs_drive_upload u = { .meta = &mi, .id = j->id, .total = j->size,
 				      .read = read_staged, .arg = s };
-	return cfs_drive_upload_all(v->drive, &u, out);
+	return v->w.d.upload(v->w.d.arg, &u, out);
 }
 
 /* Sends snapshot j of s->w; *conflict says where it went instead. */
@@ -207,7 +208,7 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 		if ((rc = cfs_vfs_w_reserve_id(v, sent_id)) != 0)
 			return rc;
 		if (*conflict == CHANGED &&
-		    (rc = cfs_names_conflict(j->name, cfs_vfs_clock_ms(CLOCK_REALTIME) / 1000,
+		    (rc = cfs_names_conflict(j->name, cfs_vfs_w_wall(v) / 1000000000,
 					     sent_name, CFS_JOURNAL_NAME_MAX)) != 0)
 			return rc;
 	}
@@ -230,7 +231,7 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 	CFS_DEBUG("upload %s: %s \"%s\", %" PRId64 " bytes%s", sent_id,
 		  j->is_new || *conflict ? "new file" : "new content of", sent_name, j->size,
 		  u.resume_uri && u.resume_uri[0] ? ", resuming its session" : "");
-	rc = cfs_drive_upload_all(v->drive, &u, out);
+	rc = v->w.d.upload(v->w.d.arg, &u, out);
 	if (rc == -EEXIST && j->is_new && !*conflict)
 		rc = send_again(s, j, out);
 	return rc;
@@ -255,6 +256,38 @@ static void seed_cache(struct cfs_vfs *v, int fd, const char *id, const char *re
 			break;
 	}
 	free(buf);
+}
+
+/* A journal entry's removal of Drive item id (what a rename replaced, or a
+ * new file removed here) is done only when Drive says the item is what the
+ * entry says: a file (not a folder) in folder parent_a or parent_b, named
+ * name_a or name_b (name_a NULL: any name; a new file's reserved id is ours
+ * alone, and a process that died after creating it may not have recorded
+ * the name it used).  A row saying otherwise (damaged, forged, or the item
+ * moved by someone else since) removes nothing.  0 when done or gone. */
+static int remove_checked(struct cfs_vfs *v, const char *id, const char *parent_a,
+			  const char *parent_b, const char *name_a, const char *name_b)
+{
+	struct cfs_file_meta m;
+	int rc = v->w.d.get(v->w.d.arg, id, &m);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	int in = strcmp(m.parent, parent_a) == 0 || (parent_b[0] && strcmp(m.parent, parent_b) == 0);
+	int named = !name_a || (m.name && (strcmp(m.name, name_a) == 0 ||
+					   (name_b[0] && strcmp(m.name, name_b) == 0)));
+	int folder = strcmp(m.mime, CFS_FOLDER_MIME) == 0;
+	int trashed = m.trashed;
+	cfs_file_meta_cleanup(&m);
+	if (trashed)
+		return 0;
+	if (!in || !named || folder) {
+		CFS_ERROR("journal: %s is not removed from Drive: it is not the file the entry says "
+			  "(\"%s\" in %s)", id, name_a ? name_a : "a file", parent_a);
+		return 0;
+	}
+	return cfs_vfs_w_remove_in_drive(v, id);
 }
 
 /* After a verified upload: what changed meanwhile is applied in Drive. */
@@ -282,7 +315,7 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	if (strcmp(name, sent_name) != 0 || strcmp(parent, s->sent_parent) != 0) {
 		int moved = strcmp(parent, s->sent_parent) != 0;
 		CFS_DEBUG("drive: rename %s to %s (renamed while uploading)", sent_id, name);
-		int rc = cfs_drive_update_meta(v->drive, sent_id, name, moved ? parent : NULL,
+		int rc = v->w.d.update_meta(v->w.d.arg, sent_id, name, moved ? parent : NULL,
 					       moved ? s->sent_parent : NULL, -1, 0, NULL);
 		if (rc)
 			CFS_WARN("upload %s: cannot rename it to \"%s\": %s", sent_id, name,
@@ -296,15 +329,16 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 		cfs_vfs_w_created(v, w->ino, sent_id, name, parent);
 	if (replaces[0])
 		CFS_DEBUG("upload %s (%s) done: what it replaces goes", sent_id, name);
-	if (replaces[0] && !cfs_vfs_w_remove_in_drive(v, replaces)) {
+	if (replaces[0] && !remove_checked(v, replaces, parent, s->sent_parent, name, sent_name)) {
 		pthread_mutex_lock(&v->w.lock);
 		if (strcmp(w->j.replaces, replaces) == 0)
 			w->j.replaces[0] = '\0';
 		pthread_mutex_unlock(&v->w.lock);
 	}
-	/* the node now shows Drive's revision of these bytes */
-	char rev[CFS_ID_MAX];
-	cfs_vfs_content_rev(out, rev, sizeof(rev));
+	/* the node now shows Drive's revision of these bytes, and the next
+	 * upload of this open is based on it (ours, not a conflict) */
+	char *rev = s->rev;
+	cfs_vfs_content_rev(out, rev, sizeof(s->rev));
 	pthread_mutex_lock(&v->w.lock);
 	uint64_t sent = w->sending;
 	int same = w->gen == sent && !w->writers;
@@ -349,11 +383,20 @@ static void expire_parent(struct cfs_vfs *v, uint64_t ino)
 	cfs_inode_unlock(v->tab);
 }
 
+/* w lock held: backoff jitter (xorshift64). */
+static uint64_t w_rand(struct cfs_vfs *v)
+{
+	v->w.rnd ^= v->w.rnd << 13;
+	v->w.rnd ^= v->w.rnd >> 7;
+	v->w.rnd ^= v->w.rnd << 17;
+	return v->w.rnd;
+}
+
 /* w lock held: the outcome of one attempt. */
 static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 		   const struct cfs_jent *j, int conflict, const struct send *s)
 {
-	int64_t now = cfs_vfs_now_ms();
+	int64_t now = cfs_vfs_w_now(v);
 	w->sending = 0;
 	w->attempts++;
 	w->sent_bytes = 0;
@@ -362,8 +405,10 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 			w->durable = gen;
 		if (conflict)
 			w->durable = w->gen; /* ours is safe in the copy */
-		w->err = w->failed = 0;
+		cfs_upq_ok(&w->rq);
 		w->urgent = w->gen > w->durable && w->urgent;
+		if (!conflict && s->rev[0]) /* our own revision: the base of the next upload */
+			snprintf(w->j.base_rev, sizeof(w->j.base_rev), "%s", s->rev);
 		if (w->j.is_new) { /* Drive lists it now, the overlay no more */
 			cfs_vfs_w_edited(v, w->j.parent);
 			cfs_vfs_w_edited(v, s->sent_parent);
@@ -399,25 +444,30 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 		pthread_cond_broadcast(&v->w.cond);
 		return;
 	}
-	w->err = rc;
-	w->failed = rc == -ENOSPC || rc == -EACCES || rc == -EFBIG || rc == -EIO ||
-		    rc == -EEXIST || rc == -EINVAL || rc == -ENOENT;
-	w->due_ms = now + (rc == -ENOSPC ? QUOTA_RETRY_MS
-			   : w->failed   ? USER_RETRY_MS
-			   : rc == CFS_E_PROTO ? 1000 : NET_RETRY_MS);
-	if (rc == -ENOSPC)
-		v->w.quota_full_until_ms = now + QUOTA_RETRY_MS;
-	if (rc == CFS_E_PROTO) { /* the bytes Drive holds are not ours: from the start */
+	if (rc == -ESTALE && w->gen != gen) {
+		/* the staged bytes changed under the upload: not a failure, the
+		 * newer version goes next */
+		CFS_DEBUG("upload of %s: superseded by a newer version", j->name);
+		pthread_cond_broadcast(&v->w.cond);
+		return;
+	}
+	enum cfs_upq_class c = cfs_upq_fail(&w->rq, rc, now, w_rand(v));
+	if (c == CFS_UPQ_FULL)
+		v->w.quota_full_until_ms = w->rq.due_ms;
+	if (c == CFS_UPQ_PROTO) { /* the bytes Drive holds are not ours: from the start */
 		w->j.uri[0] = '\0';
 		w->j.confirmed = 0;
 	}
 	v->w.st.retries++;
 	v->w.st.last_error = rc;
-	CFS_ERROR("upload of %s (%" PRId64 " bytes) failed: %s; %s", j->name, j->size,
-		  rc == -ENOSPC ? "Drive's storage is full" : cfs_strerror(rc),
-		  rc == -ENOSPC ? "kept staged, retried every minute"
-		  : w->failed  ? "kept staged until `colabfs sync` asks again"
-			       : "retried shortly");
+	char next[64];
+	if (cfs_upq_stopped(&w->rq))
+		snprintf(next, sizeof(next), "not retried until it changes or `colabfs sync` asks");
+	else
+		snprintf(next, sizeof(next), "retried in %" PRId64 " s",
+			 (w->rq.due_ms - now + 999) / 1000);
+	CFS_ERROR("upload of %s (%" PRId64 " bytes) failed: %s; kept staged, %s", j->name,
+		  j->size, c == CFS_UPQ_FULL ? "Drive's storage is full" : cfs_strerror(rc), next);
 	pthread_cond_broadcast(&v->w.cond);
 }
 
@@ -433,24 +483,30 @@ static void bury(struct cfs_vfs *v, struct cfs_wfile *w)
 	snprintf(name, sizeof(name), "%s", w->j.name);
 	snprintf(parent, sizeof(parent), "%s", w->j.parent);
 	snprintf(from, sizeof(from), "%s", w->j.sent_parent);
+	char sent_name[CFS_JOURNAL_NAME_MAX];
+	snprintf(sent_name, sizeof(sent_name), "%s", w->j.sent_name);
 	int rename = !tomb && w->j.sent_name[0] &&
 		     (strcmp(name, w->j.sent_name) != 0 || strcmp(parent, from) != 0);
 	w->sending = w->gen ? w->gen : 1;
 	pthread_mutex_unlock(&v->w.lock);
 	CFS_DEBUG("%s %s (%s)", tomb ? "tombstone of" : "metadata left to fix for", id, name);
-	int rc = gone[0] ? cfs_vfs_w_remove_in_drive(v, gone) : 0;
+	int rc = gone[0] ? remove_checked(v, gone, parent, from, tomb ? NULL : name, sent_name) : 0;
 	if (!rc && rename) {
 		int moved = strcmp(parent, from) != 0;
 		cfs_vfs_w_mine(v, id);
-		rc = cfs_drive_update_meta(v->drive, id, name, moved ? parent : NULL,
+		rc = v->w.d.update_meta(v->w.d.arg, id, name, moved ? parent : NULL,
 					   moved && from[0] ? from : NULL, -1, 0, NULL);
 	}
 	pthread_mutex_lock(&v->w.lock);
 	w->sending = 0;
 	if (rc) {
-		w->due_ms = cfs_vfs_now_ms() + NET_RETRY_MS;
+		int64_t now = cfs_vfs_w_now(v);
+		cfs_upq_fail(&w->rq, rc, now, w_rand(v));
+		if (cfs_upq_stopped(&w->rq)) /* a metadata call Drive refuses: tried again later */
+			w->rq.due_ms = now + cfs_upq_backoff_ms(CFS_UPQ_PERM, w->rq.failures, 0);
 		return;
 	}
+	cfs_upq_ok(&w->rq);
 	if (tomb) {
 		w->j.removed = 0;
 		cfs_journal_del(v->w.journal, id);
@@ -478,7 +534,7 @@ static void *uploader(void *arg)
 	pthread_mutex_lock(&v->w.lock);
 	while (!v->w.stop) {
 		long wait_ms;
-		struct cfs_wfile *w = pick(v, cfs_vfs_now_ms(), &wait_ms);
+		struct cfs_wfile *w = pick(v, cfs_vfs_w_now(v), &wait_ms);
 		if (!w) {
 			cfs_vfs_wait_ms(&v->w.cond, &v->w.lock, wait_ms < 1000 ? wait_ms : 999);
 			continue;
@@ -577,6 +633,49 @@ void cfs_vfs_w_cleanup(struct cfs_vfs *v)
 
 /* ---- the journal's replay ---------------------------------------------- */
 
+/* Whether a Drive id is one (the client's own rule: [A-Za-z0-9_-]). */
+static int id_ok(const char *id)
+{
+	if (!id[0])
+		return 0;
+	for (; *id; id++)
+		if (!((*id >= 'a' && *id <= 'z') || (*id >= 'A' && *id <= 'Z') ||
+		      (*id >= '0' && *id <= '9') || *id == '_' || *id == '-'))
+			return 0;
+	return 1;
+}
+
+/* Replay trusts nothing it reads: an entry that does not hang together is
+ * set aside (its row and bytes kept under the journal's care no more: the
+ * staged file stays, named in the log); a stored session URI that is not
+ * under this mount's API URL is forgotten (a new session starts: the
+ * token never goes to another host). */
+static int replay_sane(struct cfs_vfs *v, struct cfs_jent *e)
+{
+	const char *why = NULL;
+	if (!id_ok(e->id) || !id_ok(e->parent))
+		why = "its ids are malformed";
+	else if (e->replaces[0] && (!id_ok(e->replaces) || strcmp(e->replaces, e->id) == 0 ||
+				    strcmp(e->replaces, e->parent) == 0))
+		why = "what it replaces is not another file";
+	else if (e->removed && !e->is_new)
+		why = "a tombstone of a file that was not new";
+	else if (!e->name[0] || strchr(e->name, '/'))
+		why = "its name is malformed";
+	if (why) {
+		CFS_ERROR("journal: an entry (%.40s) is not replayed: %s; its staged bytes stay in "
+			  "the staging folder", e->id, why);
+		return 0;
+	}
+	if (e->uri[0] && !v->w.d.session_ok(v->w.d.arg, e->uri)) {
+		CFS_WARN("journal: the upload session of \"%s\" is not under this mount's API URL "
+			 "(a journal of another endpoint?): a new session starts", e->name);
+		explicit_bzero(e->uri, sizeof(e->uri));
+		e->confirmed = 0;
+	}
+	return 1;
+}
+
 int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
 {
 	if (fresh_mount && cfs_journal_clear_done(v->w.journal))
@@ -591,6 +690,14 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
 		int fd;
 		uint64_t ino;
 		const char *ids[1] = { e[i].id };
+		if (!replay_sane(v, &e[i]))
+			continue;
+		if (e[i].state == CFS_JSTATE_CLEAN && !e[i].removed) {
+			/* opened for writing, never changed: Drive has these bytes */
+			cfs_staging_remove(v->w.stage, e[i].id);
+			cfs_journal_del(v->w.journal, e[i].id);
+			continue;
+		}
 		rc = cfs_staging_file(v->w.stage, e[i].id, e[i].removed, 0, &fd); /* a tombstone needs no bytes */
 		if (rc) {
 			CFS_ERROR("journal: the staged copy of \"%s\" (%s) is missing (%s); its entry "
@@ -612,9 +719,19 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
 		w->fd = fd;
 		w->ino = ino;
 		w->gen = w->journaled = 1;
+		if (w->j.state == CFS_JSTATE_TORN ||
+		    (w->j.state == CFS_JSTATE_WRITING && fresh_mount && !w->unlinked)) {
+			/* half-written bytes never go over Drive's file */
+			w->torn = 1;
+			CFS_ERROR("journal: \"%s\" (%s) %s; Drive keeps its file and the bytes stay "
+				  "staged; not uploaded until it is written again from the start",
+				  w->j.name, w->j.id,
+				  w->j.state == CFS_JSTATE_TORN ? "had a write fail"
+								: "was being written when colabfs stopped");
+		}
 		/* a handle still open for writing is rebuilt by its next request:
 		 * give it that long before uploading what may still grow */
-		w->due_ms = cfs_vfs_now_ms() + (v->w.delay_ms > 2000 ? v->w.delay_ms : 2000);
+		w->due_ms = cfs_vfs_w_now(v) + (v->w.delay_ms > 2000 ? v->w.delay_ms : 2000);
 		w->next = v->w.files;
 		v->w.files = w;
 		__atomic_add_fetch(&v->w.nfiles, 1, __ATOMIC_RELAXED);
@@ -657,6 +774,15 @@ static int node_path(struct cfs_vfs *v, uint64_t ino, uint64_t top, struct cfs_b
 	return below;
 }
 
+static const char *torn_why(const struct cfs_wfile *w)
+{
+	return w->j.state == CFS_JSTATE_WRITING
+		? "it was being written when colabfs stopped: its bytes may be incomplete, so "
+		  "Drive keeps the old file; not uploaded until written again from the start"
+		: "a write failed (the staging disk was full): Drive keeps the old file; not "
+		  "uploaded until written again from the start";
+}
+
 static const char *why(int err)
 {
 	switch (err) {
@@ -673,7 +799,7 @@ int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
 	struct cfs_buf path = { 0 };
 	memset(&st, 0, sizeof(st));
 	int rc = 0;
-	int64_t now = cfs_vfs_now_ms();
+	int64_t now = cfs_vfs_w_now(v);
 	cfs_inode_lock(v->tab);
 	pthread_mutex_lock(&v->w.lock);
 	for (struct cfs_wfile *w = v->w.files; !rc && w; w = w->next) {
@@ -686,21 +812,20 @@ int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
 		if (below <= 0)
 			continue;
 		w->urgent = 1;
-		if (w->failed && !w->torn)
-			w->due_ms = now; /* the user asks: try again now */
+		if (!w->torn && cfs_upq_ask(&w->rq, now))
+			pthread_cond_broadcast(&v->w.cond); /* the user asks: once, now */
+		int needs_user = w->torn || (cfs_wfile_needs_user(w) && w->rq.due_ms > now);
 		st.files++;
 		st.bytes += w->j.size;
 		st.bytes_left += w->j.size - (w->sending ? w->sent_bytes : 0);
 		st.uploading += w->sending != 0;
-		int *k = w->failed ? &st.n_failed : &st.n_waiting;
-		struct cfs_json_sync_entry *e = w->failed ? st.failed : st.waiting;
-		if (!w->err || w->sending || *k >= CFS_SYNC_LIST_MAX)
+		int *k = needs_user ? &st.n_failed : &st.n_waiting;
+		struct cfs_json_sync_entry *e = needs_user ? st.failed : st.waiting;
+		if ((!w->rq.err && !w->torn) || w->sending || *k >= CFS_SYNC_LIST_MAX)
 			continue;
 		if (cfs_buf_append(&path, "", 1) || !(e[*k].path = strdup(path.len > 1 ? path.data
 											 : w->j.name)) ||
-		    !(e[*k].error = strdup(w->torn ? "a write failed: the staging disk was full; "
-							  "not uploaded until written again"
-						: why(w->err))))
+		    !(e[*k].error = strdup(w->torn ? torn_why(w) : why(w->rq.err))))
 			rc = -ENOMEM;
 		(*k)++;
 	}
@@ -735,7 +860,7 @@ void cfs_vfs_write_stats(struct cfs_vfs *v, struct cfs_vfs_write_stats *out)
 		out->pending_bytes += (uint64_t)w->j.size;
 		out->bytes_left += (uint64_t)(w->j.size - (w->sending ? w->sent_bytes : 0));
 		out->in_flight += w->sending != 0;
-		out->failed += w->failed;
+		out->failed += cfs_wfile_needs_user(w);
 	}
 	pthread_mutex_unlock(&v->w.lock);
 }

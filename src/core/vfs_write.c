@@ -39,6 +39,8 @@
 #define IDS_BATCH 100
 #define CAPS_TTL_MS (5 * 60 * 1000)
 #define COPY_CHUNK (4u << 20)
+/* fsync waits for an attempt due within this; a later one is not waited for */
+#define FSYNC_WAIT_MS 10000
 
 int cfs_vfs_writable(const struct cfs_vfs *v)
 {
@@ -62,7 +64,7 @@ void cfs_vfs_w_mine(struct cfs_vfs *v, const char *id)
 	pthread_mutex_lock(&v->w.lock);
 	unsigned k = v->w.mine_next++ % CFS_VFS_MINE;
 	snprintf(v->w.mine[k].id, sizeof(v->w.mine[k].id), "%s", id);
-	v->w.mine[k].at_ms = cfs_vfs_now_ms();
+	v->w.mine[k].at_ms = cfs_vfs_w_now(v);
 	pthread_mutex_unlock(&v->w.lock);
 }
 
@@ -70,7 +72,7 @@ int cfs_vfs_w_is_mine(struct cfs_vfs *v, const char *id)
 {
 	if (!v->w.enabled)
 		return 0;
-	int64_t now = cfs_vfs_now_ms();
+	int64_t now = cfs_vfs_w_now(v);
 	int r = 0;
 	pthread_mutex_lock(&v->w.lock);
 	for (struct cfs_wfile *w = v->w.files; w && !r; w = w->next)
@@ -134,7 +136,7 @@ int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX])
 		char(*ids)[CFS_ID_MAX] = calloc(IDS_BATCH, CFS_ID_MAX);
 		if (!ids)
 			return -ENOMEM;
-		int rc = cfs_drive_generate_ids(v->drive, IDS_BATCH, ids);
+		int rc = v->w.d.generate_ids(v->w.d.arg, IDS_BATCH, ids);
 		if (!rc) {
 			pthread_mutex_lock(&v->w.lock);
 			if (v->w.nids == 0) {
@@ -156,7 +158,7 @@ int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX])
  * yes: the upload will say. */
 static int can_add_to(struct cfs_vfs *v, const char *id)
 {
-	int64_t now = cfs_vfs_now_ms();
+	int64_t now = cfs_vfs_w_now(v);
 	pthread_mutex_lock(&v->w.lock);
 	for (int i = 0; i < v->w.ncaps; i++)
 		if (strcmp(v->w.caps[i].id, id) == 0 && now - v->w.caps[i].at_ms < CAPS_TTL_MS) {
@@ -166,7 +168,7 @@ static int can_add_to(struct cfs_vfs *v, const char *id)
 		}
 	pthread_mutex_unlock(&v->w.lock);
 	struct cfs_file_meta m;
-	if (cfs_drive_get(v->drive, id, &m))
+	if (v->w.d.get(v->w.d.arg, id, &m))
 		return 1;
 	int r = m.can_add_children;
 	cfs_file_meta_cleanup(&m);
@@ -344,15 +346,37 @@ static int add_node(struct cfs_vfs *v, uint64_t parent, const char *name, const 
 
 /* w lock held: w's bytes, size or time changed; a session started for the
  * old bytes cannot be resumed with these. */
-static void w_changed(struct cfs_wfile *w)
+static void w_changed(struct cfs_vfs *v, struct cfs_wfile *w)
 {
 	w->gen++;
-	if (w->torn && w->j.size == 0) { /* written again from the start */
-		w->torn = w->failed = 0;
-		w->err = 0;
-	}
+	if (w->torn && w->j.size == 0) /* written again from the start */
+		w->torn = 0;
+	if (w->j.state == CFS_JSTATE_CLEAN || w->j.state == CFS_JSTATE_TORN)
+		w->j.state = w->torn ? CFS_JSTATE_TORN : CFS_JSTATE_CLOSED;
+	cfs_upq_touch(&w->rq, cfs_vfs_w_now(v)); /* new bytes may be accepted */
 	w->j.uri[0] = '\0';
 	w->j.confirmed = 0;
+}
+
+/* w lock held: w's bytes are about to change.  The journal says so first
+ * (once per open-write-close run), so that a server dying before the close
+ * leaves an entry a new mount will not upload as if it were complete. */
+static int w_begin(struct cfs_vfs *v, struct cfs_wfile *w)
+{
+	if (w->j.state == CFS_JSTATE_WRITING || w->torn)
+		return 0;
+	struct cfs_jent j = w->j;
+	j.state = CFS_JSTATE_WRITING;
+	j.gen = w->gen;
+	int rc = cfs_journal_put(v->w.journal, &j);
+	if (rc) {
+		CFS_ERROR("journal: cannot record that %s is being written: %s", w->j.id,
+			  cfs_strerror(rc));
+		return rc == -ENOSPC ? rc : -EIO;
+	}
+	w->j.seq = j.seq;
+	w->j.state = CFS_JSTATE_WRITING;
+	return 0;
 }
 
 /* w lock held: a new staged file record for (id, ino); trunc: its file made
@@ -449,7 +473,7 @@ static int existing_entry(struct cfs_vfs *v, uint64_t ino, struct cfs_jent *j)
 	if (strcmp(j->id, j->parent) == 0 || !j->parent[0])
 		return -EACCES;
 	struct cfs_file_meta m;
-	if (cfs_drive_get(v->drive, j->id, &m) == 0) {
+	if (v->w.d.get(v->w.d.arg, j->id, &m) == 0) {
 		if (!m.can_edit)
 			rc = -EACCES;
 		cfs_vfs_content_rev(&m, j->base_rev, sizeof(j->base_rev));
@@ -469,11 +493,13 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	if (w) {
 		int rc = 0;
 		if (trunc && w->j.size != 0) {
-			rc = ftruncate(w->fd, 0) ? -errno : 0;
+			rc = w_begin(v, w);
+			if (!rc)
+				rc = ftruncate(w->fd, 0) ? -errno : 0;
 			if (!rc) {
 				w->j.size = 0;
-				w->j.mtime_ns = cfs_clock_wall_ns();
-				w_changed(w);
+				w->j.mtime_ns = cfs_vfs_w_wall(v);
+				w_changed(v, w);
 			}
 		}
 		if (!rc) {
@@ -507,9 +533,10 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	if ((w = cfs_vfs_w_find(v, ino)) == NULL) {
 		if (trunc) {
 			j.size = 0;
-			j.mtime_ns = cfs_clock_wall_ns();
+			j.mtime_ns = cfs_vfs_w_wall(v);
 		}
 		/* an unchanged copy is durable as it is: only a change uploads */
+		j.state = trunc ? CFS_JSTATE_WRITING : CFS_JSTATE_CLEAN;
 		rc = w_new(v, ino, &j, 0, &w);
 		if (!rc) {
 			w->gen = trunc ? 2 : 1;
@@ -533,7 +560,7 @@ void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer)
 	pthread_mutex_lock(&v->w.lock);
 	w->handles--;
 	if (writer && --w->writers == 0)
-		w->due_ms = cfs_vfs_now_ms() + v->w.delay_ms;
+		w->due_ms = cfs_vfs_w_now(v) + v->w.delay_ms;
 	/* nobody has it open: gone from the namespace, or all of it in Drive */
 	if (w->handles == 0 && !w->sending && (w->unlinked ? !w->j.removed : cfs_wfile_settled(w)))
 		cfs_vfs_w_drop(v, w);
@@ -572,7 +599,8 @@ static int do_create(struct cfs_vfs *v, uint64_t parent, const char *name, int f
 		return rc;
 	snprintf(j.name, sizeof(j.name), "%s", name);
 	j.is_new = 1;
-	j.mtime_ns = cfs_clock_wall_ns();
+	j.state = CFS_JSTATE_WRITING; /* complete at its first close */
+	j.mtime_ns = cfs_vfs_w_wall(v);
 	const char *ids[1] = { j.id };
 	if ((rc = cfs_nsdb_inos(v->ns, ids, 1, &ino)) != 0)
 		return rc;
@@ -581,7 +609,7 @@ static int do_create(struct cfs_vfs *v, uint64_t parent, const char *name, int f
 	rc = w_new(v, ino, &j, 1, &w);
 	if (!rc) {
 		w->gen = 1;
-		w->due_ms = cfs_vfs_now_ms() + (v->w.delay_ms > 1000 ? v->w.delay_ms : 1000);
+		w->due_ms = cfs_vfs_w_now(v) + (v->w.delay_ms > 1000 ? v->w.delay_ms : 1000);
 		if ((rc = w_journal(v, w)) != 0)
 			cfs_vfs_w_drop(v, w);
 	}
@@ -641,9 +669,9 @@ static int do_mkdir(struct cfs_vfs *v, uint64_t parent, const char *name, struct
 	struct cfs_file_meta out;
 	cfs_vfs_w_mine(v, id);
 	cfs_vfs_w_forget_listing(v, cid); /* first: a death after the create leaves none stale */
-	if ((rc = cfs_drive_create(v->drive, &m, &out)) != 0)
+	if ((rc = v->w.d.create(v->w.d.arg, &m, &out)) != 0)
 		return rc;
-	int64_t mtime = out.mtime_ns ? out.mtime_ns : cfs_clock_wall_ns();
+	int64_t mtime = out.mtime_ns ? out.mtime_ns : cfs_vfs_w_wall(v);
 	cfs_file_meta_cleanup(&out);
 	if ((rc = add_node(v, parent, name, id, 1, mtime, &ino)) != 0)
 		return rc;
@@ -658,7 +686,7 @@ static int do_mkdir(struct cfs_vfs *v, uint64_t parent, const char *name, struct
 	}
 	cfs_inode_unlock(v->tab);
 	cfs_listing_unref(l);
-	cfs_nsdb_save_listing(v->ns, id, NULL, 0, cfs_vfs_clock_ms(CLOCK_REALTIME));
+	cfs_nsdb_save_listing(v->ns, id, NULL, 0, cfs_vfs_w_wall(v) / 1000000);
 	return cfs_vfs_getattr(v, ino, a);
 }
 
@@ -685,8 +713,8 @@ int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id)
 {
 	cfs_vfs_w_mine(v, id);
 	CFS_DEBUG("drive: %s %s", v->w.delete_permanently ? "delete" : "trash", id);
-	int rc = v->w.delete_permanently ? cfs_drive_delete(v->drive, id)
-					 : cfs_drive_update_meta(v->drive, id, NULL, NULL, NULL, 1, 0,
+	int rc = v->w.delete_permanently ? v->w.d.remove(v->w.d.arg, id)
+					 : v->w.d.update_meta(v->w.d.arg, id, NULL, NULL, NULL, 1, 0,
 								 NULL);
 	if (rc == -ENOENT)
 		rc = 0;
@@ -876,6 +904,7 @@ static int do_rename(struct cfs_vfs *v, uint64_t parent, const char *name, uint6
 		snprintf(ws->j.replaces, sizeof(ws->j.replaces), "%s", inherit);
 		snprintf(ws->j.name, sizeof(ws->j.name), "%s", newname);
 		snprintf(ws->j.parent, sizeof(ws->j.parent), "%s", newcid);
+		cfs_upq_touch(&ws->rq, cfs_vfs_w_now(v)); /* a refused name may be fixed */
 		rc = w_journal(v, ws);
 	} else {
 		snprintf(now_remove[0], CFS_ID_MAX, "%s", inherit);
@@ -891,7 +920,7 @@ static int do_rename(struct cfs_vfs *v, uint64_t parent, const char *name, uint6
 	if (!rc && !s_local) {
 		cfs_vfs_w_mine(v, s.id);
 		CFS_DEBUG("drive: rename %s to %s", s.id, newname);
-		rc = cfs_drive_update_meta(v->drive, s.id, newname, moved ? newcid : NULL,
+		rc = v->w.d.update_meta(v->w.d.arg, s.id, newname, moved ? newcid : NULL,
 					   moved ? s.dir_cid : NULL, -1, 0, NULL);
 		pthread_mutex_lock(&v->w.lock);
 		ws = cfs_vfs_w_find(v, s.ino);
@@ -957,13 +986,18 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 			return rc;
 		pthread_mutex_lock(&v->w.lock);
 		if (w->j.size != s->size) {
-			rc = ftruncate(w->fd, (off_t)s->size) ? -errno : 0;
+			rc = w_begin(v, w);
+			if (!rc)
+				rc = ftruncate(w->fd, (off_t)s->size) ? -errno : 0;
 			if (!rc) {
 				w->j.size = s->size;
-				w->j.mtime_ns = cfs_clock_wall_ns();
-				w_changed(w);
+				w->j.mtime_ns = cfs_vfs_w_wall(v);
+				w_changed(v, w);
 			}
 		}
+		/* a truncate of a file nobody else writes is whole by itself */
+		if (!rc && w->writers <= 1 && !w->torn && w->j.state == CFS_JSTATE_WRITING)
+			w->j.state = CFS_JSTATE_CLOSED;
 		if (!rc && w->gen > w->journaled)
 			rc = w_journal(v, w);
 		pthread_mutex_unlock(&v->w.lock);
@@ -976,7 +1010,7 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		struct cfs_wfile *w = cfs_vfs_w_find(v, ino);
 		if (w && w->j.mtime_ns != s->mtime_ns) {
 			w->j.mtime_ns = s->mtime_ns;
-			w_changed(w);
+			w_changed(v, w);
 			rc = w_journal(v, w);
 		}
 		pthread_mutex_unlock(&v->w.lock);
@@ -988,7 +1022,7 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		cfs_inode_unlock(v->tab);
 		if (id[0]) {
 			cfs_vfs_w_mine(v, id);
-			rc = cfs_drive_update_meta(v->drive, id, NULL, NULL, NULL, -1, s->mtime_ns, NULL);
+			rc = v->w.d.update_meta(v->w.d.arg, id, NULL, NULL, NULL, -1, s->mtime_ns, NULL);
 		}
 		if (rc)
 			return rc;
@@ -1025,19 +1059,23 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 		cfs_vfs_put_file(v, f);
 		return -EBADF;
 	}
-	rc = cfs_staging_pwrite(w->fd, off, buf, len);
+	pthread_mutex_lock(&v->w.lock);
+	rc = w_begin(v, w);
+	pthread_mutex_unlock(&v->w.lock);
+	if (!rc)
+		rc = cfs_staging_pwrite(w->fd, off, buf, len);
 	pthread_mutex_lock(&v->w.lock);
 	if (!rc && w->j.uri[0]) {
 		/* an upload session was started for older bytes: the journal must not
 		 * hand it to a later process for these */
-		w_changed(w);
+		w_changed(v, w);
 		w_journal(v, w);
 	}
 	if (!rc) {
 		if (off + (int64_t)len > w->j.size)
 			w->j.size = off + (int64_t)len;
-		w->j.mtime_ns = cfs_clock_wall_ns();
-		w_changed(w);
+		w->j.mtime_ns = cfs_vfs_w_wall(v);
+		w_changed(v, w);
 		v->w.st.writes_bytes += len;
 		*written = len;
 	} else if (rc == -ENOSPC || rc == -EDQUOT) {
@@ -1048,8 +1086,8 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 			CFS_WARN("staging folder full: a write to %s fails with ENOSPC; the file is "
 				 "not uploaded until it is written again from the start", w->j.name);
 		w->torn = 1;
-		w->err = -ENOSPC;
-		w->failed = 1;
+		w->j.state = CFS_JSTATE_TORN;
+		w_journal(v, w); /* a new mount must not upload it either */
 	}
 	pthread_mutex_unlock(&v->w.lock);
 	cfs_vfs_put_file(v, f);
@@ -1066,13 +1104,18 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
 	if (dirty && fdatasync(w->fd))
 		rc = -errno;
 	pthread_mutex_lock(&v->w.lock);
+	if (!rc && w->j.state == CFS_JSTATE_WRITING && !w->torn) {
+		w->j.state = CFS_JSTATE_CLOSED; /* complete as of this close */
+		if (w->journaled == w->gen && !w->unlinked)
+			rc = w_journal(v, w);
+	}
 	if (!rc && w->gen > w->journaled && !w->unlinked)
 		rc = w_journal(v, w);
 	if (!rc && w->torn)
 		rc = -ENOSPC; /* a write failed for the staging disk: not uploaded so */
 	if (!rc && w->gen > w->durable) {
-		w->due_ms = cfs_vfs_now_ms() + v->w.delay_ms;
-		if (cfs_vfs_now_ms() < v->w.quota_full_until_ms)
+		w->due_ms = cfs_vfs_w_now(v) + v->w.delay_ms;
+		if (cfs_vfs_w_now(v) < v->w.quota_full_until_ms)
 			rc = -ENOSPC; /* kept and journaled: uploaded once Drive has room */
 	}
 	pthread_cond_broadcast(&v->w.cond);
@@ -1114,17 +1157,23 @@ int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 	uint64_t want = w->gen;
 	uint64_t tries = w->attempts;
 	w->urgent = 1;
+	if (!torn)
+		cfs_upq_ask(&w->rq, cfs_vfs_w_now(v)); /* one attempt now, at most every 10 s */
 	pthread_cond_broadcast(&v->w.cond);
 	while (!rc && w->durable < want && !w->unlinked && !v->w.stop &&
-	       !(w->attempts > tries && w->err)) {
+	       !(w->attempts > tries && w->rq.err)) {
 		if (!v->w.started) {
 			rc = -EIO; /* no uploader in this process */
 			break;
 		}
+		/* no attempt soon (stopped, or a long backoff step): its last
+		 * answer now, rather than an fsync hanging for minutes */
+		if (w->rq.err && w->rq.due_ms - cfs_vfs_w_now(v) > FSYNC_WAIT_MS && !w->sending)
+			break;
 		pthread_cond_wait(&v->w.cond, &v->w.lock);
 	}
 	if (!rc && w->durable < want && !w->unlinked)
-		rc = w->err ? w->err : -EIO;
+		rc = w->rq.err ? w->rq.err : -EIO;
 	pthread_mutex_unlock(&v->w.lock);
 	cfs_vfs_put_file(v, f);
 	return rc;
@@ -1226,11 +1275,11 @@ int cfs_vfs_w_overlay(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **lp)
 
 void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st)
 {
-	int64_t now = cfs_vfs_now_ms(), limit, usage;
+	int64_t now = cfs_vfs_w_now(v), limit, usage;
 	pthread_mutex_lock(&v->w.lock);
 	int fresh = v->w.q_at_ms && now - v->w.q_at_ms < QUOTA_TTL_MS;
 	pthread_mutex_unlock(&v->w.lock);
-	if (!fresh && cfs_drive_about(v->drive, &limit, &usage, NULL, 0) == 0) {
+	if (!fresh && v->w.d.about(v->w.d.arg, &limit, &usage) == 0) {
 		pthread_mutex_lock(&v->w.lock);
 		v->w.q_limit = limit;
 		v->w.q_usage = usage;

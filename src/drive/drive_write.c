@@ -342,13 +342,17 @@ struct start_ctx {
 	char **uri;
 };
 
+int cfs_drive_session_ok(const struct cfs_drive *d, const char *uri)
+{
+	size_t n = strlen(d->api);
+	return uri && strncmp(uri, d->api, n) == 0 && uri[n] == '/' && !strpbrk(uri, " \r\n");
+}
+
 /* 200 with a Location below the API URL (the bearer token goes there). */
 static int validate_start(struct cfs_http_req *r, void *ctx)
 {
 	struct start_ctx *c = ctx;
-	size_t n = strlen(c->d->api);
-	if (r->status != 200 || r->location_cut || strncmp(r->location, c->d->api, n) != 0 ||
-	    r->location[n] != '/') {
+	if (r->status != 200 || r->location_cut || !cfs_drive_session_ok(c->d, r->location)) {
 		snprintf(r->errmsg, sizeof(r->errmsg), "no usable session URI (HTTP %ld)",
 			 r->status);
 		return CFS_E_PROTO;
@@ -479,7 +483,7 @@ static int chunk_call(struct cfs_drive *d, const char *uri, int64_t off, const v
 {
 	memset(out, 0, sizeof(*out));
 	*confirmed = -1;
-	if (off < 0 || total < 0 || off + (int64_t)len > total)
+	if (off < 0 || total < 0 || off + (int64_t)len > total || !cfs_drive_session_ok(d, uri))
 		return -EINVAL;
 	struct cfs_buf reply = { .max = JSON_MAX };
 	struct chunk_ctx c = { .d = d, .uri = uri, .data = data, .off = off, .total = total,
@@ -543,6 +547,12 @@ static int resume(struct cfs_drive *d, const struct cfs_drive_upload *u, char *b
 		  struct cfs_digest *g, char **uri, int64_t *confirmed, struct cfs_file_meta *out)
 {
 	int64_t conf = 0;
+	if (!cfs_drive_session_ok(d, u->resume_uri)) {
+		/* a journal written for another API URL: the token never goes there */
+		CFS_WARN("upload %s: the stored session is not under this mount's API URL; a "
+			 "new session starts", u->id ? u->id : u->meta && u->meta->id ? u->meta->id : "");
+		return 0;
+	}
 	if (!(*uri = strdup(u->resume_uri)))
 		return -ENOMEM;
 	int rc = cfs_drive_upload_status(d, *uri, u->total, &conf, out);

@@ -79,6 +79,10 @@ int cfs_drive_upload_chunk(struct cfs_drive *d, const char *uri, int64_t off, co
 			   size_t len, int64_t total, int64_t *confirmed,
 			   struct cfs_file_meta *out);
 
+/* Whether uri may be a session of this client: below its API URL (where
+ * the bearer token may go).  A stored session that is not is never used. */
+int cfs_drive_session_ok(const struct cfs_drive *d, const char *uri);
+
 /* Status query of a session: *confirmed as above (out filled when done). */
 int cfs_drive_upload_status(struct cfs_drive *d, const char *uri, int64_t total,
 			    int64_t *confirmed, struct cfs_file_meta *out);
