@@ -161,6 +161,9 @@ int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 /* Starts the uploaders (serving processes, after daemonizing). */
 int cfs_vfs_start_uploads(struct cfs_vfs *v);
+/* Wakes the uploaders to look at their queue again (a unit test moved the
+ * seam's clock). */
+void cfs_vfs_w_kick(struct cfs_vfs *v);
 /* `colabfs sync`: uploads at or below ino start now; their state as the JSON
  * the man page gives (files, bytes, bytes_left, uploading, waiting, failed). */
 struct cfs_buf;

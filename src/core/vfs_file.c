@@ -38,7 +38,7 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	if (!stale)
 		return 0;
 	struct cfs_file_meta m;
-	int rc = cfs_drive_get(v->drive, cid, &m);
+	int rc = v->w.d.get(v->w.d.arg, cid, &m);
 	if (rc)
 		return rc;
 	char rev[CFS_ID_MAX];

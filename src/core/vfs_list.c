@@ -124,7 +124,7 @@ static int on_child(const struct cfs_file_meta *m, void *arg)
 		return add_item(c, m, m);
 	/* A shortcut shows as its target; a dangling one is dropped. */
 	struct cfs_file_meta t;
-	int rc = cfs_drive_get(c->v->drive, m->target_id, &t);
+	int rc = c->v->w.d.get(c->v->w.d.arg, m->target_id, &t);
 	if (rc == -ENOENT || rc == -EACCES) {
 		CFS_DEBUG("dropping dangling shortcut %s -> %s", m->id, m->target_id);
 		return 0;
@@ -263,7 +263,7 @@ static int fetch_listing(struct cfs_vfs *v, uint64_t ino, const char *content_id
 			 const char *const *anc, int nanc, unsigned edits_at)
 {
 	struct collect c = { .v = v, .ancestors = anc, .nanc = nanc };
-	int rc = cfs_drive_list(v->drive, content_id, on_child, &c);
+	int rc = v->w.d.list(v->w.d.arg, content_id, on_child, &c);
 	struct cfs_names_entry *ne = NULL;
 	const char **ids = NULL;
 	uint64_t *inos = NULL;

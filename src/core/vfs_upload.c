@@ -597,6 +597,13 @@ int cfs_vfs_start_uploads(struct cfs_vfs *v)
 	return v->w.started ? 0 : -EAGAIN;
 }
 
+void cfs_vfs_w_kick(struct cfs_vfs *v)
+{
+	pthread_mutex_lock(&v->w.lock);
+	pthread_cond_broadcast(&v->w.cond);
+	pthread_mutex_unlock(&v->w.lock);
+}
+
 void cfs_vfs_w_stop(struct cfs_vfs *v)
 {
 	if (!v->w.ready)

@@ -36,6 +36,11 @@ static int get(void *a, const char *id, struct cfs_file_meta *out)
 	return cfs_drive_get(a, id, out);
 }
 
+static int list(void *a, const char *parent, cfs_drive_list_cb cb, void *arg)
+{
+	return cfs_drive_list(a, parent, cb, arg);
+}
+
 static int about(void *a, int64_t *limit, int64_t *usage)
 {
 	return cfs_drive_about(a, limit, usage, NULL, 0);
@@ -60,6 +65,6 @@ static int64_t wall_ns(void *a)
 
 void cfs_wdrive_real(struct cfs_drive *d, struct cfs_wdrive *out)
 {
-	*out = (struct cfs_wdrive){ d, ids, create, upload, update, del, get, about, session_ok,
-				    now_ms, wall_ns };
+	*out = (struct cfs_wdrive){ d, ids, create, upload, update, del, get, list, about,
+				    session_ok, now_ms, wall_ns };
 }

@@ -1,7 +1,8 @@
-/* wdrive: the write path's seam to Drive.
+/* wdrive: the vfs's seam to Drive's metadata and writes.
  *
  * Every call the write side of the vfs (vfs_write.c, vfs_upload.c) makes to
- * Drive, and its clocks, go through one table, as the reader's downloads go
+ * Drive, and its clocks, go through one table, and so do the namespace's
+ * listings and lookups (vfs_list.c, vfs_file.c), as the reader's downloads go
  * through cfs_reader_opts: the real client by default (cfs_wdrive_real),
  * a scripted fake in the unit tests (tests/unit/wfake.h), so upload order,
  * retries, conflicts, crash ordering and replay are tested without a
@@ -28,6 +29,7 @@ struct cfs_wdrive {
 			   struct cfs_file_meta *out);
 	int (*remove)(void *arg, const char *id); /* files.delete */
 	int (*get)(void *arg, const char *id, struct cfs_file_meta *out);
+	int (*list)(void *arg, const char *parent_id, cfs_drive_list_cb cb, void *cb_arg);
 	int (*about)(void *arg, int64_t *limit, int64_t *usage);
 	/* whether a stored session URI may be resumed (cfs_drive_session_ok) */
 	int (*session_ok)(void *arg, const char *uri);
