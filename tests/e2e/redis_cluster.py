@@ -13,6 +13,7 @@ API (ports are ints; a node is a dict, see ``nodes()``):
   masters at creation), the value of ``colabfs mount --shared-cache=``;
 * ``nodes()`` / ``masters()`` / ``replicas()`` -- parsed CLUSTER NODES of a live
   node (masters() and replicas() leave out nodes flagged ``fail``);
+* ``wait_replicated(port)`` -- until a master's replica has every write it made;
 * ``kill_master(i)`` -- SIGKILL the process of ``masters()[i]``; returns its
   port; ``wait_failover(timeout)`` -- until one of its replicas is a master
   holding its slots and every live node says cluster_state:ok again;
@@ -391,6 +392,20 @@ class RedisCluster:
                 raise v
 
     # ------------------------------------------------------------- faults
+
+    def wait_replicated(self, port, timeout=15):
+        """Until the replica of master ``port`` has taken every write the master
+        made (its offset in INFO replication reaches master_repl_offset).
+        Replication is asynchronous, and WAIT counts only the writes of the
+        connection it is sent on."""
+        def caught_up():
+            v = resp(port, "INFO", "replication", timeout=5)
+            if isinstance(v, Exception):
+                return False
+            info = dict(ln.split(":", 1) for ln in v.decode().splitlines() if ":" in ln)
+            fields = dict(kv.split("=", 1) for kv in info.get("slave0", "").split(",") if "=" in kv)
+            return "offset" in fields and int(fields["offset"]) >= int(info["master_repl_offset"])
+        _wait(caught_up, timeout, "the replica of %d caught up" % port, interval=0.02)
 
     def kill_master(self, i):
         """SIGKILL the process of masters()[i]; returns its port."""
