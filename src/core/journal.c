@@ -15,6 +15,7 @@
 
 #define JE_MAGIC 0x3245454au /* "JEE2" */
 #define JE_HEAD 48
+#define REP_FLAG 0x20u /* the row carries rep_name and rep_parent */
 #define SEQ_KEY "seq"
 #define DONE_PREFIX "u:"
 #define FILE_PREFIX "f:"
@@ -56,7 +57,7 @@ int cfs_journal_encode(const struct cfs_jent *e, struct cfs_buf *b)
 	if (e->state < CFS_JSTATE_CLOSED || e->state > CFS_JSTATE_SNAPSHOT)
 		return -EINVAL;
 	cfs_le_put(h + 4, (uint64_t)(e->is_new ? 1 : 0) | (e->removed ? 2 : 0) |
-				  ((uint64_t)e->state << 2), 4);
+				  ((uint64_t)e->state << 2) | (e->replaces[0] ? REP_FLAG : 0), 4);
 	cfs_le_put(h + 8, e->seq, 8);
 	cfs_le_put(h + 16, (uint64_t)e->size, 8);
 	cfs_le_put(h + 24, (uint64_t)e->mtime_ns, 8);
@@ -79,6 +80,10 @@ int cfs_journal_encode(const struct cfs_jent *e, struct cfs_buf *b)
 		rc = cfs_row_put_str(b, e->sent_name, sizeof(e->sent_name));
 	if (!rc)
 		rc = cfs_row_put_str(b, e->sent_parent, sizeof(e->sent_parent));
+	if (!rc && e->replaces[0]) /* REP_FLAG: older rows end before these */
+		rc = cfs_row_put_str(b, e->rep_name, sizeof(e->rep_name));
+	if (!rc && e->replaces[0])
+		rc = cfs_row_put_str(b, e->rep_parent, sizeof(e->rep_parent));
 	return rc;
 }
 
@@ -87,12 +92,13 @@ int cfs_journal_decode(const void *row, size_t len, struct cfs_jent *e)
 	const unsigned char *p = row, *end = p + len;
 	memset(e, 0, sizeof(*e));
 	if (len < JE_HEAD || (uint32_t)cfs_le_get(p, 4) != JE_MAGIC ||
-	    cfs_le_get(p + 4, 4) >> 2 > CFS_JSTATE_SNAPSHOT)
+	    ((cfs_le_get(p + 4, 4) >> 2) & 7) > CFS_JSTATE_SNAPSHOT ||
+	    cfs_le_get(p + 4, 4) >> 6)
 		return CFS_E_PROTO;
 	uint64_t flags = cfs_le_get(p + 4, 4);
 	e->is_new = (int)(flags & 1);
 	e->removed = (int)((flags >> 1) & 1);
-	e->state = (int)(flags >> 2);
+	e->state = (int)((flags >> 2) & 7);
 	e->seq = cfs_le_get(p + 8, 8);
 	e->size = (int64_t)cfs_le_get(p + 16, 8);
 	e->mtime_ns = (int64_t)cfs_le_get(p + 24, 8);
@@ -114,6 +120,10 @@ int cfs_journal_decode(const void *row, size_t len, struct cfs_jent *e)
 		rc = cfs_row_get_str(&p, end, e->sent_name, sizeof(e->sent_name));
 	if (!rc)
 		rc = cfs_row_get_str(&p, end, e->sent_parent, sizeof(e->sent_parent));
+	if (!rc && (flags & REP_FLAG))
+		rc = cfs_row_get_str(&p, end, e->rep_name, sizeof(e->rep_name));
+	if (!rc && (flags & REP_FLAG))
+		rc = cfs_row_get_str(&p, end, e->rep_parent, sizeof(e->rep_parent));
 	if (!rc && (p != end || !e->id[0] || e->size < 0 || e->confirmed < 0 ||
 		    e->confirmed > e->size))
 		rc = CFS_E_PROTO;

@@ -65,6 +65,8 @@ struct cfs_jent {
 	char name[CFS_JOURNAL_NAME_MAX];
 	char base_rev[CFS_ID_MAX];    /* headRevisionId it was opened at; "" new */
 	char replaces[CFS_ID_MAX];    /* Drive id to trash once uploaded, or "" */
+	char rep_name[CFS_JOURNAL_NAME_MAX]; /* the name and folder it had when it */
+	char rep_parent[CFS_ID_MAX];         /* was replaced (only that file goes) */
 	char uri[CFS_JOURNAL_URI_MAX];/* resumable session, or "" */
 	char sent_name[CFS_JOURNAL_NAME_MAX]; /* the name and folder the session was */
 	char sent_parent[CFS_ID_MAX];         /* started with (a rename since: redone) */

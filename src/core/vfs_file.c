@@ -31,6 +31,8 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	char cid[CFS_ID_MAX];
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (n && !n->is_dir && v->w.enabled)
+		cfs_vfs_w_fix_landed(v, n);
 	int stale = n && n->stale && !n->export_mime[0];
 	if (stale)
 		snprintf(cid, sizeof(cid), "%s", n->content_id);

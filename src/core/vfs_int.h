@@ -114,6 +114,7 @@ static inline int cfs_wfile_settled(const struct cfs_wfile *w)
 #define CFS_VFS_MINE 512
 #define CFS_VFS_MINE_MS (10 * 60 * 1000)
 #define CFS_VFS_EDIT_SLOTS 64
+#define CFS_VFS_LANDED 64
 
 struct cfs_vfs_w {
 	pthread_mutex_t lock;
@@ -135,6 +136,10 @@ struct cfs_vfs_w {
 	/* items this mount changed in Drive lately (the poller leaves them) */
 	struct { char id[CFS_ID_MAX]; int64_t at_ms; } mine[CFS_VFS_MINE];
 	unsigned mine_next;
+	/* the revisions our last uploads made (a listing fetched while one
+	 * landed may name the revision before it: an open corrects the node) */
+	struct { char id[CFS_ID_MAX]; char rev[CFS_ID_MAX]; int64_t size, mtime_ns; } landed[CFS_VFS_LANDED];
+	unsigned landed_next;
 	/* per folder (by a hash of its content id), bumped (atomic) when this
 	 * mount begins to change the folder in Drive, edits its listing in
 	 * memory, or sees a new file of it land in Drive: a listing fetched or
@@ -341,6 +346,11 @@ void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer);
  * very request that changed it (a server killed then could not exit). */
 void cfs_vfs_w_mine(struct cfs_vfs *v, const char *id);
 int cfs_vfs_w_is_mine(struct cfs_vfs *v, const char *id);
+/* vfs_upload.c, table lock held (w lock taken): when no staged file of node
+ * n remains and our last upload of it made another revision than n names
+ * (the listing n came from was fetched before that upload landed), n gets
+ * that revision.  Returns 1 when n changed. */
+int cfs_vfs_w_fix_landed(struct cfs_vfs *v, struct cfs_node *n);
 /* vfs_write.c: an id reserved with generateIds (batches kept in memory). */
 int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX]);
 /* vfs_write.c: trashes (--delete-permanently: deletes) a Drive item; one

@@ -113,8 +113,12 @@ static int read_staged(void *arg, int64_t off, void *buf, size_t len)
 	struct send *s = arg;
 	size_t got = 0;
 	int rc = cfs_staging_pread(s->fd, off, buf, len, &got);
-	/* cut short under us: a newer version is being written; it goes next */
-	return rc ? rc : got == len ? 0 : -ESTALE;
+	/* changed under us (a writer came back): these bytes may mix two
+	 * versions, which Drive must never hold; the newer one goes next */
+	pthread_mutex_lock(&s->v->w.lock);
+	int changed = s->w->gen != s->gen;
+	pthread_mutex_unlock(&s->v->w.lock);
+	return changed ? -ESTALE : rc ? rc : got == len ? 0 : -ESTALE;
 }
 
 /* The session and offset go to the journal as Drive confirms them. */
@@ -136,6 +140,8 @@ static void on_progress(void *arg, const char *uri, int64_t confirmed)
 }
 
 enum { SAME = 0, CHANGED = 1, GONE = 2 };
+/* send_one: nothing to send, the file left the namespace here (not an error) */
+#define SKIPPED 1
 
 /* Whether the Drive file changed since the writer's base revision. */
 static int check_base(struct cfs_vfs *v, const struct cfs_jent *j, int *state)
@@ -196,7 +202,9 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 	*conflict = SAME;
 	snprintf(sent_id, CFS_ID_MAX, "%s", j->id);
 	/* a session taken up goes on with the metadata it was started with */
-	int resumed = j->uri[0] && j->sent_name[0];
+	/* new content of a file Drive has keeps Drive's name and folder (a
+	 * rename since is applied after it, after_upload) */
+	int resumed = j->sent_name[0] && (j->uri[0] || !j->is_new);
 	snprintf(sent_name, CFS_JOURNAL_NAME_MAX, "%s", resumed ? j->sent_name : j->name);
 	snprintf(s->sent_parent, CFS_ID_MAX, "%s", resumed ? j->sent_parent : j->parent);
 	if (!j->is_new && (rc = check_base(v, j, conflict)) != 0)
@@ -204,6 +212,13 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 	struct cfs_json_meta_in m = { .mtime_ns = j->mtime_ns, .trashed = -1 };
 	struct cfs_drive_upload u = { .total = j->size, .chunk = UPLOAD_CHUNK, .read = read_staged,
 				      .arg = s };
+	if (*conflict == GONE) {
+		pthread_mutex_lock(&v->w.lock);
+		int ours = s->w->unlinked; /* removed or replaced here meanwhile */
+		pthread_mutex_unlock(&v->w.lock);
+		if (ours)
+			return SKIPPED;
+	}
 	if (*conflict) {
 		if ((rc = cfs_vfs_w_reserve_id(v, sent_id)) != 0)
 			return rc;
@@ -301,9 +316,12 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	int unlinked = w->unlinked;
 	/* now, not at the start of the upload: a rename may have come meanwhile */
 	char name[CFS_JOURNAL_NAME_MAX], parent[CFS_ID_MAX], replaces[CFS_ID_MAX];
+	char rep_name[CFS_JOURNAL_NAME_MAX], rep_parent[CFS_ID_MAX];
 	snprintf(name, sizeof(name), "%s", w->j.name);
 	snprintf(parent, sizeof(parent), "%s", w->j.parent);
 	snprintf(replaces, sizeof(replaces), "%s", w->j.replaces);
+	snprintf(rep_name, sizeof(rep_name), "%s", w->j.rep_name[0] ? w->j.rep_name : name);
+	snprintf(rep_parent, sizeof(rep_parent), "%s", w->j.rep_parent[0] ? w->j.rep_parent : parent);
 	pthread_mutex_unlock(&v->w.lock);
 	if (conflict == CHANGED) {
 		CFS_WARN("conflict: %s changed in Drive since it was opened for writing; ours is "
@@ -329,7 +347,7 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 		cfs_vfs_w_created(v, w->ino, sent_id, name, parent);
 	if (replaces[0])
 		CFS_DEBUG("upload %s (%s) done: what it replaces goes", sent_id, name);
-	if (replaces[0] && !remove_checked(v, replaces, parent, s->sent_parent, name, sent_name)) {
+	if (replaces[0] && !remove_checked(v, replaces, rep_parent, parent, rep_name, sent_name)) {
 		pthread_mutex_lock(&v->w.lock);
 		if (strcmp(w->j.replaces, replaces) == 0)
 			w->j.replaces[0] = '\0';
@@ -339,6 +357,13 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	 * upload of this open is based on it (ours, not a conflict) */
 	char *rev = s->rev;
 	cfs_vfs_content_rev(out, rev, sizeof(s->rev));
+	pthread_mutex_lock(&v->w.lock);
+	unsigned k = v->w.landed_next++ % CFS_VFS_LANDED;
+	snprintf(v->w.landed[k].id, sizeof(v->w.landed[k].id), "%s", sent_id);
+	snprintf(v->w.landed[k].rev, sizeof(v->w.landed[k].rev), "%s", rev);
+	v->w.landed[k].size = out->size < 0 ? 0 : out->size;
+	v->w.landed[k].mtime_ns = out->mtime_ns;
+	pthread_mutex_unlock(&v->w.lock);
 	pthread_mutex_lock(&v->w.lock);
 	uint64_t sent = w->sending;
 	int same = w->gen == sent && !w->writers;
@@ -365,6 +390,31 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 		n->opened_rev = 0;
 	}
 	cfs_inode_unlock(v->tab);
+}
+
+int cfs_vfs_w_fix_landed(struct cfs_vfs *v, struct cfs_node *n)
+{
+	if (!__atomic_load_n(&v->w.landed_next, __ATOMIC_RELAXED))
+		return 0;
+	int fixed = 0;
+	pthread_mutex_lock(&v->w.lock);
+	for (unsigned i = 1; i <= CFS_VFS_LANDED && i <= v->w.landed_next; i++) {
+		unsigned k = (v->w.landed_next - i) % CFS_VFS_LANDED; /* newest first */
+		if (strcmp(v->w.landed[k].id, n->id) != 0)
+			continue;
+		if (!cfs_vfs_w_find(v, n->ino) && strcmp(v->w.landed[k].rev, n->rev) != 0 &&
+		    !cfs_node_set_rev(n, v->w.landed[k].rev)) {
+			n->size = v->w.landed[k].size;
+			if (v->w.landed[k].mtime_ns)
+				n->mtime_ns = v->w.landed[k].mtime_ns;
+			cfs_node_set_sums(n, "", "");
+			n->opened_rev = 0;
+			fixed = 1;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	return fixed;
 }
 
 /* A conflict copy or a resurrected file is a new item in its folder: the
@@ -480,6 +530,10 @@ static void bury(struct cfs_vfs *v, struct cfs_wfile *w)
 	int tomb = w->j.removed;
 	snprintf(id, sizeof(id), "%s", w->j.id);
 	snprintf(gone, sizeof(gone), "%s", tomb ? w->j.id : w->j.replaces);
+	char rep_name[CFS_JOURNAL_NAME_MAX], rep_parent[CFS_ID_MAX];
+	snprintf(rep_name, sizeof(rep_name), "%s", w->j.rep_name[0] ? w->j.rep_name : w->j.name);
+	snprintf(rep_parent, sizeof(rep_parent), "%s",
+		 w->j.rep_parent[0] ? w->j.rep_parent : w->j.parent);
 	snprintf(name, sizeof(name), "%s", w->j.name);
 	snprintf(parent, sizeof(parent), "%s", w->j.parent);
 	snprintf(from, sizeof(from), "%s", w->j.sent_parent);
@@ -490,7 +544,9 @@ static void bury(struct cfs_vfs *v, struct cfs_wfile *w)
 	w->sending = w->gen ? w->gen : 1;
 	pthread_mutex_unlock(&v->w.lock);
 	CFS_DEBUG("%s %s (%s)", tomb ? "tombstone of" : "metadata left to fix for", id, name);
-	int rc = gone[0] ? remove_checked(v, gone, parent, from, tomb ? NULL : name, sent_name) : 0;
+	int rc = !gone[0] ? 0
+		 : tomb  ? remove_checked(v, gone, parent, from, NULL, "")
+			 : remove_checked(v, gone, rep_parent, parent, rep_name, sent_name);
 	if (!rc && rename) {
 		int moved = strcmp(parent, from) != 0;
 		cfs_vfs_w_mine(v, id);
@@ -561,14 +617,31 @@ static void *uploader(void *arg)
 		memset(&out, 0, sizeof(out));
 		int rc = fdatasync(s.fd) ? -errno : 0;
 		cfs_vfs_w_mine(v, j->id);
-		if (j->is_new || j->replaces[0]) /* its folder changes in Drive */
-			cfs_vfs_w_forget_listing(v, j->parent);
+		/* its folder's listing changes in Drive (a new file, one replaced,
+		 * or a new revision): a stored one must not outlive this */
+		cfs_vfs_w_forget_listing(v, j->parent);
 		if (!rc)
 			rc = send_one(&s, j, &conflict, sent_id, &out);
+		if (rc == SKIPPED) {
+			close(s.fd);
+			pthread_mutex_lock(&v->w.lock);
+			w->sending = 0;
+			if (w->handles == 0 && !w->j.removed)
+				cfs_vfs_w_drop(v, w);
+			pthread_cond_broadcast(&v->w.cond);
+			free(j);
+			continue;
+		}
 		if (conflict)
 			cfs_vfs_w_mine(v, sent_id);
-		if (!rc)
+		if (!rc) {
 			after_upload(v, &s, j, conflict, sent_id, &out);
+			/* again: a listing fetched and stored while the upload ran
+			 * names the old revision */
+			cfs_vfs_w_forget_listing(v, j->parent);
+			if (strcmp(s.sent_parent, j->parent) != 0)
+				cfs_vfs_w_forget_listing(v, s.sent_parent);
+		}
 		if (!rc && conflict)
 			expire_parent(v, w->ino);
 		cfs_file_meta_cleanup(&out);

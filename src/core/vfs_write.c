@@ -472,6 +472,8 @@ static int existing_entry(struct cfs_vfs *v, uint64_t ino, struct cfs_jent *j)
 		return rc;
 	if (strcmp(j->id, j->parent) == 0 || !j->parent[0])
 		return -EACCES;
+	if (!j->name[0])
+		return -ENOENT; /* not in its folder's listing: removed */
 	struct cfs_file_meta m;
 	if (v->w.d.get(v->w.d.arg, j->id, &m) == 0) {
 		if (!m.can_edit)
@@ -531,15 +533,16 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	close(fd);
 	pthread_mutex_lock(&v->w.lock);
 	if ((w = cfs_vfs_w_find(v, ino)) == NULL) {
+		int emptied = trunc && j.size > 0;
 		if (trunc) {
 			j.size = 0;
 			j.mtime_ns = cfs_vfs_w_wall(v);
 		}
 		/* an unchanged copy is durable as it is: only a change uploads */
-		j.state = trunc ? CFS_JSTATE_WRITING : CFS_JSTATE_CLEAN;
+		j.state = emptied ? CFS_JSTATE_WRITING : CFS_JSTATE_CLEAN;
 		rc = w_new(v, ino, &j, 0, &w);
 		if (!rc) {
-			w->gen = trunc ? 2 : 1;
+			w->gen = emptied ? 2 : 1;
 			w->durable = 1;
 			rc = w_journal(v, w);
 			if (rc)
@@ -902,6 +905,8 @@ static int do_rename(struct cfs_vfs *v, uint64_t parent, const char *name, uint6
 	if (s_local) {
 		snprintf(now_remove[0], CFS_ID_MAX, "%s", ws->j.replaces);
 		snprintf(ws->j.replaces, sizeof(ws->j.replaces), "%s", inherit);
+		snprintf(ws->j.rep_name, sizeof(ws->j.rep_name), "%s", inherit[0] ? newname : "");
+		snprintf(ws->j.rep_parent, sizeof(ws->j.rep_parent), "%s", inherit[0] ? newcid : "");
 		snprintf(ws->j.name, sizeof(ws->j.name), "%s", newname);
 		snprintf(ws->j.parent, sizeof(ws->j.parent), "%s", newcid);
 		cfs_upq_touch(&ws->rq, cfs_vfs_w_now(v)); /* a refused name may be fixed */
@@ -969,10 +974,33 @@ int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const ch
 
 /* ---- attributes, writes, flush, fsync -------------------------------------- */
 
+/* The staged file an ftruncate through handle fh acts on, with a handle and
+ * writer count (as cfs_vfs_w_attach): the handle's own, even when its name
+ * was removed since; else (a truncate by path) the node's. */
+static int setattr_w(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int trunc,
+		     struct cfs_wfile **out)
+{
+	struct cfs_vfs_file *f;
+	if (fh && cfs_vfs_get_file(v, ino, fh, &f) == 0) {
+		struct cfs_wfile *w = f->writer ? f->w : NULL;
+		if (w) {
+			pthread_mutex_lock(&v->w.lock);
+			w->handles++;
+			w->writers++;
+			pthread_mutex_unlock(&v->w.lock);
+		}
+		cfs_vfs_put_file(v, f);
+		if (w) {
+			*out = w;
+			return 0;
+		}
+	}
+	return cfs_vfs_w_attach(v, ino, 1, trunc, out);
+}
+
 int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		    const struct cfs_vfs_setattr *s, struct cfs_vfs_attr *a)
 {
-	(void)fh;
 	int rc = cfs_vfs_resolve_node(v, ino);
 	if (rc)
 		return rc;
@@ -982,7 +1010,7 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		struct cfs_wfile *w;
 		if (s->size < 0)
 			return -EINVAL;
-		if ((rc = cfs_vfs_w_attach(v, ino, 1, s->size == 0, &w)) != 0)
+		if ((rc = setattr_w(v, ino, fh, s->size == 0, &w)) != 0)
 			return rc;
 		pthread_mutex_lock(&v->w.lock);
 		if (w->j.size != s->size) {
@@ -1224,8 +1252,9 @@ int cfs_vfs_w_overlay(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **lp)
 			free(l->e[i].name); /* replaced here, or moved away locally */
 			continue;
 		}
-		if (w && w->j.is_new && strcmp(w->j.name, l->e[i].name) != 0) {
-			/* created in Drive under an older name, renamed here since */
+		if (w && strcmp(w->j.name, l->e[i].name) != 0 &&
+		    (w->j.is_new || (w->j.sent_name[0] && strcmp(w->j.sent_name, l->e[i].name) == 0))) {
+			/* in Drive under an older name, renamed here since */
 			char *nm = strdup(w->j.name);
 			if (!nm) {
 				rc = -ENOMEM;

@@ -36,9 +36,6 @@
 
 #define DEAD_URL "http://127.0.0.1:9"
 #define OLD_LEN 5000
-#define INO_OLD 10
-#define INO_OTHER 11
-#define INO_VICTIM 12
 
 struct rig {
 	char dir[128], cache[160], staging[160];
@@ -67,12 +64,16 @@ static inline void rig_seed(struct rig *r)
 	CHECK_EQ(cfs_nsdb_new(r->s, &n), 0);
 	struct cfs_lrow_entry root = { CFS_ROOT_INO, 1, 0, 1, 1, "/", "ROOT", "ROOT", "", "", "", "" };
 	CHECK_EQ(cfs_nsdb_save_root(n, "root", &root), 0);
+	/* inode numbers as a listing gets them: from the id map */
+	const char *ids[3] = { "F1", "D2", "F9" };
+	uint64_t ino[3];
+	CHECK_EQ(cfs_nsdb_inos(n, ids, 3, ino), 0);
 	struct cfs_lrow_entry top[2] = {
-		{ INO_OLD, 0, OLD_LEN, 1, 1, "old.bin", "F1", "F1", "r:r1", "", "", "" },
-		{ INO_OTHER, 1, 0, 1, 1, "other", "D2", "D2", "", "", "", "" },
+		{ ino[0], 0, OLD_LEN, 1, 1, "old.bin", "F1", "F1", "r:r1", "", "", "" },
+		{ ino[1], 1, 0, 1, 1, "other", "D2", "D2", "", "", "", "" },
 	};
 	CHECK_EQ(cfs_nsdb_save_listing(n, "ROOT", top, 2, rig_wall_ms()), 0);
-	struct cfs_lrow_entry other = { INO_VICTIM, 0, 3, 1, 1, "victim.bin", "F9", "F9", "r:r1",
+	struct cfs_lrow_entry other = { ino[2], 0, 3, 1, 1, "victim.bin", "F9", "F9", "r:r1",
 					"", "", "" };
 	CHECK_EQ(cfs_nsdb_save_listing(n, "D2", &other, 1, rig_wall_ms()), 0);
 	cfs_nsdb_free(n);
