@@ -164,6 +164,9 @@ int cfs_vfs_start_uploads(struct cfs_vfs *v);
 /* Wakes the uploaders to look at their queue again (a unit test moved the
  * seam's clock). */
 void cfs_vfs_w_kick(struct cfs_vfs *v);
+/* Whether the uploaders are idle: nothing being sent, nothing they would
+ * take now (a unit test steps them). */
+int cfs_vfs_w_idle(struct cfs_vfs *v);
 /* `colabfs sync`: uploads at or below ino start now; their state as the JSON
  * the man page gives (files, bytes, bytes_left, uploading, waiting, failed). */
 struct cfs_buf;

@@ -677,6 +677,17 @@ void cfs_vfs_w_kick(struct cfs_vfs *v)
 	pthread_mutex_unlock(&v->w.lock);
 }
 
+int cfs_vfs_w_idle(struct cfs_vfs *v)
+{
+	long wait_ms;
+	pthread_mutex_lock(&v->w.lock);
+	int idle = pick(v, cfs_vfs_w_now(v), &wait_ms) == NULL;
+	for (struct cfs_wfile *w = v->w.files; w && idle; w = w->next)
+		idle = !w->sending;
+	pthread_mutex_unlock(&v->w.lock);
+	return idle;
+}
+
 void cfs_vfs_w_stop(struct cfs_vfs *v)
 {
 	if (!v->w.ready)

@@ -16,7 +16,10 @@
  * never the half-written ones.
  *
  * WMODEL_SEED=N replays one sequence (printed on failure with its ops),
- * WMODEL_RUNS=N sets how many run (default 200), WMODEL_FIRST=N the first seed. */
+ * WMODEL_RUNS=N sets how many run (default 200), WMODEL_FIRST=N the first seed.
+ * The uploaders are stepped: after each operation the test waits until they
+ * are idle, so a seed replays exactly; WMODEL_STRESS=1 lets them race the
+ * operations instead (kills in the middle of uploads: not replayable). */
 #include "wrig.h"
 
 #include <stdarg.h>
@@ -390,6 +393,14 @@ static int check_end(struct rig *r, struct model *m)
 	return check_failures == fails;
 }
 
+static int stress;
+
+static int idle(struct rig *r, void *arg)
+{
+	(void)arg;
+	return cfs_vfs_w_idle(r->v);
+}
+
 static int run(uint64_t seed, int steps)
 {
 	struct rig r;
@@ -426,6 +437,11 @@ static int run(uint64_t seed, int steps)
 			op_kill(&r, m);
 		else
 			rig_advance(&r, (int64_t)(rnd(m) % 3000));
+		/* one step at a time: the uploaders finish what is due before
+		 * the next operation (a seed replays the same run); STRESS lets
+		 * them race the operations */
+		if (!stress)
+			CHECK(rig_wait(&r, idle, NULL));
 	}
 	int ok = check_end(&r, m);
 	if (!ok)
@@ -441,6 +457,7 @@ int main(void)
 {
 	const char *one = getenv("WMODEL_SEED"), *runs = getenv("WMODEL_RUNS");
 	const char *first = getenv("WMODEL_FIRST");
+	stress = getenv("WMODEL_STRESS") != NULL;
 	int n = runs ? (int)strtol(runs, NULL, 10) : 200, failed = 0;
 	uint64_t s0 = first ? strtoull(first, NULL, 10) : 1;
 	if (one) {
