@@ -292,7 +292,12 @@ static int open_core(struct mount *m)
 		vo.reader.io = m->tiered;
 	}
 	if (!c->read_only) {
-		rc = cfs_journal_open(c->staging_dir, &m->journal);
+		char aside[PATH_MAX];
+		rc = cfs_journal_open_or_reset(c->staging_dir, &m->journal, aside, sizeof(aside));
+		if (!rc && aside[0])
+			CFS_ERROR("the write journal in %s was damaged: it is moved to %s and the mount "
+				  "starts with an empty one; the staged files (w-*) in that folder are "
+				  "kept, but nothing of them is uploaded", c->staging_dir, aside);
 		if (!rc)
 			rc = cfs_staging_open(c->staging_dir, &m->stage);
 		if (rc) {
@@ -302,6 +307,7 @@ static int open_core(struct mount *m)
 		}
 		vo.journal = m->journal;
 		vo.stage = m->stage;
+		vo.journal_owner = c->api_url;
 	}
 	ram_budget(m, &vo.mem_floor);
 	vo.mem_hold_ms = test_hold_ms();

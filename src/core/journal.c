@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "err.h"
@@ -264,4 +266,87 @@ int cfs_journal_done_get(struct cfs_journal *j, uint64_t unique, int *result, ui
 int cfs_journal_clear_done(struct cfs_journal *j)
 {
 	return cfs_index_del_prefix(j->ix, CFS_IX_META, DONE_PREFIX, sizeof(DONE_PREFIX) - 1, NULL);
+}
+
+/* ---- whose journal; a damaged one ----------------------------------------- */
+
+#define OWNER_KEY "owner"
+#define ASIDE_PREFIX "a:"
+
+int cfs_journal_owner(struct cfs_journal *j, const char *owner, int *same)
+{
+	void *v;
+	size_t vl;
+	*same = 1;
+	int rc = cfs_index_get(j->ix, CFS_IX_META, OWNER_KEY, sizeof(OWNER_KEY) - 1, &v, &vl);
+	if (rc == -ENOENT)
+		return cfs_index_put(j->ix, CFS_IX_META, OWNER_KEY, sizeof(OWNER_KEY) - 1, owner,
+				     strlen(owner));
+	if (rc)
+		return rc;
+	*same = vl == strlen(owner) && memcmp(v, owner, vl) == 0;
+	free(v);
+	return 0;
+}
+
+struct aside_arg {
+	struct cfs_journal *j;
+	size_t n;
+	int rc;
+};
+
+static int aside_row(void *arg, const void *k, size_t kl, const void *v, size_t vl)
+{
+	struct aside_arg *a = arg;
+	char nk[CFS_ID_MAX + 8];
+	if (kl < sizeof(FILE_PREFIX) - 1 || kl - 2 + sizeof(ASIDE_PREFIX) > sizeof(nk))
+		return 0;
+	memcpy(nk, ASIDE_PREFIX, sizeof(ASIDE_PREFIX) - 1);
+	memcpy(nk + sizeof(ASIDE_PREFIX) - 1, (const char *)k + 2, kl - 2);
+	int rc = cfs_index_put(a->j->ix, CFS_IX_META, nk, kl, v, vl);
+	if (rc)
+		a->rc = rc;
+	else
+		a->n++;
+	return 0;
+}
+
+int cfs_journal_set_aside(struct cfs_journal *j, const char *owner, size_t *moved)
+{
+	struct aside_arg a = { j, 0, 0 };
+	*moved = 0;
+	int rc = cfs_index_scan_prefix(j->ix, CFS_IX_META, FILE_PREFIX, sizeof(FILE_PREFIX) - 1,
+				       aside_row, &a);
+	if (!rc)
+		rc = a.rc;
+	if (!rc)
+		rc = cfs_index_del_prefix(j->ix, CFS_IX_META, FILE_PREFIX, sizeof(FILE_PREFIX) - 1,
+					  NULL);
+	if (!rc)
+		rc = cfs_index_put(j->ix, CFS_IX_META, OWNER_KEY, sizeof(OWNER_KEY) - 1, owner,
+				   strlen(owner));
+	*moved = a.n;
+	return rc;
+}
+
+int cfs_journal_open_or_reset(const char *dir, struct cfs_journal **out, char *aside, size_t cap)
+{
+	aside[0] = '\0';
+	int rc = cfs_journal_open(dir, out);
+	if (rc != -EUCLEAN && rc != CFS_E_PROTO)
+		return rc;
+	char from[PATH_MAX], to[PATH_MAX];
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if ((size_t)snprintf(from, sizeof(from), "%s/journal.mdb", dir) >= sizeof(from) ||
+	    (size_t)snprintf(to, sizeof(to), "%s/journal.mdb.damaged-%lld", dir,
+			     (long long)ts.tv_sec) >= sizeof(to))
+		return rc;
+	if (rename(from, to))
+		return rc;
+	char lock[PATH_MAX];
+	if ((size_t)snprintf(lock, sizeof(lock), "%s/journal.mdb-lock", dir) < sizeof(lock))
+		unlink(lock);
+	snprintf(aside, cap, "%s", to);
+	return cfs_journal_open(dir, out);
 }

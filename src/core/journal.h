@@ -98,6 +98,19 @@ int cfs_journal_done_put(struct cfs_journal *j, uint64_t unique, int result, uin
 int cfs_journal_done_get(struct cfs_journal *j, uint64_t unique, int *result, uint64_t *ino);
 int cfs_journal_clear_done(struct cfs_journal *j);
 
+/* Whose journal this is: owner (the API URL its rows were written for) is
+ * recorded when there is none; *same says whether it is the recorded one.
+ * Rows of another owner are never replayed against this one. */
+int cfs_journal_owner(struct cfs_journal *j, const char *owner, int *same);
+/* Moves every entry out of replay's reach (kept under "a:" keys for a
+ * person to recover; their staged files stay) and records owner; *moved
+ * says how many. */
+int cfs_journal_set_aside(struct cfs_journal *j, const char *owner, size_t *moved);
+/* cfs_journal_open; a journal.mdb too damaged to open (-EUCLEAN,
+ * CFS_E_PROTO) is renamed journal.mdb.damaged-TIME (its path in aside, else
+ * aside is "") and a new one opened: the staged files stay where they are. */
+int cfs_journal_open_or_reset(const char *dir, struct cfs_journal **out, char *aside, size_t cap);
+
 /* Pure: the row format (exposed for the unit test and the fuzzer). */
 struct cfs_buf;
 int cfs_journal_encode(const struct cfs_jent *e, struct cfs_buf *out);

@@ -131,7 +131,7 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	}
 	cfs_file_meta_cleanup(&m);
 	if (!rc && v->w.enabled)
-		rc = cfs_vfs_w_resume(v, o->fresh_mount);
+		rc = cfs_vfs_w_resume(v, o->fresh_mount, o->journal_owner);
 	if (rc) {
 		cfs_vfs_free(v);
 		return rc;

@@ -69,6 +69,9 @@ struct cfs_vfs_opts {
 	/* The write side's Drive calls and clocks (wdrive.h); NULL: the real
 	 * client d and the system clocks. */
 	const struct cfs_wdrive *wdrive;
+	/* Whose journal: the API URL its rows are for.  A journal written for
+	 * another is set aside at start, never replayed here (NULL: no check). */
+	const char *journal_owner;
 };
 
 struct cfs_vfs_attr {

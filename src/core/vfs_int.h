@@ -378,7 +378,7 @@ void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st);
 int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);
 void cfs_vfs_put_file(struct cfs_vfs *v, struct cfs_vfs_file *f);
 /* vfs_upload.c: start (at open), resume the journal, stop (at free). */
-int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount);
+int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner);
 void cfs_vfs_w_stop(struct cfs_vfs *v);    /* the uploaders joined */
 void cfs_vfs_w_cleanup(struct cfs_vfs *v); /* after the handles: staged files closed */
 /* vfs_upload.c, w lock held: drops w (staged file, journal entry) */

@@ -767,10 +767,23 @@ static int replay_sane(struct cfs_vfs *v, struct cfs_jent *e)
 	return 1;
 }
 
-int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount)
+int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner)
 {
 	if (fresh_mount && cfs_journal_clear_done(v->w.journal))
 		CFS_WARN("journal: cannot drop the answers of the last mount's requests");
+	int same = 1;
+	size_t moved = 0;
+	if (owner && cfs_journal_owner(v->w.journal, owner, &same) == 0 && !same) {
+		/* a session URI, a file id, a folder of another Drive: none of it
+		 * means anything here, and the token must not go there */
+		int rc = cfs_journal_set_aside(v->w.journal, owner, &moved);
+		CFS_ERROR("journal: the write journal in %s was written for another Drive API "
+			  "endpoint than %s: its %zu entries are set aside (not replayed; their staged "
+			  "files stay there)%s", cfs_staging_dir(v->w.stage), owner, moved,
+			  rc ? "; setting them aside failed, the mount goes on without them" : "");
+		if (rc)
+			return 0;
+	}
 	struct cfs_jent *e = NULL;
 	size_t n = 0, damaged = 0, resumed = 0;
 	int64_t bytes = 0;

@@ -59,6 +59,64 @@ static void test_upq(void)
 	CHECK(r.failures == 0 && r.err == 0 && cfs_upq_may(&r, now, NULL));
 }
 
+/* ---- the journal's states and damage ----------------------------------- */
+
+static void test_journal_rows(void)
+{
+	struct cfs_jent e = { 0 }, d;
+	snprintf(e.id, sizeof(e.id), "fid1");
+	snprintf(e.parent, sizeof(e.parent), "ROOT");
+	snprintf(e.name, sizeof(e.name), "x.bin");
+	for (int st = CFS_JSTATE_CLOSED; st <= CFS_JSTATE_SNAPSHOT; st++) {
+		for (int rep = 0; rep < 2; rep++) {
+			struct cfs_buf b = { 0 };
+			e.state = st;
+			snprintf(e.replaces, sizeof(e.replaces), "%s", rep ? "F1" : "");
+			snprintf(e.rep_name, sizeof(e.rep_name), "%s", rep ? "old.bin" : "");
+			snprintf(e.rep_parent, sizeof(e.rep_parent), "%s", rep ? "ROOT" : "");
+			CHECK_EQ(cfs_journal_encode(&e, &b), 0);
+			CHECK_EQ(cfs_journal_decode(b.data, b.len, &d), 0);
+			CHECK(d.state == st && strcmp(d.replaces, e.replaces) == 0 &&
+			      strcmp(d.rep_name, e.rep_name) == 0 &&
+			      strcmp(d.rep_parent, e.rep_parent) == 0);
+			for (size_t n = 0; n < b.len; n++) /* every cut is refused */
+				CHECK_EQ(cfs_journal_decode(b.data, n, &d), CFS_E_PROTO);
+			cfs_buf_cleanup(&b);
+		}
+	}
+	e.state = 7;
+	struct cfs_buf b = { 0 };
+	CHECK_EQ(cfs_journal_encode(&e, &b), -EINVAL);
+	cfs_buf_cleanup(&b);
+}
+
+static void test_damaged_journal_moved_aside(void)
+{
+	char dir[] = "/tmp/cfs-test-jdamage.XXXXXX", p[256], aside[256];
+	CHECK(mkdtemp(dir) != NULL);
+	struct cfs_journal *j;
+	CHECK_EQ(cfs_journal_open(dir, &j), 0);
+	struct cfs_jent e = { 0 };
+	snprintf(e.id, sizeof(e.id), "fid1");
+	snprintf(e.parent, sizeof(e.parent), "ROOT");
+	snprintf(e.name, sizeof(e.name), "x.bin");
+	CHECK_EQ(cfs_journal_put(j, &e), 0);
+	cfs_journal_close(j);
+	snprintf(p, sizeof(p), "%s/journal.mdb", dir);
+	CHECK_EQ(truncate(p, 4096), 0); /* cut: its pages are gone */
+	CHECK(cfs_journal_open(dir, &j) != 0);
+	CHECK_EQ(cfs_journal_open_or_reset(dir, &j, aside, sizeof(aside)), 0);
+	CHECK(strstr(aside, "journal.mdb.damaged-") != NULL && access(aside, F_OK) == 0);
+	struct cfs_jent *all = NULL;
+	size_t n = 9;
+	CHECK_EQ(cfs_journal_load(j, &all, &n, NULL), 0);
+	CHECK_EQ(n, 0);
+	free(all);
+	CHECK_EQ(cfs_journal_put(j, &e), 0); /* and it works */
+	cfs_journal_close(j);
+	nftw(dir, rig_rm, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 /* ---- one open, many uploads ------------------------------------------- */
 
 static void test_second_fsync_is_ours(void)
@@ -323,6 +381,34 @@ static void test_cut_session_resumed_by_next_process(void)
 	rig_down(&r);
 }
 
+static void test_journal_of_another_endpoint_set_aside(void)
+{
+	struct rig r;
+	rig_up(&r, 3600 * 1000);
+	r.owner = "https://other.example";
+	rig_start(&r, 1);
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "elsewhere.bin", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	CHECK_EQ(rig_write(&r, ino, fh, 0, ours, sizeof(ours)), 0);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	rig_kill(&r);
+	r.owner = NULL; /* the same cache folder, mounted against another API URL */
+	r.write_back_ms = 0;
+	rig_start(&r, 1);
+	rig_advance(&r, 3000);
+	rig_pause_ms(100);
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
+	struct cfs_vfs_write_stats st;
+	cfs_vfs_write_stats(r.v, &st);
+	CHECK_EQ(st.pending, 0);
+	rig_kill(&r);
+	rig_start(&r, 1); /* and it stays aside */
+	rig_advance(&r, 3000);
+	rig_pause_ms(50);
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
+	rig_down(&r);
+}
+
 /* ---- rename's crash ordering ------------------------------------------- */
 
 static void test_rename_over_keeps_old_until_new_is_in(void)
@@ -358,6 +444,8 @@ static void test_rename_over_keeps_old_until_new_is_in(void)
 int main(void)
 {
 	test_upq();
+	test_journal_rows();
+	test_damaged_journal_moved_aside();
 	test_second_fsync_is_ours();
 	test_conflict_is_another_writer();
 	test_fatal_stops_and_sync_asks_once();
@@ -367,6 +455,7 @@ int main(void)
 	test_replay_unchanged_not_uploaded();
 	test_replay_distrusts_rows();
 	test_cut_session_resumed_by_next_process();
+	test_journal_of_another_endpoint_set_aside();
 	test_rename_over_keeps_old_until_new_is_in();
 	return check_done("test_wpath");
 }
