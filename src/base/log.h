@@ -1,7 +1,9 @@
 /* log: leveled log lines to stderr or a file (and syslog when daemonized).
  *
  * Never pass a token, key or Authorization header to these functions: the log
- * is meant to be pasted into bug reports.  Thread-safe: one write(2) a line. */
+ * is meant to be pasted into bug reports.  Thread-safe: one write(2) a line.
+ * A message repeated within a minute is written once, then summarised as
+ * "MESSAGE ... N more times in the last minute" (see log.c). */
 #ifndef CFS_LOG_H
 #define CFS_LOG_H
 
@@ -19,6 +21,16 @@ void cfs_log_close(void);
 /* A log file (not stderr) is rotated to PATH.1 when it reaches bytes (0:
  * never); see log.c. */
 void cfs_log_set_max(uint64_t bytes);
+
+/* Writes the summaries of repeats still counted (cfs_log_close does too). */
+void cfs_log_flush(void);
+/* Repeats of a message within ms of its first line are counted, not written
+ * (default 60000; 0: every line is written).  Pending summaries are written
+ * first. */
+void cfs_log_set_repeat_window(int64_t ms);
+/* For tests: the CLOCK_MONOTONIC milliseconds the repeat windows use (NULL:
+ * the real clock).  Pending summaries are written first. */
+void cfs_log_set_clock(int64_t (*mono_ms)(void));
 
 void cfs_log(enum cfs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -1,4 +1,4 @@
-/* names: Drive name -> POSIX name rule (see names.h for the rule). */
+/* names: Drive name -> POSIX name rule, and the names Drive cannot take (see names.h). */
 #include "names.h"
 
 #include "hash.h"
@@ -54,6 +54,57 @@ int cfs_names_sanitize(const char *name, char *out, size_t cap)
 	if (o == 0)
 		out[o++] = '_';
 	out[o] = '\0';
+	return 0;
+}
+
+/* The length of the well-formed UTF-8 sequence at p (1 to 4), or 0 (see
+ * cfs_names_check; the table is Unicode's "Well-Formed UTF-8 Byte
+ * Sequences", Table 3-7). */
+static size_t utf8_seq(const unsigned char *p)
+{
+	unsigned char c = p[0];
+	if (c < 0x80)
+		return 1;
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xbf; /* the range of the second byte */
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		if (c == 0xe0)
+			lo = 0xa0; /* overlong below */
+		else if (c == 0xed)
+			hi = 0x9f; /* surrogates above */
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		if (c == 0xf0)
+			lo = 0x90; /* overlong below */
+		else if (c == 0xf4)
+			hi = 0x8f; /* past U+10FFFF above */
+	} else {
+		return 0; /* a continuation byte, 0xC0, 0xC1, 0xF5 to 0xFF */
+	}
+	if (p[1] < lo || p[1] > hi)
+		return 0; /* a NUL ends the check here: the sequence is cut short */
+	for (size_t i = 2; i < n; i++)
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+	return n;
+}
+
+int cfs_names_check(const char *name)
+{
+	size_t len = strlen(name);
+	if (len == 0)
+		return -EINVAL;
+	if (len > CFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	for (const unsigned char *p = (const unsigned char *)name; *p;) {
+		size_t n = utf8_seq(p);
+		if (!n)
+			return -EILSEQ;
+		p += n;
+	}
 	return 0;
 }
 
@@ -175,12 +226,29 @@ int cfs_names_conflict(const char *name, int64_t wall_s, char *out, size_t cap)
 {
 	time_t t = (time_t)wall_s;
 	struct tm tm;
-	char stamp[32];
+	char stamp[32], tag[64];
 	if (!gmtime_r(&t, &tm) || !strftime(stamp, sizeof(stamp), "%Y-%m-%d %H%M%S", &tm))
 		return -EINVAL;
+	snprintf(tag, sizeof(tag), " (conflict %s)", stamp);
+	size_t max = cap ? cap - 1 : 0;
+	if (max > CFS_NAME_MAX)
+		max = CFS_NAME_MAX;
 	const char *dot = strrchr(name, '.');
 	if (!dot || dot == name)
 		dot = name + strlen(name);
-	int n = snprintf(out, cap, "%.*s (conflict %s)%s", (int)(dot - name), name, stamp, dot);
-	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+	size_t stem = (size_t)(dot - name), ext = strlen(dot), tl = strlen(tag);
+	if (tl > max)
+		return -ENAMETOOLONG;
+	if (ext + tl > max) { /* no room for it beside the tag: part of the stem */
+		stem += ext;
+		ext = 0;
+	}
+	/* cut the stem to fit, never in the middle of a UTF-8 sequence */
+	while (stem + tl + ext > max || (stem > 0 && ((unsigned char)name[stem] & 0xc0) == 0x80))
+		stem--;
+	memcpy(out, name, stem);
+	memcpy(out + stem, tag, tl);
+	memcpy(out + stem + tl, name + strlen(name) - ext, ext);
+	out[stem + tl + ext] = '\0';
+	return 0;
 }

@@ -15,7 +15,15 @@
  *      such a name is taken too (a real name, or another suffixed one), the
  *      suffixed entry uses all 16 hex digits instead, and then its whole id.
  * The rule depends only on an entry's own id and the set of its namesakes, so
- * names are stable across listings and remounts.  Pure code, no I/O. */
+ * names are stable across listings and remounts.
+ *
+ * The other way, a name the mount is asked to create (create, mkdir, the
+ * target of a rename) must be one Drive takes and the mount can show as it
+ * is: cfs_names_check refuses bytes that are not UTF-8 (Drive's names are
+ * Unicode text, and JSON carries UTF-8 only) and names over CFS_NAME_MAX
+ * bytes (Linux's NAME_MAX, the f_namemax the mount reports, the longest name
+ * the rule above shows uncut; the journal's CFS_JOURNAL_NAME_MAX is larger).
+ * Pure code, no I/O. */
 #ifndef CFS_NAMES_H
 #define CFS_NAMES_H
 
@@ -33,6 +41,15 @@ int cfs_names_sanitize(const char *name, char *out, size_t cap);
  * a cache key or a URL path must be nothing else).  0 otherwise. */
 int cfs_names_id_ok(const char *id, size_t max);
 
+/* 0 when name can be created in Drive as it is: 1 to CFS_NAME_MAX bytes of
+ * well-formed UTF-8.  -ENAMETOOLONG past CFS_NAME_MAX bytes (checked first,
+ * as lookup does); -EILSEQ for a byte sequence that is not UTF-8: a byte
+ * UTF-8 never has (0xC0, 0xC1, 0xF5 to 0xFF), a continuation byte with no
+ * start, a sequence cut short, an overlong form, a UTF-16 surrogate
+ * (U+D800 to U+DFFF) or a code point past U+10FFFF; -EINVAL for an empty
+ * name.  Control characters are valid UTF-8 and pass (see colabfs(1)). */
+int cfs_names_check(const char *name);
+
 struct cfs_names_entry {
 	const char *name;  /* sanitized name (input) */
 	const char *id;    /* Drive id (input) */
@@ -46,7 +63,10 @@ int cfs_names_assign(struct cfs_names_entry *e, size_t n);
 
 /* The name a conflicting upload of name gets (UTC time wall_s):
  * "stem (conflict YYYY-MM-DD HHMMSS).ext", the extension being what follows
- * the last dot (none for a dotfile's only dot).  0 or -ENAMETOOLONG. */
+ * the last dot (none for a dotfile's only dot).  The result fits in
+ * CFS_NAME_MAX bytes and in cap: the stem is cut at a UTF-8 boundary (an
+ * extension too long to keep beside the tag counts as stem).  0, -EINVAL
+ * (wall_s not a time), or -ENAMETOOLONG when cap cannot hold even the tag. */
 int cfs_names_conflict(const char *name, int64_t wall_s, char *out, size_t cap);
 
 #endif

@@ -628,6 +628,16 @@ open_it:
 	return rc;
 }
 
+/* A name Drive cannot take (names.h) is refused before anything is made:
+ * accepted, it would be shown, then refused at upload again and again. */
+static int new_name_ok(const char *op, const char *name)
+{
+	int rc = cfs_names_check(name);
+	if (rc)
+		CFS_DEBUG("%s: a name of %zu bytes refused: %s", op, strlen(name), cfs_strerror(rc));
+	return rc;
+}
+
 int cfs_vfs_create(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
 		   int flags, uint32_t pid, struct cfs_vfs_attr *a, uint64_t *fh)
 {
@@ -635,6 +645,8 @@ int cfs_vfs_create(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const ch
 		return -EROFS;
 	int rc, replay, keep, direct;
 	uint64_t ino;
+	if ((rc = new_name_ok("create", name)) != 0)
+		return rc;
 	if (done_begin(v, unique, &rc, &ino, &replay)) {
 		if (rc)
 			return rc;
@@ -700,6 +712,8 @@ int cfs_vfs_mkdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const cha
 		return -EROFS;
 	int rc, replay;
 	uint64_t ino;
+	if ((rc = new_name_ok("mkdir", name)) != 0)
+		return rc;
 	if (done_begin(v, unique, &rc, &ino, &replay))
 		return rc ? rc : cfs_vfs_getattr(v, ino, a);
 	rc = do_mkdir(v, parent, name, a);
@@ -969,7 +983,8 @@ int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const ch
 		   uint64_t newparent, const char *newname, unsigned flags)
 {
 	struct mv_arg a = { parent, newparent, name, newname, flags };
-	return once(v, unique, -ENOENT, mv_op, &a);
+	int rc = v->w.enabled ? new_name_ok("rename", newname) : 0;
+	return rc ? rc : once(v, unique, -ENOENT, mv_op, &a);
 }
 
 /* ---- attributes, writes, flush, fsync -------------------------------------- */

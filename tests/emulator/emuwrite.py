@@ -21,7 +21,10 @@ What every write passes, in this order (the first failure answers):
    user per call (emuquota.UserQuota; ``--write-rate R --write-burst B``, off by default): else 403
    userRateLimitExceeded "User Rate Limit Exceeded" (or 429 rateLimitExceeded), Drive's body;
 3. the metadata: unknown field names 400 invalid [?]; known fields that cannot be written 403
-   fieldNotWritable; bad values 400 invalid; a body that is not a JSON object 400 parseError;
+   fieldNotWritable; bad values 400 invalid; a body that is not a JSON object 400 parseError (so is
+   one with bytes that are not UTF-8, a name among them: JSON text is UTF-8); a name that is not
+   Unicode text (a lone UTF-16 surrogate, sent escaped as ``\\ud800``) 400 invalid "Invalid value
+   for: name" [?];
 4. the items: an unknown file or parent 404 notFound; a parent that is not a folder 400 [?]; an item
    (or the parent written into) that is read-only for the user (``readOnly`` in the spec, a
    ``--read-only ID`` flag, ``POST /_emu/items/ID {"readOnly": true}``; inherited by the subtree)
@@ -91,12 +94,22 @@ def parse_metadata(body):
     if not body or not body.strip():
         return {}
     try:
-        value = json.loads(body)
+        # strict UTF-8 (json.loads of bytes would let encoded surrogates, and UTF-16, through)
+        value = json.loads(body.decode("utf-8") if isinstance(body, bytes) else body)
     except (ValueError, UnicodeDecodeError):
         value = None
     if not isinstance(value, dict):
         raise emuapi.ApiError(400, "parseError", "Parse Error")
     return value
+
+
+def _is_unicode(text):
+    """False for a str holding a lone surrogate (json.loads lets "\\ud800" through)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_metadata(meta, writable):
@@ -109,6 +122,8 @@ def check_metadata(meta, writable):
                 "The resource body includes fields which are not directly writable."
             raise emuapi.ApiError(403, "fieldNotWritable", message, key, "other")
         if key in ("name", "mimeType", "description", "id") and not isinstance(value, str):
+            raise emuapi.ApiError(400, "invalid", f"Invalid value for: {key}", key, "other")
+        if key == "name" and not _is_unicode(value):
             raise emuapi.ApiError(400, "invalid", f"Invalid value for: {key}", key, "other")
         if key in ("appProperties", "properties") and not (
                 isinstance(value, dict) and all(isinstance(v, (str, type(None))) for v in value.values())):

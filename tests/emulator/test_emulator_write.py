@@ -147,6 +147,27 @@ def test_metadata_errors():
         assert jcall(client, "PATCH", "/drive/v3/files/hello", {"modifiedTime": "yesterday"})[0] == 400
 
 
+def test_names_that_are_not_unicode_are_refused():
+    """JSON text is UTF-8: raw bytes that are not are a body Drive cannot parse, and a lone surrogate
+    escaped in the JSON is not a name; neither makes or renames anything."""
+    with serve() as client:
+        before = jcall(client, "GET", "/drive/v3/files", params={"fields": "files(id,name)"})[1]
+        for raw in (b'{"name": "bad\xff.bin"}', b'{"name": "over\xc0\xaflong"}',
+                    b'{"name": "sur\xed\xa0\x80gate"}'):
+            status, _, reply = http_call(client, "POST", "/drive/v3/files", body=raw)
+            assert status == 400 and reason(reply) == "parseError", raw
+            status, _, reply = http_call(client, "PATCH", "/drive/v3/files/hello", body=raw)
+            assert status == 400 and reason(reply) == "parseError", raw
+        status, body = create(client, {"name": "sur\ud800gate"})
+        assert status == 400 and body["error"]["errors"][0]["reason"] == "invalid", body
+        status, body = jcall(client, "PATCH", "/drive/v3/files/hello", {"name": "\udcff"})
+        assert status == 400 and body["error"]["errors"][0]["reason"] == "invalid", body
+        assert jcall(client, "GET", "/drive/v3/files", params={"fields": "files(id,name)"})[1] == before
+        # a long name of multibyte characters is fine
+        status, body = create(client, {"name": "é" * 200 + " 日本語 \U0001F600"})
+        assert status == 200 and body["name"] == "é" * 200 + " 日本語 \U0001F600"
+
+
 # ---------------------------------------------------------------------------------------------------
 # storage, write rate, read-only folders, read-only scope
 
