@@ -362,6 +362,7 @@ int cfs_vfs_get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **ou
 	else if (!n->is_dir || !n->dir)
 		rc = -ENOTDIR;
 	struct cfs_dir *d = rc ? NULL : n->dir; /* a folder's part outlives any change */
+	int refetches = 0;
 	while (!rc) {
 		if (d->listing && cfs_vfs_now_ms() - d->listed_at_ms < v->dir_ttl_ms)
 			break;
@@ -394,8 +395,14 @@ int cfs_vfs_get_listing(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **ou
 		}
 		d->listing_busy = 0;
 		cfs_inode_broadcast(v->tab);
-		if (!frc && d->listing && cfs_vfs_w_edits(v, cid) != edits_at)
-			break; /* changed here meanwhile: the one in memory, fetched again next use */
+		/* changed here meanwhile: the one in memory, fetched again next use;
+		 * one that came from Drive while a change landed may lack it (or
+		 * still show what it replaced): fetched again now, a few times */
+		if (!frc && d->listing && cfs_vfs_w_edits(v, cid) != edits_at) {
+			if (had || refetches++ >= 2)
+				break;
+			continue;
+		}
 		if (!frc && d->expired != gen) {
 			/* a change arrived while we loaded or fetched: serve this
 			 * listing now, but fetch again at the next use */
