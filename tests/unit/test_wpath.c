@@ -305,6 +305,30 @@ static void test_replay_unchanged_not_uploaded(void)
 	rig_down(&r);
 }
 
+static void put_row(struct rig *r, struct cfs_jent *e, const char *data, size_t len);
+
+static void test_replay_torn_row(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	struct cfs_jent e = { 0 };
+	snprintf(e.id, sizeof(e.id), "F1");
+	snprintf(e.parent, sizeof(e.parent), "ROOT");
+	snprintf(e.name, sizeof(e.name), "old.bin");
+	snprintf(e.base_rev, sizeof(e.base_rev), "r:r1");
+	e.state = CFS_JSTATE_TORN;
+	put_row(&r, &e, "torn", 4);
+	rig_start(&r, 1);
+	rig_advance(&r, 3000);
+	rig_pause_ms(100);
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", r.old, OLD_LEN));
+	char *js = rig_sync_json(&r);
+	CHECK(strstr(js, "\"failed\":[{") != NULL && strstr(js, "a write failed") != NULL);
+	free(js);
+	rig_down(&r);
+}
+
 /* A journal row written by hand, with a staged file of len bytes. */
 static void put_row(struct rig *r, struct cfs_jent *e, const char *data, size_t len)
 {
@@ -413,27 +437,45 @@ static void test_journal_of_another_endpoint_set_aside(void)
 
 static void test_rename_over_keeps_old_until_new_is_in(void)
 {
-	for (int die = 0; die < 2; die++) {
+	/* a failure at each Drive step of the replacement (the upload, the
+	 * look at what it replaces, its trashing), with and without a death */
+	static const enum wfake_kind at[] = { WF_UPLOAD, WF_GET, WF_UPDATE };
+	for (int step = 0; step < 6; step++) {
+		int die = step % 2;
+		enum wfake_kind k = at[step / 2];
 		struct rig r;
-		rig_up(&r, 0);
+		rig_up(&r, 1000); /* nothing goes before the clock moves */
 		rig_start(&r, 1);
-		wfake_fail(&r.fk, WF_UPLOAD, CFS_E_NET);
 		uint64_t ino, fh;
 		CHECK_EQ(rig_open(&r, "old.tmp", O_CREAT | O_WRONLY, &ino, &fh), 0);
 		CHECK_EQ(rig_write(&r, ino, fh, 0, ours, sizeof(ours)), 0);
 		CHECK_EQ(rig_close(&r, ino, fh), 0);
 		CHECK_EQ(cfs_vfs_rename(r.v, ++r.unique, CFS_ROOT_INO, "old.tmp", CFS_ROOT_INO,
 					"old.bin", 0), 0);
+		for (int i = 0; i < 3; i++)
+			wfake_fail(&r.fk, k, CFS_E_NET);
+		rig_advance(&r, 2000);
 		CHECK(rig_wait_uploads(&r, 1));
 		rig_pause_ms(50);
-		/* the first upload failed: Drive still has the old file, nothing else */
-		CHECK(rig_drive_has(&r, "ROOT", "old.bin", r.old, OLD_LEN));
+		/* a step failed: Drive still has the old file under its name (and,
+		 * once uploaded, the new one beside it, never in its place half-done) */
+		if (k == WF_UPLOAD)
+			CHECK(rig_drive_has(&r, "ROOT", "old.bin", r.old, OLD_LEN));
+		CHECK(!wfake_get(&r.fk, "F1")->trashed);
 		if (die) {
 			rig_kill(&r);
 			rig_start(&r, 1);
 		}
-		rig_advance(&r, 3000);
-		CHECK(rig_wait(&r, rig_no_pending, NULL));
+		int done = 0;
+		for (int i = 0; i < 8 && !done; i++) { /* the backoff steps of the failed calls */
+			rig_advance(&r, 8000);
+			for (int t = 0; t < 40; t++) { /* uploaded, and what it replaces gone */
+				if ((done = rig_no_pending(&r, NULL) && wfake_get(&r.fk, "F1")->trashed))
+					break;
+				rig_pause_ms(5);
+			}
+		}
+		CHECK(done);
 		CHECK(rig_drive_has(&r, "ROOT", "old.bin", ours, sizeof(ours)));
 		CHECK_EQ(rig_count_named(&r, "ROOT", "old."), 1); /* F1 trashed, no old.tmp */
 		CHECK(wfake_get(&r.fk, "F1")->trashed);
@@ -454,6 +496,7 @@ int main(void)
 	test_replay_states();
 	test_replay_unchanged_not_uploaded();
 	test_replay_distrusts_rows();
+	test_replay_torn_row();
 	test_cut_session_resumed_by_next_process();
 	test_journal_of_another_endpoint_set_aside();
 	test_rename_over_keeps_old_until_new_is_in();
