@@ -17,6 +17,7 @@ used by the multi-process reader test.
 """
 
 import base64
+import contextlib
 import errno
 import hashlib
 import json
@@ -1057,3 +1058,15 @@ if __name__ == "__main__":
         _worker(sys.argv[2])
     else:
         sys.exit("usage: helpers.py read-ranges JOBFILE")
+
+
+@contextlib.contextmanager
+def small_tmpfs(path, size="4m"):
+    """A tmpfs of ``size`` mounted at ``path`` (made 0700) for the block; always unmounted."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size, "tmpfs", str(path)],
+                   check=True, timeout=30, stdin=subprocess.DEVNULL)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], timeout=30, stdin=subprocess.DEVNULL)

@@ -240,11 +240,7 @@ def test_conflict_copy_keeps_both(mount_factory, wemu):
 
 
 def test_staging_disk_full_is_enospc_at_write_and_never_uploaded(mount_factory, wemu, tmp_path):
-    staging = tmp_path / "staging"
-    staging.mkdir(mode=0o700)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(staging)],
-                   check=True, timeout=30)
-    try:
+    with H.small_tmpfs(tmp_path / "staging") as staging:
         m = wmount(mount_factory, wemu, extra=["--staging-dir=%s" % staging])
         f = open(m.path("huge.bin"), "wb", buffering=0)
         with pytest.raises(OSError) as e:
@@ -264,8 +260,6 @@ def test_staging_disk_full_is_enospc_at_write_and_never_uploaded(mount_factory, 
         rc, out, err = H.run_cmd([H.colabfs_bin(), "sync", "--timeout", "30", m.path()], timeout=60)
         assert rc == 0, (rc, out, err)
         m.umount()
-    finally:
-        subprocess.run(["umount", "-l", str(staging)], timeout=30)
 
 
 def test_statfs_is_drive_storage_quota(mount_factory, wemu):

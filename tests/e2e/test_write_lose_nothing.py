@@ -15,7 +15,6 @@
 import errno
 import json
 import os
-import subprocess
 import time
 
 import pytest
@@ -63,11 +62,7 @@ def remount(m):
 
 
 def test_torn_rewrite_by_full_staging_disk_keeps_drives_file(mount_factory, lemu, tmp_path):
-    staging = tmp_path / "staging"
-    staging.mkdir(mode=0o700)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(staging)],
-                   check=True, timeout=30)
-    try:
+    with H.small_tmpfs(tmp_path / "staging") as staging:
         m = mount_factory.new(lemu, extra=["--write-back-delay=0", "--staging-dir=%s" % staging],
                               name="torn")
         f = open(m.path("ckpt.bin"), "wb", buffering=0)  # O_TRUNC: a rewrite
@@ -82,8 +77,6 @@ def test_torn_rewrite_by_full_staging_disk_keeps_drives_file(mount_factory, lemu
         assert rc == 1 and "ckpt.bin" in err, (rc, out, err)
         assert drive_content(lemu, "ckpt.bin") == OLD  # never the partial bytes
         m.umount()
-    finally:
-        subprocess.run(["umount", "-l", str(staging)], timeout=30)
 
 
 def test_server_killed_mid_rewrite_keeps_drives_file(mount_factory, lemu):
