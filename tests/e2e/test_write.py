@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import signal
-import subprocess
 import threading
 import urllib.parse
 
