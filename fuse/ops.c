@@ -33,6 +33,22 @@ static void reply_status(fuse_req_t req, int status)
 	fuse_reply_err(req, cfs_reply_errno(status));
 }
 
+/* Nanoseconds since the epoch as a timespec (tv_nsec in [0, 1e9) before 1970 too). */
+static struct timespec to_timespec(int64_t ns)
+{
+	int64_t sec = ns / 1000000000, rem = ns % 1000000000;
+	if (rem < 0) {
+		sec--;
+		rem += 1000000000;
+	}
+	return (struct timespec){ .tv_sec = (time_t)sec, .tv_nsec = (long)rem };
+}
+
+static int64_t from_timespec(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
 /* Owner and modes are the mount's (--uid, --gid, --file-mode, --dir-mode,
  * --umask), the same for every entry: Drive's sharing has no POSIX form. */
 static void to_stat(const struct cfs_fs *fs, const struct cfs_vfs_attr *a, struct stat *st)
@@ -46,10 +62,9 @@ static void to_stat(const struct cfs_fs *fs, const struct cfs_vfs_attr *a, struc
 	st->st_size = a->size;
 	st->st_blksize = READ_BLKSIZE;
 	st->st_blocks = (a->size + 511) / 512;
-	st->st_mtim.tv_sec = a->mtime_ns / 1000000000;
-	st->st_mtim.tv_nsec = a->mtime_ns % 1000000000;
-	st->st_ctim = st->st_mtim;
-	st->st_atim = st->st_mtim;
+	st->st_mtim = to_timespec(a->mtime_ns);
+	st->st_ctim = to_timespec(a->ctime_ns);
+	st->st_atim = to_timespec(a->atime_ns);
 }
 
 /* How long the kernel may keep a name and its attributes: --attr-timeout
@@ -181,14 +196,17 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		s.set_size = 1;
 		s.size = attr->st_size;
 	}
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
 	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
-		struct timespec now;
-		clock_gettime(CLOCK_REALTIME, &now);
-		const struct timespec *t = to_set & FUSE_SET_ATTR_MTIME_NOW ? &now : &attr->st_mtim;
 		s.set_mtime = 1;
-		s.mtime_ns = (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+		s.mtime_ns = from_timespec(to_set & FUSE_SET_ATTR_MTIME_NOW ? &now : &attr->st_mtim);
 	}
-	/* modes, owners, atime: accepted, unchanged (Drive has no POSIX modes) */
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+		s.set_atime = 1;
+		s.atime_ns = from_timespec(to_set & FUSE_SET_ATTR_ATIME_NOW ? &now : &attr->st_atim);
+	}
+	/* modes, owners: accepted, unchanged (Drive has no POSIX modes) */
 	struct cfs_vfs_attr a;
 	reply_attr(req, fs, cfs_vfs_setattr(fs->vfs, ino, fi ? fi->fh : 0, &s, &a), &a);
 }

@@ -247,6 +247,56 @@ int cfs_node_make_dir(struct cfs_node *n)
 	return 0;
 }
 
+/* ---- times ------------------------------------------------------------- */
+
+static int64_t later(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
+
+int64_t cfs_node_mtime(const struct cfs_node *n)
+{
+	return n->dir ? later(n->mtime_ns, n->dir->changed_ns) : n->mtime_ns;
+}
+
+int64_t cfs_node_ctime(struct cfs_node *n, int64_t mtime_ns)
+{
+	n->ctime_ns = later(n->ctime_ns, mtime_ns);
+	return n->ctime_ns;
+}
+
+int64_t cfs_node_atime(const struct cfs_node *n, int64_t mtime_ns)
+{
+	return n->has_atime ? n->atime_ns : mtime_ns;
+}
+
+void cfs_node_set_atime(struct cfs_node *n, int64_t atime_ns)
+{
+	n->atime_ns = atime_ns;
+	n->has_atime = 1;
+}
+
+void cfs_node_changed(struct cfs_node *n, int64_t now_ns)
+{
+	int64_t c = cfs_node_ctime(n, cfs_node_mtime(n));
+	n->ctime_ns = now_ns > c ? now_ns : c + 1;
+}
+
+void cfs_node_dir_changed(struct cfs_node *n, int64_t now_ns)
+{
+	if (!n->dir)
+		return;
+	cfs_node_changed(n, now_ns); /* past the mtime shown too: ctime is never earlier */
+	n->dir->changed_ns = n->ctime_ns;
+}
+
+void cfs_node_set_mtime(struct cfs_node *n, int64_t mtime_ns)
+{
+	n->mtime_ns = mtime_ns;
+	if (n->dir)
+		n->dir->changed_ns = 0;
+}
+
 static int hex_val(char c)
 {
 	if (c >= '0' && c <= '9')

@@ -39,9 +39,11 @@ struct cfs_dir {
 	int64_t listed_at_ms;
 	int listing_busy;             /* a thread is fetching the listing */
 	unsigned expired;             /* bumped when a change makes the listing stale */
+	int64_t changed_ns;           /* an entry was added, removed or renamed here, through
+				       * this mount (memory only; 0: never); see cfs_node_mtime */
 };
 
-/* One node: about 190 bytes with a 33-character id, plus its rev string
+/* One node: about 200 bytes with a 33-character id, plus its rev string
  * (the common file in a large folder), where it was over 1 KB with every
  * string in a fixed array.  Strings are right-sized: id lives in the node,
  * content_id is the same pointer when equal (not a shortcut), rev is its own
@@ -56,7 +58,9 @@ struct cfs_node {
 	const char *export_mime;      /* non-empty: a native file shown exported; never NULL */
 	struct cfs_dir *dir;          /* folders (is_dir) only, else NULL */
 	int64_t size;                 /* -1: not known yet (exports) */
-	int64_t mtime_ns, ctime_ns;
+	int64_t mtime_ns;             /* Drive's modifiedTime (or what was set here since) */
+	int64_t ctime_ns;             /* createdTime, or later: see cfs_node_ctime */
+	int64_t atime_ns;             /* set by utimensat (memory only), when has_atime */
 	uint64_t opened_rev;          /* cfs_node_rev_hash when last opened (kernel cache); 0: none */
 	uint64_t checked_rev;         /* ... of the rev whose cached copy passed the whole-file check */
 	size_t lpos;                  /* position in its folder's sorted listing */
@@ -64,6 +68,7 @@ struct cfs_node {
 	unsigned is_dir : 1;
 	unsigned stale : 1;           /* a read found rev no longer current: refresh at open */
 	unsigned has_md5 : 1, has_sha256 : 1;
+	unsigned has_atime : 1;       /* else the mtime shown is the atime */
 	char id[];                    /* the item's own Drive id */
 };
 
@@ -106,6 +111,33 @@ void cfs_node_sha256_hex(const struct cfs_node *n, char out[65]);
 /* A 64-bit hash of the node's rev, never 0 (for opened_rev, checked_rev:
  * compared for equality only; a false match has probability 2^-64). */
 uint64_t cfs_node_rev_hash(const struct cfs_node *n);
+
+/* Times (lock held).  Drive keeps one time per item, modifiedTime (to the
+ * millisecond; a folder's does not move when its entries change); the rest
+ * lives in the node, in memory only, and a remount starts again from Drive's.
+ *  - mtime: mtime_ns; a folder's is the later of that and the last change of
+ *    an entry in it here (cfs_node_dir_changed).
+ *  - ctime: never earlier than the mtime shown, nor than createdTime or any
+ *    ctime shown before (it only moves forward); cfs_node_changed and
+ *    cfs_node_dir_changed move it to now.
+ *  - atime: what utimensat set, else the mtime shown (reads do not move it). */
+int64_t cfs_node_mtime(const struct cfs_node *n);
+/* The ctime to show when the mtime shown is mtime_ns (which may be a staged
+ * file's, not the node's); kept in the node, so it never goes back. */
+int64_t cfs_node_ctime(struct cfs_node *n, int64_t mtime_ns);
+int64_t cfs_node_atime(const struct cfs_node *n, int64_t mtime_ns);
+void cfs_node_set_atime(struct cfs_node *n, int64_t atime_ns);
+/* n's status changed at now_ns (a rename, a time set): its ctime becomes
+ * now_ns, or 1 ns past the one shown before when the clock has not moved
+ * past it (so every change is seen, whatever the clock's resolution). */
+void cfs_node_changed(struct cfs_node *n, int64_t now_ns);
+/* An entry of folder n was added, removed or renamed at now_ns: its mtime
+ * and ctime both become now_ns, or 1 ns past the later of those shown
+ * before.  Does nothing to a node that is not a folder. */
+void cfs_node_dir_changed(struct cfs_node *n, int64_t now_ns);
+/* utimensat set n's mtime: a folder forgets its local changes (the time
+ * set is shown, also when it is earlier). */
+void cfs_node_set_mtime(struct cfs_node *n, int64_t mtime_ns);
 
 /* Listing helpers. */
 struct cfs_listing *cfs_listing_new(size_t n);

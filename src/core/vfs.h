@@ -79,7 +79,7 @@ struct cfs_vfs_attr {
 	int is_dir;
 	int64_t size;          /* 0 when not known yet */
 	int size_known;        /* 0 for an export never fetched */
-	int64_t mtime_ns, ctime_ns;
+	int64_t mtime_ns, ctime_ns, atime_ns; /* see cfs_node_mtime (inode.h) */
 	int64_t valid_ms;      /* what is left of the lifetime of the listing that
 				* says these (--dir-ttl minus its age), at least 1 s */
 };
@@ -145,11 +145,13 @@ int cfs_vfs_rmdir(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const cha
 int cfs_vfs_rename(struct cfs_vfs *v, uint64_t unique, uint64_t parent, const char *name,
 		   uint64_t newparent, const char *newname, unsigned flags);
 struct cfs_vfs_setattr {
-	int set_size, set_mtime;
-	int64_t size, mtime_ns;
+	int set_size, set_mtime, set_atime;
+	int64_t size, mtime_ns, atime_ns;
 };
-/* Size and modification time; anything else (modes, owners) is accepted and
- * changes nothing (Drive has no POSIX modes).  fh: 0 or an open handle. */
+/* Size and modification time (to Drive), access time (kept in memory);
+ * anything else (modes, owners) is accepted and changes nothing (Drive has
+ * no POSIX modes).  A time set moves the ctime to now.  fh: 0 or an open
+ * handle. */
 int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		    const struct cfs_vfs_setattr *s, struct cfs_vfs_attr *a);
 /* Writes to the staged file (no network); -ENOSPC when the staging disk is

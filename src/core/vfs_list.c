@@ -187,8 +187,12 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 		if (rev_changed || !it[i].export_mime[0] || it[i].size >= 0)
 			nd->size = it[i].size; /* an export keeps its learned size until it changes */
 		cfs_node_set_sums(nd, it[i].md5, it[i].sha256);
-		nd->mtime_ns = it[i].mtime_ns;
-		nd->ctime_ns = it[i].ctime_ns;
+		/* Drive keeps milliseconds: a time set here to the nanosecond stays
+		 * while Drive's agrees; a ctime shown never goes back (inode.h) */
+		if (nd->mtime_ns / 1000000 != it[i].mtime_ns / 1000000)
+			nd->mtime_ns = it[i].mtime_ns;
+		if (nd->ctime_ns < it[i].ctime_ns)
+			nd->ctime_ns = it[i].ctime_ns;
 		l->e[i].name = it[i].final;
 		it[i].final = NULL;
 		l->e[i].ino = nd->ino;

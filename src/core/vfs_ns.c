@@ -76,8 +76,9 @@ int cfs_vfs_resolve_node(struct cfs_vfs *v, uint64_t ino)
 
 /* ---- attributes ------------------------------------------------------------ */
 
-/* lock held */
-static void fill_attr(struct cfs_vfs *v, const struct cfs_node *n, struct cfs_vfs_attr *a)
+/* lock held.  Times: see cfs_node_mtime (inode.h); a staged file shows its
+ * staged time, and its ctime follows (a write moves both). */
+static void fill_attr(struct cfs_vfs *v, struct cfs_node *n, struct cfs_vfs_attr *a)
 {
 	const struct cfs_node *p = cfs_inode_get(v->tab, n->parent);
 	int64_t left = 0;
@@ -88,8 +89,7 @@ static void fill_attr(struct cfs_vfs *v, const struct cfs_node *n, struct cfs_vf
 	a->is_dir = n->is_dir;
 	a->size_known = n->size >= 0;
 	a->size = n->size >= 0 ? n->size : 0;
-	a->mtime_ns = n->mtime_ns;
-	a->ctime_ns = n->ctime_ns;
+	a->mtime_ns = cfs_node_mtime(n);
 	if (!n->is_dir && cfs_vfs_w_any(v)) {
 		/* staged content: its size and time, what readers here see */
 		pthread_mutex_lock(&v->w.lock);
@@ -101,6 +101,8 @@ static void fill_attr(struct cfs_vfs *v, const struct cfs_node *n, struct cfs_vf
 		}
 		pthread_mutex_unlock(&v->w.lock);
 	}
+	a->ctime_ns = cfs_node_ctime(n, a->mtime_ns);
+	a->atime_ns = cfs_node_atime(n, a->mtime_ns);
 }
 
 int cfs_vfs_getattr(struct cfs_vfs *v, uint64_t ino, struct cfs_vfs_attr *a)

@@ -205,6 +205,8 @@ static int listing_edit(struct cfs_vfs *v, uint64_t dir, const char *rm, const c
 			uint64_t ino, int is_dir)
 {
 	struct cfs_node *d = cfs_inode_get(v->tab, dir);
+	if (d)
+		cfs_node_dir_changed(d, cfs_clock_wall_ns()); /* its mtime and ctime move */
 	if (!d || !d->dir || !d->dir->listing)
 		return 0; /* never listed: the next listing comes with the overlay */
 	struct cfs_listing *old = d->dir->listing;
@@ -797,6 +799,9 @@ static int remove_entry(struct cfs_vfs *v, uint64_t parent, const char *name, in
 		return rc;
 	cfs_inode_lock(v->tab);
 	listing_edit(v, parent, name, NULL, 0, 0);
+	struct cfs_node *n = cfs_inode_get(v->tab, c.ino);
+	if (n) /* its ctime moves, as fstat on a descriptor still open shows */
+		cfs_node_changed(n, cfs_clock_wall_ns());
 	cfs_inode_unlock(v->tab);
 	return 0;
 }
@@ -961,8 +966,13 @@ static int do_rename(struct cfs_vfs *v, uint64_t parent, const char *name, uint6
 	listing_edit(v, parent, name, NULL, 0, 0);
 	listing_edit(v, newparent, newname, newname, s.ino, s.is_dir);
 	struct cfs_node *n = cfs_inode_get(v->tab, s.ino);
-	if (n)
+	if (n) {
 		n->parent = newparent;
+		cfs_node_changed(n, cfs_clock_wall_ns());
+	}
+	struct cfs_node *tn = exists ? cfs_inode_get(v->tab, t.ino) : NULL;
+	if (tn) /* replaced: as unlinked */
+		cfs_node_changed(tn, cfs_clock_wall_ns());
 	cfs_inode_unlock(v->tab);
 	return 0;
 }
@@ -1071,7 +1081,16 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 			return rc;
 		cfs_inode_lock(v->tab);
 		if (n)
-			n->mtime_ns = s->mtime_ns;
+			cfs_node_set_mtime(n, s->mtime_ns);
+		cfs_inode_unlock(v->tab);
+	}
+	if (s->set_atime || s->set_mtime) { /* kept here only: Drive has no atime */
+		cfs_inode_lock(v->tab);
+		struct cfs_node *n = cfs_inode_get(v->tab, ino);
+		if (n && s->set_atime)
+			cfs_node_set_atime(n, s->atime_ns);
+		if (n)
+			cfs_node_changed(n, cfs_clock_wall_ns());
 		cfs_inode_unlock(v->tab);
 	}
 	return cfs_vfs_getattr(v, ino, a);
