@@ -362,7 +362,8 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	snprintf(v->w.landed[k].id, sizeof(v->w.landed[k].id), "%s", sent_id);
 	snprintf(v->w.landed[k].rev, sizeof(v->w.landed[k].rev), "%s", rev);
 	v->w.landed[k].size = out->size < 0 ? 0 : out->size;
-	v->w.landed[k].mtime_ns = out->mtime_ns;
+	v->w.landed[k].mtime_ns = out->mtime_ns / 1000000 == j->mtime_ns / 1000000 && j->mtime_ns
+					  ? j->mtime_ns : out->mtime_ns;
 	pthread_mutex_unlock(&v->w.lock);
 	pthread_mutex_lock(&v->w.lock);
 	uint64_t sent = w->sending;
@@ -384,7 +385,12 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	struct cfs_node *n = cfs_inode_get(v->tab, w->ino);
 	if (n && strcmp(n->id, sent_id) == 0 && !cfs_node_set_rev(n, rev)) {
 		n->size = out->size < 0 ? 0 : out->size;
-		n->mtime_ns = out->mtime_ns ? out->mtime_ns : n->mtime_ns;
+		/* the nanoseconds shown while staged, when Drive kept their
+		 * milliseconds: a time never goes back by less than 1 ms */
+		if (out->mtime_ns && out->mtime_ns / 1000000 != j->mtime_ns / 1000000)
+			n->mtime_ns = out->mtime_ns;
+		else if (j->mtime_ns)
+			n->mtime_ns = j->mtime_ns;
 		cfs_node_set_sums(n, out->md5, out->sha256);
 		n->stale = 0;
 		n->opened_rev = 0;
