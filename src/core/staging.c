@@ -77,6 +77,17 @@ int cfs_staging_remove(struct cfs_staging *s, const char *id)
 	return unlinkat(s->dfd, name, 0) ? -errno : 0;
 }
 
+int cfs_staging_rename(struct cfs_staging *s, const char *from, const char *to)
+{
+	char a[CFS_ID_MAX + 4], b[CFS_ID_MAX + 4];
+	int rc = stage_name(from, a, sizeof(a));
+	if (!rc)
+		rc = stage_name(to, b, sizeof(b));
+	if (rc)
+		return rc;
+	return renameat(s->dfd, a, s->dfd, b) ? -errno : 0;
+}
+
 int cfs_staging_pread(int fd, int64_t off, void *buf, size_t len, size_t *got)
 {
 	size_t done = 0;

@@ -25,6 +25,9 @@ int cfs_staging_file(struct cfs_staging *s, const char *id, int create, int trun
 /* Removes the staged file of id (-ENOENT when there is none). */
 int cfs_staging_remove(struct cfs_staging *s, const char *id);
 
+/* The staged file of id from becomes that of id to (replacing any). */
+int cfs_staging_rename(struct cfs_staging *s, const char *from, const char *to);
+
 /* pread/pwrite of exactly len bytes (pread: short at the end of the file,
  * *got says how many).  pwrite's -ENOSPC leaves the file as it was before
  * the call but for bytes past its old end, which a truncate removes. */

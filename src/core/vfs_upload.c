@@ -106,6 +106,7 @@ struct send {
 	char sent_name[CFS_JOURNAL_NAME_MAX]; /* what the file is created as */
 	char sent_parent[CFS_ID_MAX];
 	char rev[CFS_ID_MAX];  /* the content revision Drive made of the bytes sent */
+	char sent_id[CFS_ID_MAX]; /* the item they went to (a conflict: the copy) */
 };
 
 static int read_staged(void *arg, int64_t off, void *buf, size_t len)
@@ -326,6 +327,7 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	if (conflict == CHANGED) {
 		CFS_WARN("conflict: %s changed in Drive since it was opened for writing; ours is "
 			 "uploaded beside it as \"%s\"", j->name, sent_name);
+		cfs_vfs_content_rev(out, s->rev, sizeof(s->rev)); /* the copy's (finish) */
 		return;
 	}
 	if (unlinked)
@@ -439,6 +441,41 @@ static void expire_parent(struct cfs_vfs *v, uint64_t ino)
 	cfs_inode_unlock(v->tab);
 }
 
+/* w lock held: the upload of w, still open here, went to a conflict copy
+ * (another writer changed the file in Drive): w goes on as that copy, so
+ * what its writers write next reaches the copy, never the other writer's
+ * file; the name shows Drive's file again (a node of its own for the
+ * copy).  Should any step fail, w is left out of the namespace as before
+ * (closed later, not uploaded again) and the log says so. */
+static void become_copy(struct cfs_vfs *v, struct cfs_wfile *w, const struct cfs_jent *j,
+			const struct send *s)
+{
+	uint64_t ino;
+	const char *ids[1] = { s->sent_id };
+	int rc = cfs_staging_rename(v->w.stage, j->id, s->sent_id);
+	if (!rc)
+		rc = cfs_nsdb_inos(v->ns, ids, 1, &ino);
+	cfs_journal_del(v->w.journal, j->id);
+	if (rc) {
+		CFS_ERROR("conflict: \"%s\" stays open but cannot go on as its copy (%s): what is "
+			  "written to it from now on is not uploaded", s->sent_name, cfs_strerror(rc));
+		w->unlinked = 1;
+		return;
+	}
+	snprintf(w->j.id, sizeof(w->j.id), "%s", s->sent_id);
+	snprintf(w->j.name, sizeof(w->j.name), "%s", s->sent_name);
+	snprintf(w->j.parent, sizeof(w->j.parent), "%s", s->sent_parent);
+	snprintf(w->j.sent_name, sizeof(w->j.sent_name), "%s", s->sent_name);
+	snprintf(w->j.sent_parent, sizeof(w->j.sent_parent), "%s", s->sent_parent);
+	snprintf(w->j.base_rev, sizeof(w->j.base_rev), "%s", s->rev);
+	w->j.is_new = 0;
+	w->j.replaces[0] = '\0';
+	w->j.seq = 0;
+	w->ino = ino;
+	if (cfs_journal_put(v->w.journal, &w->j))
+		CFS_WARN("journal: cannot record %s", w->j.id);
+}
+
 /* w lock held: backoff jitter (xorshift64). */
 static uint64_t w_rand(struct cfs_vfs *v)
 {
@@ -459,7 +496,7 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 	if (!rc) {
 		if (gen > w->durable)
 			w->durable = gen;
-		if (conflict)
+		if (conflict && !w->handles)
 			w->durable = w->gen; /* ours is safe in the copy */
 		cfs_upq_ok(&w->rq);
 		w->urgent = w->gen > w->durable && w->urgent;
@@ -489,8 +526,7 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 			cfs_journal_put(v->w.journal, &w->j);
 		} else if ((w->gen == w->durable && w->handles == 0) || conflict) {
 			if (conflict && w->handles) {
-				w->unlinked = 1; /* closed later, never uploaded again */
-				cfs_journal_del(v->w.journal, w->j.id);
+				become_copy(v, w, j, s);
 			} else {
 				cfs_vfs_w_drop(v, w);
 			}
@@ -618,7 +654,7 @@ static void *uploader(void *arg)
 		w->sending = s.gen;
 		pthread_mutex_unlock(&v->w.lock);
 		struct cfs_file_meta out;
-		char sent_id[CFS_ID_MAX];
+		char sent_id[CFS_ID_MAX] = "";
 		int conflict = SAME;
 		memset(&out, 0, sizeof(out));
 		int rc = fdatasync(s.fd) ? -errno : 0;
@@ -628,6 +664,7 @@ static void *uploader(void *arg)
 		cfs_vfs_w_forget_listing(v, j->parent);
 		if (!rc)
 			rc = send_one(&s, j, &conflict, sent_id, &out);
+		snprintf(s.sent_id, sizeof(s.sent_id), "%s", sent_id);
 		if (rc == SKIPPED) {
 			close(s.fd);
 			pthread_mutex_lock(&v->w.lock);

@@ -155,9 +155,34 @@ static void test_conflict_is_another_writer(void)
 	CHECK_EQ(rig_write(&r, ino, fh, 0, ours, sizeof(ours)), 0);
 	wfake_change(&r.fk, "F1", "theirs", 6); /* someone else, meanwhile */
 	CHECK_EQ(cfs_vfs_fsync(r.v, ino, fh), 0);
+	/* still open: what is written next goes to our copy, not theirs */
+	CHECK_EQ(rig_write(&r, ino, fh, sizeof(ours), "+more", 5), 0);
+	CHECK_EQ(cfs_vfs_fsync(r.v, ino, fh), 0);
 	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
 	CHECK(rig_drive_has(&r, "ROOT", "old.bin", "theirs", 6));
 	CHECK_EQ(rig_count_named(&r, "ROOT", "old (conflict "), 1);
+	char want[sizeof(ours) + 5];
+	memcpy(want, ours, sizeof(ours));
+	memcpy(want + sizeof(ours), "+more", 5);
+	struct wfake_file *copy = NULL;
+	pthread_mutex_lock(&r.fk.lock);
+	for (int i = 0; i < r.fk.n; i++)
+		if (!r.fk.f[i].trashed && strstr(r.fk.f[i].name, "old (conflict "))
+			copy = &r.fk.f[i];
+	pthread_mutex_unlock(&r.fk.lock);
+	CHECK(copy && copy->len == sizeof(want) && memcmp(copy->data, want, sizeof(want)) == 0);
+	/* the name shows theirs */
+	struct cfs_vfs_attr a;
+	uint64_t fh2;
+	int keep, direct;
+	char b[16];
+	size_t got = 0;
+	CHECK_EQ(cfs_vfs_lookup(r.v, CFS_ROOT_INO, "old.bin", &a), 0);
+	CHECK_EQ(cfs_vfs_open(r.v, a.ino, O_RDONLY, 1, &fh2, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_read(r.v, a.ino, fh2, 0, sizeof(b), b, &got), 0);
+	CHECK(got == 6 && memcmp(b, "theirs", 6) == 0);
+	cfs_vfs_release(r.v, a.ino, fh2);
 	rig_down(&r);
 }
 
