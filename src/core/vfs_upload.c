@@ -504,6 +504,8 @@ static void *uploader(void *arg)
 		int conflict = SAME;
 		memset(&out, 0, sizeof(out));
 		int rc = fdatasync(s.fd) ? -errno : 0;
+		if (!rc) /* its entry durable too: a replay never sends bytes a crash lost */
+			rc = cfs_journal_sync(v->w.journal, j->id);
 		cfs_vfs_w_mine(v, j->id);
 		if (j->is_new || j->replaces[0]) /* its folder changes in Drive */
 			cfs_vfs_w_forget_listing(v, j->parent);

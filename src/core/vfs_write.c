@@ -1,7 +1,9 @@
 /* vfs_write: the namespace writes and staged files (see vfs.h, vfs_int.h).
  *
  * Policy.  File content is write-back: bytes go to a staged file (staging.h),
- * close() syncs it and writes the journal entry (journal.h), and the
+ * close() writes the journal entry (journal.h; committed, not flushed: safe
+ * against the daemon's death, not the machine's), fsync() flushes the staged
+ * bytes and makes the entry durable before it waits for the upload, and the
  * uploaders (vfs_upload.c) send it to Drive later.  A new file gets its Drive
  * id at create, from ids reserved with files.generateIds, and is shown at
  * once: the folder's listing gets it here, and any listing installed later
@@ -15,6 +17,7 @@
  * Unlink moves to Drive's trash (--delete-permanently: deletes).
  *
  * Lock order: the inode table lock before w.lock; Drive calls with neither. */
+#define _GNU_SOURCE /* syncfs */
 #include "vfs_int.h"
 #include "clock.h"
 
@@ -1056,18 +1059,20 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	return rc;
 }
 
-/* Syncs and journals w's staged state; 0 or -errno. */
-static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
+/* Journals w's staged state: close() makes it safe against the daemon's
+ * death (the bytes in the staged file, the entry committed, nothing
+ * flushed).  durable (fsync): its bytes flushed first, then its entry made
+ * durable, so it is also safe against the machine's.  0 or -errno. */
+static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w, int durable)
 {
-	pthread_mutex_lock(&v->w.lock);
-	int dirty = w->gen > w->journaled;
-	pthread_mutex_unlock(&v->w.lock);
-	int rc = 0;
-	if (dirty && fdatasync(w->fd))
+	int rc = 0, jrc = 0;
+	char id[CFS_ID_MAX];
+	if (durable && fdatasync(w->fd))
 		rc = -errno;
 	pthread_mutex_lock(&v->w.lock);
 	if (!rc && w->gen > w->journaled && !w->unlinked)
-		rc = w_journal(v, w);
+		rc = jrc = w_journal(v, w);
+	snprintf(id, sizeof(id), "%s", w->j.id);
 	if (!rc && w->torn)
 		rc = -ENOSPC; /* a write failed for the staging disk: not uploaded so */
 	if (!rc && w->gen > w->durable) {
@@ -1077,6 +1082,35 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
 	}
 	pthread_cond_broadcast(&v->w.cond);
 	pthread_mutex_unlock(&v->w.lock);
+	if (durable && !jrc && (jrc = cfs_journal_sync(v->w.journal, id)) != 0) {
+		CFS_ERROR("journal: cannot make the entry of %s durable: %s", id, cfs_strerror(jrc));
+		if (!rc)
+			rc = jrc;
+	}
+	return rc;
+}
+
+/* Every staged file's bytes, then every journal entry, made durable (safe
+ * against a machine crash): `colabfs sync`.  Costs nothing when no entry
+ * changed since the last time.  0 or -errno. */
+int cfs_vfs_w_make_durable(struct cfs_vfs *v)
+{
+	if (!v->w.enabled || !v->w.ready)
+		return 0;
+	int rc = cfs_journal_sync_pending(v->w.journal);
+	if (rc <= 0)
+		return rc;
+	/* one flush of the staging folder's file system covers every staged
+	 * file (a file per fdatasync would cost a flush each) */
+	int fd = open(cfs_staging_dir(v->w.stage), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = syncfs(fd) ? -errno : 0;
+	close(fd);
+	if (!rc)
+		rc = cfs_journal_sync(v->w.journal, NULL);
+	if (rc)
+		CFS_ERROR("sync: cannot make the staged files durable: %s", cfs_strerror(rc));
 	return rc;
 }
 
@@ -1088,7 +1122,7 @@ int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 	if (rc)
 		return rc == -EBADF ? 0 : rc;
 	if (w)
-		rc = flush_w(v, w);
+		rc = flush_w(v, w, 0);
 	cfs_vfs_put_file(v, f);
 	return rc;
 }
@@ -1104,7 +1138,7 @@ int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 		cfs_vfs_put_file(v, f);
 		return 0;
 	}
-	rc = flush_w(v, w);
+	rc = flush_w(v, w, 1);
 	pthread_mutex_lock(&v->w.lock);
 	int torn = w->torn;
 	pthread_mutex_unlock(&v->w.lock);
