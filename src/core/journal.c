@@ -8,8 +8,10 @@
  *                       a commit costs a write into the page cache, no flush.
  * A read looks in the recent rows first.  A sync moves the rows it is asked
  * for (and every removal) into journal.mdb in one flushed transaction, then
- * drops them from the recent environment; both under the journal's lock, so
- * no put can slip between.
+ * drops from the recent environment those still as they were read.  Syncs
+ * run one at a time (sync_lk); puts take only the row lock (lk), for the read
+ * and the drop, never across the flushes, so a close() does not wait for a
+ * flush the uploader started.
  *
  * A machine crash can leave a MDB_NOSYNC file damaged, not only behind, so
  * the recent environment is trusted only within the boot that wrote it: the
@@ -51,7 +53,8 @@
 struct cfs_journal {
 	struct cfs_index *ix; /* durable rows */
 	struct cfs_index *rx; /* rows since the last sync (MDB_NOSYNC) */
-	pthread_mutex_t lk;   /* seq, every write to rx, every sync */
+	pthread_mutex_t lk;   /* seq, every write to rx */
+	pthread_mutex_t sync_lk; /* one sync at a time (taken before lk) */
 	uint64_t seq;         /* the last sequence number handed out */
 	char dir[PATH_MAX];
 };
@@ -181,6 +184,7 @@ int cfs_journal_open_as(const char *dir, const char *boot_id, struct cfs_journal
 		return -ENOMEM;
 	snprintf(j->dir, sizeof(j->dir), "%s", dir);
 	pthread_mutex_init(&j->lk, NULL);
+	pthread_mutex_init(&j->sync_lk, NULL);
 	if (boot_id)
 		snprintf(boot, sizeof(boot), "%s", boot_id);
 	else
@@ -192,6 +196,7 @@ int cfs_journal_open_as(const char *dir, const char *boot_id, struct cfs_journal
 		cfs_index_close(j->ix);
 		cfs_index_close(j->rx);
 		pthread_mutex_destroy(&j->lk);
+		pthread_mutex_destroy(&j->sync_lk);
 		free(j);
 		return rc;
 	}
@@ -218,11 +223,11 @@ void cfs_journal_close(struct cfs_journal *j)
 		if (syncfs(fd)) {
 			CFS_WARN("journal: cannot flush %s: %s", j->dir, cfs_strerror(-errno));
 		} else {
-			pthread_mutex_lock(&j->lk);
+			pthread_mutex_lock(&j->sync_lk);
 			int rc = move_rows(j, FILE_PREFIX, NULL, 0);
 			if (!rc)
 				rc = move_rows(j, DONE_PREFIX, NULL, 0);
-			pthread_mutex_unlock(&j->lk);
+			pthread_mutex_unlock(&j->sync_lk);
 			if (rc)
 				CFS_WARN("journal: cannot make the last changes durable: %s",
 					 cfs_strerror(rc));
@@ -238,6 +243,7 @@ void cfs_journal_close(struct cfs_journal *j)
 		unlink(path);
 	}
 	pthread_mutex_destroy(&j->lk);
+	pthread_mutex_destroy(&j->sync_lk);
 	free(j);
 }
 
@@ -455,14 +461,13 @@ static int by_seq(const void *x, const void *y)
 int cfs_journal_load(struct cfs_journal *j, struct cfs_jent **out, size_t *n, size_t *damaged)
 {
 	struct load_arg a = { .recent = 1 };
-	pthread_mutex_lock(&j->lk); /* not between a sync's two steps */
+	/* a row a sync is moving is in both files meanwhile: the recent one wins */
 	int rc = cfs_index_scan_prefix(j->rx, CFS_IX_META, FILE_PREFIX, sizeof(FILE_PREFIX) - 1,
 				       on_row, &a);
 	a.recent = 0;
 	if (!rc)
 		rc = cfs_index_scan_prefix(j->ix, CFS_IX_META, FILE_PREFIX,
 					   sizeof(FILE_PREFIX) - 1, on_row, &a);
-	pthread_mutex_unlock(&j->lk);
 	free(a.skip);
 	if (rc) {
 		free(a.e);
@@ -514,15 +519,27 @@ static int on_pick(void *arg, const void *k, size_t kl, const void *v, size_t vl
 	return 0;
 }
 
-/* Lock held: the recent rows under prefix (only key's, and removals, when
- * key is not NULL) moved into journal.mdb with the sequence counter, in one
- * flushed commit, then dropped from the recent ones. */
+static void free_picked(struct pick_arg *a)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		free((void *)a->kv[i].k);
+		if (a->kv[i].vl != CFS_IX_DELETE)
+			free((void *)a->kv[i].v);
+	}
+	free(a->kv);
+}
+
+/* sync_lk held: the recent rows under prefix (only key's, and removals, when
+ * key is not NULL) copied into journal.mdb with the sequence counter, in one
+ * flushed commit, then dropped from the recent ones unless changed since. */
 static int move_rows(struct cfs_journal *j, const char *prefix, const char *key, size_t keylen)
 {
 	struct pick_arg a = { .key = key, .keylen = keylen };
-	int rc = cfs_index_scan_prefix(j->rx, CFS_IX_META, prefix, strlen(prefix), on_pick, &a);
 	unsigned char sv[8];
+	pthread_mutex_lock(&j->lk);
+	int rc = cfs_index_scan_prefix(j->rx, CFS_IX_META, prefix, strlen(prefix), on_pick, &a);
 	cfs_le_put(sv, j->seq, 8);
+	pthread_mutex_unlock(&j->lk);
 	if (!rc && a.n) {
 		/* the counter goes along: a row in journal.mdb never has a
 		 * sequence number past the one stored there */
@@ -538,16 +555,28 @@ static int move_rows(struct cfs_journal *j, const char *prefix, const char *key,
 	}
 	if (!rc && a.n)
 		rc = cfs_index_sync(j->ix);
-	if (!rc && a.n) { /* now durable: out of the recent rows */
-		for (size_t i = 0; i < a.n; i++) {
-			a.kv[i].v = NULL;
-			a.kv[i].vl = CFS_IX_DELETE;
+	if (!rc && a.n) { /* now durable: out of the recent rows, unless changed */
+		struct cfs_index_kv *del = calloc(a.n, sizeof(*del));
+		size_t nd = 0;
+		if (!del)
+			rc = -ENOMEM;
+		pthread_mutex_lock(&j->lk);
+		for (size_t i = 0; !rc && i < a.n; i++) {
+			void *v;
+			size_t vl, want = a.kv[i].vl == CFS_IX_DELETE ? 0 : a.kv[i].vl;
+			if (cfs_index_get(j->rx, CFS_IX_META, a.kv[i].k, a.kv[i].kl, &v, &vl))
+				continue;
+			if (vl == want && (!vl || memcmp(v, a.kv[i].v, vl) == 0))
+				del[nd++] = (struct cfs_index_kv){ CFS_IX_META, a.kv[i].k, a.kv[i].kl,
+								   NULL, CFS_IX_DELETE };
+			free(v);
 		}
-		rc = cfs_index_put_many(j->rx, a.kv, a.n);
+		if (!rc && nd)
+			rc = cfs_index_put_many(j->rx, del, nd);
+		pthread_mutex_unlock(&j->lk);
+		free(del);
 	}
-	for (size_t i = 0; i < a.n; i++)
-		free((void *)a.kv[i].k);
-	free(a.kv);
+	free_picked(&a);
 	return rc;
 }
 
@@ -557,9 +586,9 @@ int cfs_journal_sync(struct cfs_journal *j, const char *id)
 	size_t kl = 0;
 	if (id && !(kl = file_key(id, k, sizeof(k))))
 		return -EINVAL;
-	pthread_mutex_lock(&j->lk);
+	pthread_mutex_lock(&j->sync_lk);
 	int rc = move_rows(j, FILE_PREFIX, id ? k : NULL, kl);
-	pthread_mutex_unlock(&j->lk);
+	pthread_mutex_unlock(&j->sync_lk);
 	return rc;
 }
 

@@ -3,6 +3,7 @@
  * conflict-copy name rule (names.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -222,6 +223,74 @@ static void test_durability(const char *dir, const char *dir2)
 	cfs_journal_close(j);
 }
 
+/* Puts while syncs run: a sync never drops from the recent rows a version
+ * newer than the one it made durable. */
+struct race {
+	struct cfs_journal *j;
+	int which, fails;
+	int *done;
+};
+
+static void *race_put(void *arg)
+{
+	struct race *r = arg;
+	struct cfs_jent e;
+	char id[16];
+	snprintf(id, sizeof(id), "1Race%d", r->which);
+	entry(&e, id, "r.bin", 0);
+	for (int i = 1; i <= 300; i++) {
+		e.size = i;
+		r->fails += cfs_journal_put(r->j, &e) != 0;
+	}
+	return NULL;
+}
+
+static void *race_sync(void *arg)
+{
+	struct race *r = arg;
+	while (!__atomic_load_n(r->done, __ATOMIC_ACQUIRE))
+		r->fails += cfs_journal_sync(r->j, NULL) != 0;
+	return NULL;
+}
+
+static void test_sync_race(const char *dir)
+{
+	struct cfs_journal *j;
+	CHECK_EQ(cfs_journal_open_as(dir, "boot-r", &j), 0);
+	int done = 0;
+	struct race w[3], sy = { .j = j, .done = &done };
+	pthread_t tw[3], ts;
+	CHECK(pthread_create(&ts, NULL, race_sync, &sy) == 0);
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct race){ .j = j, .which = i, .done = &done };
+		CHECK(pthread_create(&tw[i], NULL, race_put, &w[i]) == 0);
+	}
+	for (int i = 0; i < 3; i++)
+		pthread_join(tw[i], NULL);
+	__atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+	pthread_join(ts, NULL);
+	CHECK_EQ(sy.fails + w[0].fails + w[1].fails + w[2].fails, 0);
+	struct cfs_jent got;
+	for (int i = 0; i < 3; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "1Race%d", i);
+		CHECK_EQ(cfs_journal_get(j, id, &got), 0);
+		CHECK_EQ(got.size, 300);
+	}
+	CHECK_EQ(cfs_journal_sync(j, NULL), 0);
+	/* what the last sync made durable is the last version */
+	CHECK_EQ(die_after_changes(dir, "boot-r"), 0);
+	cfs_journal_close(j);
+	CHECK_EQ(cfs_journal_open_as(dir, "boot-r", &j), 0);
+	for (int i = 0; i < 3; i++) {
+		char id[16];
+		snprintf(id, sizeof(id), "1Race%d", i);
+		CHECK_EQ(cfs_journal_get(j, id, &got), 0);
+		CHECK_EQ(got.size, 300);
+	}
+	cfs_journal_close(j);
+}
+
 static void test_stage(const char *dir)
 {
 	struct cfs_staging *s;
@@ -274,15 +343,17 @@ int main(void)
 {
 	char dir[] = "/tmp/cfs-journal-XXXXXX", sdir[] = "/tmp/cfs-stage-XXXXXX";
 	char d1[] = "/tmp/cfs-journal-XXXXXX", d2[] = "/tmp/cfs-journal-XXXXXX";
-	if (!mkdtemp(dir) || !mkdtemp(sdir) || !mkdtemp(d1) || !mkdtemp(d2))
+	char d3[] = "/tmp/cfs-journal-XXXXXX";
+	if (!mkdtemp(dir) || !mkdtemp(sdir) || !mkdtemp(d1) || !mkdtemp(d2) || !mkdtemp(d3))
 		return 2;
 	test_rows();
 	test_store(dir);
 	test_durability(d1, d2);
+	test_sync_race(d3);
 	test_stage(sdir);
 	test_conflict_names();
 	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s %s", dir, sdir, d1, d2);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s %s %s %s", dir, sdir, d1, d2, d3);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", dir);
 	return check_done("test_journal");
