@@ -4,7 +4,8 @@ moment the command exits and to the moment Drive holds every file, next to rclon
 same emulator and the local disk, measured in the same run.
 
     /usr/bin/python3 bench/write_small.py [--files 1000] [--repo-files 2000] [--ttfb-ms 200]
-                                          [--variants free,limited] [--write-rate 3]
+                                          [--variants free,limited] [--workloads tar,git]
+                                          [--write-rate 3] [--timeout 3600]
                                           [--workdir /var/tmp] [--mount-opt=OPT ...]
                                           [--no-rclone] [--keep] [--json FILE]
 
@@ -393,11 +394,15 @@ def variant(b, a, name, extra, rows, notes, tarball, repo):
         tunnel = Tunnel(b.emu.port)
         rc = Rclone(b, b.emu, tunnel, b.ca, name)
     for kind, src, nfiles in (("tar", tarball, a.files), ("git", repo, a.repo_files)):
+        if kind not in a.workloads.split(","):
+            continue
         R.log("%s: %s into the local disk" % (name, kind))
         local, l_exit, l_dur = run_local(b, kind, src)
         items = len(tree_files(local)) + tree_dirs(local)
         R.log("%s: %s into colabfs (%d files and folders)" % (name, kind, items))
         c_exit, c_dur, c_made = run_colabfs(b, m, kind, src, "c-" + kind, a.timeout)
+        R.log("%s: %s colabfs: exit %.2f s, durable %.2f s (local %.2f / %.2f s)"
+              % (name, kind, c_exit, c_dur, l_exit, l_dur))
         n, bad = drive_check(b.emu, "c-" + kind, local, m.path("c-" + kind))
         if bad:
             raise RuntimeError("colabfs %s: %d of %d files wrong in Drive: %s" % (kind, len(bad), n, bad[:5]))
@@ -406,6 +411,7 @@ def variant(b, a, name, extra, rows, notes, tarball, repo):
         if rc:
             R.log("%s: %s into rclone" % (name, kind))
             r_exit, r_dur, r_made = run_rclone(b, rc, kind, src, "r-" + kind, a.timeout)
+            R.log("%s: %s rclone: exit %.2f s, durable %.2f s" % (name, kind, r_exit, r_dur))
             rn, rbad = drive_check(b.emu, "r-" + kind, local, rc.path("r-" + kind))
             if rbad:
                 notes.append("%s %s rclone: %d of %d files not (yet) right in Drive: %s"
@@ -441,6 +447,7 @@ def main(argv=None):
     ap.add_argument("--ttfb-ms", type=float, default=200,
                     help="emulator time to first byte, media and every other call (200)")
     ap.add_argument("--variants", default="free,limited", help="free, limited or both (free,limited)")
+    ap.add_argument("--workloads", default="tar,git", help="tar, git or both (tar,git)")
     ap.add_argument("--write-rate", type=float, default=3.0,
                     help="creations/s the limited variant's emulator accepts; also the bound (3)")
     ap.add_argument("--timeout", type=int, default=3600, help="longest wait for durable, seconds (3600)")

@@ -59,7 +59,8 @@ struct cfs_journal {
 	char dir[PATH_MAX];
 };
 
-static int move_rows(struct cfs_journal *j, const char *prefix, const char *key, size_t keylen);
+static int move_rows(struct cfs_journal *j, const char *prefix, const char *key, size_t keylen,
+		     int flush_dir);
 
 /* The machine's boot id into out ("unknown" when unreadable: a machine
  * without /proc never drops recent rows). */
@@ -218,23 +219,14 @@ void cfs_journal_close(struct cfs_journal *j)
 	/* a clean stop: the staged files and every row (done rows too: a
 	 * server restarted after a clean exit may still be asked again) made
 	 * durable, then the recent environment goes */
-	int fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), clean = 0;
-	if (fd >= 0) {
-		if (syncfs(fd)) {
-			CFS_WARN("journal: cannot flush %s: %s", j->dir, cfs_strerror(-errno));
-		} else {
-			pthread_mutex_lock(&j->sync_lk);
-			int rc = move_rows(j, FILE_PREFIX, NULL, 0);
-			if (!rc)
-				rc = move_rows(j, DONE_PREFIX, NULL, 0);
-			pthread_mutex_unlock(&j->sync_lk);
-			if (rc)
-				CFS_WARN("journal: cannot make the last changes durable: %s",
-					 cfs_strerror(rc));
-			clean = !rc;
-		}
-		close(fd);
-	}
+	pthread_mutex_lock(&j->sync_lk);
+	int rc = move_rows(j, FILE_PREFIX, NULL, 0, 1);
+	if (!rc)
+		rc = move_rows(j, DONE_PREFIX, NULL, 0, 0);
+	pthread_mutex_unlock(&j->sync_lk);
+	if (rc)
+		CFS_WARN("journal: cannot make the last changes durable: %s", cfs_strerror(rc));
+	int clean = !rc;
 	cfs_index_close(j->rx);
 	cfs_index_close(j->ix);
 	char path[PATH_MAX];
@@ -531,8 +523,10 @@ static void free_picked(struct pick_arg *a)
 
 /* sync_lk held: the recent rows under prefix (only key's, and removals, when
  * key is not NULL) copied into journal.mdb with the sequence counter, in one
- * flushed commit, then dropped from the recent ones unless changed since. */
-static int move_rows(struct cfs_journal *j, const char *prefix, const char *key, size_t keylen)
+ * flushed commit (flush_dir: after a flush of the folder's file system), then
+ * dropped from the recent ones unless changed since. */
+static int move_rows(struct cfs_journal *j, const char *prefix, const char *key, size_t keylen,
+		     int flush_dir)
 {
 	struct pick_arg a = { .key = key, .keylen = keylen };
 	unsigned char sv[8];
@@ -540,6 +534,14 @@ static int move_rows(struct cfs_journal *j, const char *prefix, const char *key,
 	int rc = cfs_index_scan_prefix(j->rx, CFS_IX_META, prefix, strlen(prefix), on_pick, &a);
 	cfs_le_put(sv, j->seq, 8);
 	pthread_mutex_unlock(&j->lk);
+	if (!rc && a.n && flush_dir) {
+		/* after the rows were read: the bytes of every one of them are
+		 * on disk before it is (a row put since stays recent) */
+		int fd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = fd < 0 ? -errno : syncfs(fd) ? -errno : 0;
+		if (fd >= 0)
+			close(fd);
+	}
 	if (!rc && a.n) {
 		/* the counter goes along: a row in journal.mdb never has a
 		 * sequence number past the one stored there */
@@ -587,7 +589,7 @@ int cfs_journal_sync(struct cfs_journal *j, const char *id)
 	if (id && !(kl = file_key(id, k, sizeof(k))))
 		return -EINVAL;
 	pthread_mutex_lock(&j->sync_lk);
-	int rc = move_rows(j, FILE_PREFIX, id ? k : NULL, kl);
+	int rc = move_rows(j, FILE_PREFIX, id ? k : NULL, kl, !id);
 	pthread_mutex_unlock(&j->sync_lk);
 	return rc;
 }

@@ -70,8 +70,8 @@ int cfs_journal_open(const char *dir, struct cfs_journal **out);
 /* The same as if the machine's boot id were boot_id (NULL: the machine's):
  * a test plays a machine restart with it. */
 int cfs_journal_open_as(const char *dir, const char *boot_id, struct cfs_journal **out);
-/* Flushes the file system of dir (the staged files live there), makes every
- * entry durable, closes.  NULL-safe. */
+/* cfs_journal_sync(j, NULL), done rows made durable too, then closes.
+ * NULL-safe. */
 void cfs_journal_close(struct cfs_journal *j);
 
 /* Writes e (e->seq 0: the next sequence number, stored back in e). */
@@ -83,11 +83,13 @@ int cfs_journal_del(struct cfs_journal *j, const char *id);
  * frees).  Damaged entries are skipped and counted in *damaged (may be NULL). */
 int cfs_journal_load(struct cfs_journal *j, struct cfs_jent **out, size_t *n, size_t *damaged);
 
-/* Makes durable (safe against a machine crash) the entry of id, or every
- * entry when id is NULL, and every removal so far, in one flushed commit.
- * The caller has flushed first the staged bytes those entries describe
- * (fdatasync): an entry never outlives a machine crash that its bytes did
- * not.  Nothing to make durable costs no flush. */
+/* Makes durable (safe against a machine crash) the entry of id and every
+ * removal so far, in one flushed commit; the caller has flushed the staged
+ * bytes the entry describes first (fdatasync), so an entry never outlives a
+ * machine crash that its bytes did not.  id NULL: every entry, after a flush
+ * of the file system of the journal's folder (syncfs), which is where the
+ * staged files are (main.c opens both in the staging folder).  Nothing to
+ * make durable costs no flush. */
 int cfs_journal_sync(struct cfs_journal *j, const char *id);
 /* 1 when some entry or removal is not durable yet, 0 when none, or an error. */
 int cfs_journal_sync_pending(struct cfs_journal *j);

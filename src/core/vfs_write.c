@@ -17,7 +17,6 @@
  * Unlink moves to Drive's trash (--delete-permanently: deletes).
  *
  * Lock order: the inode table lock before w.lock; Drive calls with neither. */
-#define _GNU_SOURCE /* syncfs */
 #include "vfs_int.h"
 #include "clock.h"
 
@@ -1097,19 +1096,12 @@ int cfs_vfs_w_make_durable(struct cfs_vfs *v)
 {
 	if (!v->w.enabled || !v->w.ready)
 		return 0;
+	/* one flush of the staging folder's file system (the journal's, too)
+	 * covers every staged file: a file per fdatasync would cost a flush each */
 	int rc = cfs_journal_sync_pending(v->w.journal);
-	if (rc <= 0)
-		return rc;
-	/* one flush of the staging folder's file system covers every staged
-	 * file (a file per fdatasync would cost a flush each) */
-	int fd = open(cfs_staging_dir(v->w.stage), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	rc = syncfs(fd) ? -errno : 0;
-	close(fd);
-	if (!rc)
+	if (rc > 0)
 		rc = cfs_journal_sync(v->w.journal, NULL);
-	if (rc)
+	if (rc < 0)
 		CFS_ERROR("sync: cannot make the staged files durable: %s", cfs_strerror(rc));
 	return rc;
 }
