@@ -38,7 +38,7 @@
 #include "staging.h"
 #include "store.h"
 
-#define IDS_BATCH 100
+#define IDS_BATCH 1000 /* CFS_DRIVE_IDS_MAX: one generateIds round trip per 1,000 creations */
 #define CAPS_TTL_MS (5 * 60 * 1000)
 #define COPY_CHUNK (4u << 20)
 
@@ -156,6 +156,17 @@ int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX])
 /* Whether the user may add items to folder id (capabilities/canAddChildren),
  * asked once per folder every few minutes; unknown (Drive unreachable) is
  * yes: the upload will say. */
+static void caps_put(struct cfs_vfs *v, const char *id, int can_add)
+{
+	int64_t now = cfs_vfs_now_ms();
+	pthread_mutex_lock(&v->w.lock);
+	int slot = v->w.ncaps < CFS_VFS_CAPS ? v->w.ncaps++ : (int)(now % CFS_VFS_CAPS);
+	snprintf(v->w.caps[slot].id, sizeof(v->w.caps[slot].id), "%s", id);
+	v->w.caps[slot].can_add = can_add;
+	v->w.caps[slot].at_ms = now;
+	pthread_mutex_unlock(&v->w.lock);
+}
+
 static int can_add_to(struct cfs_vfs *v, const char *id)
 {
 	int64_t now = cfs_vfs_now_ms();
@@ -172,12 +183,7 @@ static int can_add_to(struct cfs_vfs *v, const char *id)
 		return 1;
 	int r = m.can_add_children;
 	cfs_file_meta_cleanup(&m);
-	pthread_mutex_lock(&v->w.lock);
-	int slot = v->w.ncaps < CFS_VFS_CAPS ? v->w.ncaps++ : (int)(now % CFS_VFS_CAPS);
-	snprintf(v->w.caps[slot].id, sizeof(v->w.caps[slot].id), "%s", id);
-	v->w.caps[slot].can_add = r;
-	v->w.caps[slot].at_ms = now;
-	pthread_mutex_unlock(&v->w.lock);
+	caps_put(v, id, r);
 	return r;
 }
 
@@ -649,6 +655,9 @@ static int do_mkdir(struct cfs_vfs *v, uint64_t parent, const char *name, struct
 	cfs_file_meta_cleanup(&out);
 	if ((rc = add_node(v, parent, name, id, 1, mtime, &ino)) != 0)
 		return rc;
+	/* made here by this user in a folder it may add to: it may add to this
+	 * one (no files.get for its first file, as for a tar's every folder) */
+	caps_put(v, id, 1);
 	/* an empty folder is listed already: no files.list for it */
 	struct cfs_listing *l = cfs_listing_new(0);
 	cfs_inode_lock(v->tab);
