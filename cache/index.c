@@ -167,6 +167,12 @@ static int pages_check(MDB_env *env, const char *path)
 
 int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct cfs_index **out)
 {
+	return cfs_index_open_flags(path, map_size, map_max, 0, out);
+}
+
+int cfs_index_open_flags(const char *path, uint64_t map_size, uint64_t map_max, unsigned flags,
+			 struct cfs_index **out)
+{
 	struct cfs_index *ix;
 	MDB_envinfo info;
 	pthread_rwlockattr_t ra;
@@ -190,7 +196,10 @@ int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct
 	    (rc = mdb_env_set_maxreaders(ix->env, 256)) != 0 ||
 	    (rc = mdb_env_set_mapsize(ix->env, (size_t)map_size)) != 0)
 		goto out;
-	rc = mdb_env_open(ix->env, path, MDB_NOSUBDIR | MDB_NOTLS | MDB_NOMETASYNC, 0600);
+	rc = mdb_env_open(ix->env, path,
+			  MDB_NOSUBDIR | MDB_NOTLS |
+				  (flags & CFS_IX_NOSYNC ? MDB_NOSYNC : MDB_NOMETASYNC),
+			  0600);
 	if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_VERSION_MISMATCH ||
 	    rc == MDB_PAGE_NOTFOUND) {
 		cfs_index_close(ix);
@@ -225,6 +234,11 @@ out:
 	rc = cfs_lmdb_err(rc);
 	cfs_index_close(ix);
 	return rc;
+}
+
+int cfs_index_sync(struct cfs_index *ix)
+{
+	return cfs_lmdb_err(mdb_env_sync(ix->env, 1));
 }
 
 void cfs_index_close(struct cfs_index *ix)
@@ -433,8 +447,9 @@ static int do_put_many(struct cfs_index *ix, MDB_txn *txn, void *arg)
 		const struct cfs_index_kv *p = &a->kv[i];
 		MDB_val k = { .mv_size = p->kl, .mv_data = (void *)p->k };
 		MDB_val v = { .mv_size = p->vl, .mv_data = p->v ? (void *)p->v : (void *)"" };
-		int rc = mdb_put(txn, ix->dbi[p->table], &k, &v, 0);
-		if (rc)
+		int rc = !p->v && p->vl == CFS_IX_DELETE ? mdb_del(txn, ix->dbi[p->table], &k, NULL)
+							 : mdb_put(txn, ix->dbi[p->table], &k, &v, 0);
+		if (rc && !(rc == MDB_NOTFOUND && p->vl == CFS_IX_DELETE))
 			return rc;
 	}
 	return 0;
@@ -444,7 +459,8 @@ int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size
 {
 	struct many_arg a = { kv, n };
 	for (size_t i = 0; i < n; i++)
-		if (check_kv(kv[i].table, kv[i].kl) || !kv[i].k || (!kv[i].v && kv[i].vl))
+		if (check_kv(kv[i].table, kv[i].kl) || !kv[i].k ||
+		    (!kv[i].v && kv[i].vl && kv[i].vl != CFS_IX_DELETE))
 			return -EINVAL;
 	return n ? ix_write(ix, do_put_many, &a) : 0;
 }

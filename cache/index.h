@@ -9,7 +9,11 @@
  * The environment is opened MDB_NOSUBDIR | MDB_NOTLS | MDB_NOMETASYNC: any
  * thread may use any call; a commit is crash-safe, and after a system crash at
  * most the last commit may be undone (cfs_index_next syncs, so counters are
- * durable).  Every write is one short transaction.  When the map is full it is
+ * durable).  With CFS_IX_NOSYNC (cfs_index_open_flags) it is opened
+ * MDB_NOSYNC instead: a commit is written to the file but not flushed, so it
+ * survives the death of the process (the kernel holds the pages) but not
+ * that of the machine, after which the file may be damaged, not only behind;
+ * cfs_index_sync flushes it.  Every write is one short transaction.  When the map is full it is
  * grown (doubled, up to map_max) and the transaction is run again; a map that
  * cannot grow, or a full file system, gives -ENOSPC.  MDB_* codes never leave
  * this module: -ENOENT (absent), -EINVAL (bad size), -ENOSPC, -EAGAIN (reader
@@ -51,6 +55,12 @@ struct cfs_index_kv {
 /* map_size: initial map (bytes, multiple of the page size); map_max: the most
  * it may grow to. */
 int cfs_index_open(const char *path, uint64_t map_size, uint64_t map_max, struct cfs_index **out);
+#define CFS_IX_NOSYNC 1u /* commits not flushed to disk (MDB_NOSYNC): see above */
+int cfs_index_open_flags(const char *path, uint64_t map_size, uint64_t map_max, unsigned flags,
+			 struct cfs_index **out);
+/* Flushes every commit so far to disk (fdatasync of the file, meta pages
+ * included): after it they survive a system crash.  -EIO on failure. */
+int cfs_index_sync(struct cfs_index *ix);
 /* Reads every row of every table (keys and the ends of values, so every
  * page of the file that holds data is touched once) in one read transaction;
  * with_blocks 0 leaves out the blocks table (the store's rebuild reads it).
@@ -93,6 +103,9 @@ int cfs_index_del(struct cfs_index *ix, int table, const void *k, size_t kl);
  * write transaction; *deleted (may be NULL): how many. */
 int cfs_index_del_prefix(struct cfs_index *ix, int table, const void *p, size_t pl,
 			 uint64_t *deleted);
+/* Puts n rows in one transaction; a row with v NULL and vl CFS_IX_DELETE is
+ * deleted instead (absent is fine). */
+#define CFS_IX_DELETE ((size_t)-1)
 int cfs_index_put_many(struct cfs_index *ix, const struct cfs_index_kv *kv, size_t n);
 /* Calls fn for every row of table whose key starts with p (1..511 bytes), in
  * key order, in one read transaction (fn must not write to ix).  fn returns

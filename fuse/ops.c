@@ -526,12 +526,16 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		else
 			reply_status(req, -ENODATA);
 	} else if (c.kind == CFS_CTL_SYNC) {
-		/* uploads below ino start now; their state (vfs.h) */
+		/* every staged file flushed to disk, uploads below ino start now;
+		 * their state (vfs.h) */
 		struct cfs_buf b = { 0 };
 		static const char none[] = "{\"files\":0,\"bytes\":0,\"bytes_left\":0,"
 					   "\"uploading\":0,\"waiting\":[],\"failed\":[]}";
-		int src = !size ? 0 : cfs_vfs_writable(fs->vfs) ? cfs_vfs_sync_json(fs->vfs, ino, &b)
-			: cfs_buf_append(&b, none, sizeof(none) - 1);
+		int w = cfs_vfs_writable(fs->vfs);
+		int src = !size || !w ? 0 : cfs_vfs_w_make_durable(fs->vfs);
+		if (!src)
+			src = !size ? 0 : w ? cfs_vfs_sync_json(fs->vfs, ino, &b)
+				: cfs_buf_append(&b, none, sizeof(none) - 1);
 		if (src)
 			reply_status(req, src);
 		else if (size == 0)

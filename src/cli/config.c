@@ -118,7 +118,8 @@ static const struct opt opts[] = {
 	  "where written bytes wait for their upload, on disk (default: CACHE-DIR/staging on "
 	  "disk, else /var/tmp/colabfs-UID/staging/NAME)" },
 	{ "create-rate", 0, T_LONG, O(create_rate), "N",
-	  "files created in Drive per second (default 2); creations queue, never fail", 1, 1000 },
+	  "the most files created in Drive per second (default 10; the pace starts at 3/s and "
+	  "follows Drive's answers); creations queue, never fail", 1, 1000 },
 	{ "upload-threads", 0, T_LONG, O(upload_threads), "N",
 	  "files uploaded in parallel (default 4)", 1, 16 },
 	/* the shared cache tier */
@@ -475,7 +476,7 @@ int cfs_config_parse_flags(int argc, char **argv, unsigned flags, struct cfs_con
 	c->file_mode = -1; /* 0644 / 0755, or 0444 / 0555 --read-only */
 	c->dir_mode = -1;
 	c->write_back_delay_s = 5;
-	c->create_rate = 2;
+	c->create_rate = 10;
 	c->upload_threads = 4;
 	c->shared_cache_lease_s = 10;
 	c->shared_cache_ttl_s = 7L * 86400;

@@ -11,9 +11,18 @@
  * upload is durable), the staged length and generation, and the resumable
  * session URI with the offset Drive confirmed.  Entries carry a sequence
  * number: replay (cfs_journal_load) hands them out in the order they were
- * first written.  An entry is rewritten whole (a put replaces), and every
- * put is committed (data synced) before it returns, so it is on disk before
- * the reply to the kernel that depends on it.
+ * first written.  An entry is rewritten whole (a put replaces).
+ *
+ * Durability, as on any POSIX file system: a put, a removal or a done row is
+ * committed before it returns, but not flushed to disk (a write into the
+ * page cache, tens of microseconds), so it survives the death of the process
+ * (a server restarted after a crash sees it) but not that of the machine.
+ * cfs_journal_sync makes entries durable against a machine crash, in one
+ * flushed commit for all of them (fsync and `colabfs sync` call it; so does
+ * the uploader before it sends a file, so no replayed upload can send bytes
+ * the machine lost).  After a machine restart the entries never synced are
+ * gone, and those synced are as they were synced.  A clean close flushes
+ * everything (journal.c says how).
  *
  * Done rows ("u:" + u64 request unique) remember what a state-changing
  * request answered, so a request the kernel sends again after a server
@@ -23,7 +32,7 @@
  *
  * Thread-safe.  Returns 0, -ENOENT (absent), -EINVAL (a field too long),
  * -ENOMEM, CFS_E_PROTO (a damaged entry: skipped by load, logged) or a store
- * error. */
+ * error (index.h). */
 #ifndef CFS_JOURNAL_H
 #define CFS_JOURNAL_H
 
@@ -80,9 +89,14 @@ struct cfs_jent {
 	int state;                    /* enum cfs_jstate */
 };
 
-/* Opens (creates) dir/journal.mdb. */
+/* Opens (creates) dir/journal.mdb and dir/journal-recent.mdb. */
 int cfs_journal_open(const char *dir, struct cfs_journal **out);
-void cfs_journal_close(struct cfs_journal *j); /* NULL-safe */
+/* The same as if the machine's boot id were boot_id (NULL: the machine's):
+ * a test plays a machine restart with it. */
+int cfs_journal_open_as(const char *dir, const char *boot_id, struct cfs_journal **out);
+/* cfs_journal_sync(j, NULL), done rows made durable too, then closes.
+ * NULL-safe. */
+void cfs_journal_close(struct cfs_journal *j);
 
 /* Writes e (e->seq 0: the next sequence number, stored back in e). */
 int cfs_journal_put(struct cfs_journal *j, struct cfs_jent *e);
@@ -93,7 +107,19 @@ int cfs_journal_del(struct cfs_journal *j, const char *id);
  * frees).  Damaged entries are skipped and counted in *damaged (may be NULL). */
 int cfs_journal_load(struct cfs_journal *j, struct cfs_jent **out, size_t *n, size_t *damaged);
 
-/* Done rows: result (0 or -errno) and ino of request unique. */
+/* Makes durable (safe against a machine crash) the entry of id and every
+ * removal so far, in one flushed commit; the caller has flushed the staged
+ * bytes the entry describes first (fdatasync), so an entry never outlives a
+ * machine crash that its bytes did not.  id NULL: every entry, after a flush
+ * of the file system of the journal's folder (syncfs), which is where the
+ * staged files are (main.c opens both in the staging folder).  Nothing to
+ * make durable costs no flush. */
+int cfs_journal_sync(struct cfs_journal *j, const char *id);
+/* 1 when some entry or removal is not durable yet, 0 when none, or an error. */
+int cfs_journal_sync_pending(struct cfs_journal *j);
+
+/* Done rows: result (0 or -errno) and ino of request unique; never flushed
+ * (they answer a request sent again to a restarted server, within a boot). */
 int cfs_journal_done_put(struct cfs_journal *j, uint64_t unique, int result, uint64_t ino);
 int cfs_journal_done_get(struct cfs_journal *j, uint64_t unique, int *result, uint64_t *ino);
 int cfs_journal_clear_done(struct cfs_journal *j);

@@ -158,12 +158,18 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
  * full; -EBADF for a handle not opened for writing. */
 int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, const char *buf,
 		  size_t len, size_t *written);
-/* close(2): the staged bytes synced and journaled before it returns, so they
- * reach Drive whatever happens to this process; -ENOSPC while Drive's storage
- * is full (the bytes are kept). */
+/* close(2): the staged bytes written and journaled before it returns, so they
+ * reach Drive whatever happens to this process (not flushed to disk: a
+ * machine crash may lose them, as on any POSIX file system); -ENOSPC while
+ * Drive's storage is full (the bytes are kept). */
 int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
-/* fsync(2): flush, then wait until the upload is durable in Drive; its error. */
+/* fsync(2): the staged bytes and the journal entry flushed to disk (safe
+ * against a machine crash), then wait until the upload is durable in Drive;
+ * its error. */
 int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
+/* `colabfs sync`, first: every staged file and journal entry flushed to disk
+ * (nothing to do when no entry changed since the last time).  0 or -errno. */
+int cfs_vfs_w_make_durable(struct cfs_vfs *v);
 /* Starts the uploaders (serving processes, after daemonizing). */
 int cfs_vfs_start_uploads(struct cfs_vfs *v);
 /* Wakes the uploaders to look at their queue again (a unit test moved the

@@ -658,6 +658,8 @@ static void *uploader(void *arg)
 		int conflict = SAME;
 		memset(&out, 0, sizeof(out));
 		int rc = fdatasync(s.fd) ? -errno : 0;
+		if (!rc) /* its entry durable too: a replay never sends bytes a crash lost */
+			rc = cfs_journal_sync(v->w.journal, j->id);
 		cfs_vfs_w_mine(v, j->id);
 		/* its folder's listing changes in Drive (a new file, one replaced,
 		 * or a new revision): a stored one must not outlive this */

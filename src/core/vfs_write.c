@@ -1,7 +1,9 @@
 /* vfs_write: the namespace writes and staged files (see vfs.h, vfs_int.h).
  *
  * Policy.  File content is write-back: bytes go to a staged file (staging.h),
- * close() syncs it and writes the journal entry (journal.h), and the
+ * close() writes the journal entry (journal.h; committed, not flushed: safe
+ * against the daemon's death, not the machine's), fsync() flushes the staged
+ * bytes and makes the entry durable before it waits for the upload, and the
  * uploaders (vfs_upload.c) send it to Drive later.  A new file gets its Drive
  * id at create, from ids reserved with files.generateIds, and is shown at
  * once: the folder's listing gets it here, and any listing installed later
@@ -36,7 +38,7 @@
 #include "staging.h"
 #include "store.h"
 
-#define IDS_BATCH 100
+#define IDS_BATCH 1000 /* CFS_DRIVE_IDS_MAX: one generateIds round trip per 1,000 creations */
 #define CAPS_TTL_MS (5 * 60 * 1000)
 #define COPY_CHUNK (4u << 20)
 /* fsync waits for an attempt due within this; a later one is not waited for */
@@ -156,6 +158,17 @@ int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX])
 /* Whether the user may add items to folder id (capabilities/canAddChildren),
  * asked once per folder every few minutes; unknown (Drive unreachable) is
  * yes: the upload will say. */
+static void caps_put(struct cfs_vfs *v, const char *id, int can_add)
+{
+	int64_t now = cfs_vfs_now_ms();
+	pthread_mutex_lock(&v->w.lock);
+	int slot = v->w.ncaps < CFS_VFS_CAPS ? v->w.ncaps++ : (int)(now % CFS_VFS_CAPS);
+	snprintf(v->w.caps[slot].id, sizeof(v->w.caps[slot].id), "%s", id);
+	v->w.caps[slot].can_add = can_add;
+	v->w.caps[slot].at_ms = now;
+	pthread_mutex_unlock(&v->w.lock);
+}
+
 static int can_add_to(struct cfs_vfs *v, const char *id)
 {
 	int64_t now = cfs_vfs_w_now(v);
@@ -172,12 +185,7 @@ static int can_add_to(struct cfs_vfs *v, const char *id)
 		return 1;
 	int r = m.can_add_children;
 	cfs_file_meta_cleanup(&m);
-	pthread_mutex_lock(&v->w.lock);
-	int slot = v->w.ncaps < CFS_VFS_CAPS ? v->w.ncaps++ : (int)(now % CFS_VFS_CAPS);
-	snprintf(v->w.caps[slot].id, sizeof(v->w.caps[slot].id), "%s", id);
-	v->w.caps[slot].can_add = r;
-	v->w.caps[slot].at_ms = now;
-	pthread_mutex_unlock(&v->w.lock);
+	caps_put(v, id, r);
 	return r;
 }
 
@@ -692,6 +700,9 @@ static int do_mkdir(struct cfs_vfs *v, uint64_t parent, const char *name, struct
 	cfs_file_meta_cleanup(&out);
 	if ((rc = add_node(v, parent, name, id, 1, mtime, &ino)) != 0)
 		return rc;
+	/* made here by this user in a folder it may add to: it may add to this
+	 * one (no files.get for its first file, as for a tar's every folder) */
+	caps_put(v, id, 1);
 	/* an empty folder is listed already: no files.list for it */
 	struct cfs_listing *l = cfs_listing_new(0);
 	cfs_inode_lock(v->tab);
@@ -1156,14 +1167,15 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	return rc;
 }
 
-/* Syncs and journals w's staged state; 0 or -errno. */
-static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
+/* Journals w's staged state: close() makes it safe against the daemon's
+ * death (the bytes in the staged file, the entry committed, nothing
+ * flushed).  durable (fsync): its bytes flushed first, then its entry made
+ * durable, so it is also safe against the machine's.  0 or -errno. */
+static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w, int durable)
 {
-	pthread_mutex_lock(&v->w.lock);
-	int dirty = w->gen > w->journaled;
-	pthread_mutex_unlock(&v->w.lock);
-	int rc = 0;
-	if (dirty && fdatasync(w->fd))
+	int rc = 0, jrc = 0;
+	char id[CFS_ID_MAX];
+	if (durable && fdatasync(w->fd))
 		rc = -errno;
 	pthread_mutex_lock(&v->w.lock);
 	if (!rc && w->j.state == CFS_JSTATE_WRITING && !w->torn) {
@@ -1172,7 +1184,8 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
 			rc = w_journal(v, w);
 	}
 	if (!rc && w->gen > w->journaled && !w->unlinked)
-		rc = w_journal(v, w);
+		rc = jrc = w_journal(v, w);
+	snprintf(id, sizeof(id), "%s", w->j.id);
 	if (!rc && w->torn)
 		rc = -ENOSPC; /* a write failed for the staging disk: not uploaded so */
 	if (!rc && w->gen > w->durable) {
@@ -1182,6 +1195,28 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w)
 	}
 	pthread_cond_broadcast(&v->w.cond);
 	pthread_mutex_unlock(&v->w.lock);
+	if (durable && !jrc && (jrc = cfs_journal_sync(v->w.journal, id)) != 0) {
+		CFS_ERROR("journal: cannot make the entry of %s durable: %s", id, cfs_strerror(jrc));
+		if (!rc)
+			rc = jrc;
+	}
+	return rc;
+}
+
+/* Every staged file's bytes, then every journal entry, made durable (safe
+ * against a machine crash): `colabfs sync`.  Costs nothing when no entry
+ * changed since the last time.  0 or -errno. */
+int cfs_vfs_w_make_durable(struct cfs_vfs *v)
+{
+	if (!v->w.enabled || !v->w.ready)
+		return 0;
+	/* one flush of the staging folder's file system (the journal's, too)
+	 * covers every staged file: a file per fdatasync would cost a flush each */
+	int rc = cfs_journal_sync_pending(v->w.journal);
+	if (rc > 0)
+		rc = cfs_journal_sync(v->w.journal, NULL);
+	if (rc < 0)
+		CFS_ERROR("sync: cannot make the staged files durable: %s", cfs_strerror(rc));
 	return rc;
 }
 
@@ -1193,7 +1228,7 @@ int cfs_vfs_flush(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 	if (rc)
 		return rc == -EBADF ? 0 : rc;
 	if (w)
-		rc = flush_w(v, w);
+		rc = flush_w(v, w, 0);
 	cfs_vfs_put_file(v, f);
 	return rc;
 }
@@ -1209,7 +1244,7 @@ int cfs_vfs_fsync(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 		cfs_vfs_put_file(v, f);
 		return 0;
 	}
-	rc = flush_w(v, w);
+	rc = flush_w(v, w, 1);
 	pthread_mutex_lock(&v->w.lock);
 	int torn = w->torn;
 	pthread_mutex_unlock(&v->w.lock);

@@ -58,8 +58,12 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_destroy(&ca);
 	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst,
 		      cfs_drive_now_ms() * 1000);
-	cfs_pace_init(&d->create_pace, o->create_rate == 0 ? CFS_DRIVE_CREATE_RATE : o->create_rate,
-		      o->create_burst, cfs_drive_now_ms() * 1000);
+	const struct cfs_pace_policy create = { .start = CFS_DRIVE_CREATE_START,
+						.window_us = CFS_DRIVE_CREATE_WINDOW_US,
+						.min_refused = CFS_DRIVE_CREATE_MIN_REFUSED };
+	cfs_pace_init_policy(&d->create_pace,
+			     o->create_rate == 0 ? CFS_DRIVE_CREATE_RATE : o->create_rate,
+			     o->create_burst, &create, cfs_drive_now_ms() * 1000);
 	pthread_mutex_init(&d->corpus_lock, NULL);
 	pthread_mutex_init(&d->hedge_lock, NULL);
 	pthread_mutex_init(&d->unpin_lock, NULL);

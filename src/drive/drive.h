@@ -64,13 +64,19 @@ struct cfs_drive_opts {
 	int shared_with_me;        /* the mount's root is CFS_DRIVE_SHARED_WITH_ME */
 	int hedge_percent;         /* hedges per 100 media requests (hedge.h); 0: default, < 0: off */
 	double create_rate, create_burst; /* creations and upload starts (drive_write.h): their own
-				     * pacer, 0: default (CFS_DRIVE_CREATE_RATE), < 0: off; burst,
-				     * 0: default (4) */
+				     * pacer's ceiling, 0: default (CFS_DRIVE_CREATE_RATE), < 0:
+				     * off; burst, 0: default (4) */
 };
 
-/* Drive throttles creations far below reads: about 2 files/s sustained
- * (drive-api-v3.md §6). */
-#define CFS_DRIVE_CREATE_RATE 2.0
+/* Drive throttles creations far below reads: about 2-3 files/s sustained
+ * (drive-api-v3.md §6).  Their pacer starts at CFS_DRIVE_CREATE_START (or
+ * the ceiling when lower), grows by 5% of the ceiling a second while Drive
+ * accepts, and is cut when refusals are a pattern over 4 s (2 or more), as
+ * pace.h says; CFS_DRIVE_CREATE_RATE is its default ceiling (--create-rate). */
+#define CFS_DRIVE_CREATE_RATE 10.0
+#define CFS_DRIVE_CREATE_START 3.0
+#define CFS_DRIVE_CREATE_WINDOW_US 4000000
+#define CFS_DRIVE_CREATE_MIN_REFUSED 2
 
 /* The id of the virtual "Shared with me" folder: never a Drive id (those are
  * [A-Za-z0-9_-]). */

@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #define START_SHARE 0.95   /* of the ceiling */
-#define HOLD_US 250000     /* one decrease per 250 ms while severe (about a round trip) */
-#define GROW_AFTER_US 1000000 /* else one a second; growth a second after the last */
-#define BUCKET_US 250000   /* 4 buckets: replies over the last second */
-#define CUT_MIN_REFUSED 3  /* refusals in the last second that can mean over quota */
+#define WINDOW_US 1000000  /* replies counted over the last second, in 4 buckets: one
+			    * decrease per bucket (250 ms, about a round trip) while
+			    * severe, else one per window; growth a window after the last */
+#define CUT_MIN_REFUSED 3  /* refusals in the window that can mean over quota */
 #define CUT_MIN_SHARE 0.05 /* ... and their share of the replies */
 #define CUT_MIN 0.5        /* the most one decrease takes: half */
 #define CUT_MAX 0.9        /* the least: a tenth */
@@ -21,9 +21,25 @@
 
 void cfs_pace_init(struct cfs_pace *p, double ceiling, double burst, int64_t now_us)
 {
+	cfs_pace_init_policy(p, ceiling, burst, NULL, now_us);
+}
+
+void cfs_pace_init_policy(struct cfs_pace *p, double ceiling, double burst,
+			  const struct cfs_pace_policy *pol, int64_t now_us)
+{
+	static const struct cfs_pace_policy none;
+	if (!pol)
+		pol = &none;
 	p->ceiling = ceiling;
-	p->rate = ceiling * START_SHARE;
-	p->floor = ceiling * FLOOR_SHARE;
+	p->rate = pol->start > 0 ? pol->start : ceiling * START_SHARE;
+	if (p->rate > ceiling)
+		p->rate = ceiling;
+	p->floor = pol->floor > 0 ? pol->floor : ceiling * FLOOR_SHARE;
+	if (p->floor > p->rate)
+		p->floor = p->rate;
+	p->growth = pol->growth > 0 ? pol->growth : ceiling * GROWTH_SHARE;
+	p->window_us = pol->window_us >= 4 ? pol->window_us : WINDOW_US;
+	p->min_refused = pol->min_refused ? pol->min_refused : CUT_MIN_REFUSED;
 	if (burst <= 0)
 		burst = ceiling / 10 < 4 ? 4 : ceiling / 10;
 	p->burst = burst < 1 ? 1 : burst;
@@ -54,10 +70,10 @@ static void advance(struct cfs_pace *p, int64_t now_us)
 	if (p->tokens > p->burst)
 		p->tokens = p->burst;
 	int64_t grow_from = p->cut_us == INT64_MIN ? p->last_us
-			    : p->cut_us + GROW_AFTER_US > p->last_us ? p->cut_us + GROW_AFTER_US
-							       : p->last_us;
+			    : p->cut_us + p->window_us > p->last_us ? p->cut_us + p->window_us
+								    : p->last_us;
 	if (now_us > grow_from) {
-		p->rate += p->ceiling * GROWTH_SHARE * (double)(now_us - grow_from) / 1e6;
+		p->rate += p->growth * (double)(now_us - grow_from) / 1e6;
 		if (p->rate > p->ceiling)
 			p->rate = p->ceiling;
 	}
@@ -92,12 +108,13 @@ int64_t cfs_pace_reserve(struct cfs_pace *p, int64_t now_us, int prio)
 /* lock held: the reply buckets shifted so that [0] holds now_us. */
 static void shift(struct cfs_pace *p, int64_t now_us)
 {
-	while (now_us - p->bucket_us >= BUCKET_US) {
-		int64_t gap = (now_us - p->bucket_us) / BUCKET_US;
-		if (gap >= 4) { /* a second or more without replies */
+	int64_t bucket = p->window_us / 4;
+	while (now_us - p->bucket_us >= bucket) {
+		int64_t gap = (now_us - p->bucket_us) / bucket;
+		if (gap >= 4) { /* a window or more without replies */
 			for (int i = 0; i < 4; i++)
 				p->replies[i] = p->refused[i] = 0;
-			p->bucket_us += gap * BUCKET_US;
+			p->bucket_us += gap * bucket;
 			break;
 		}
 		for (int i = 3; i > 0; i--) {
@@ -105,7 +122,7 @@ static void shift(struct cfs_pace *p, int64_t now_us)
 			p->refused[i] = p->refused[i - 1];
 		}
 		p->replies[0] = p->refused[0] = 0;
-		p->bucket_us += BUCKET_US;
+		p->bucket_us += bucket;
 	}
 }
 
@@ -127,8 +144,8 @@ void cfs_pace_reply(struct cfs_pace *p, int64_t now_us, int refused)
 		ref += p->refused[i];
 	}
 	double share = tot ? (double)ref / tot : 0;
-	int64_t hold = share >= SEVERE_SHARE ? HOLD_US : GROW_AFTER_US;
-	if (refused && ref >= CUT_MIN_REFUSED && share >= CUT_MIN_SHARE &&
+	int64_t hold = share >= SEVERE_SHARE ? p->window_us / 4 : p->window_us;
+	if (refused && ref >= p->min_refused && share >= CUT_MIN_SHARE &&
 	    (p->cut_us == INT64_MIN || now_us - p->cut_us >= hold)) {
 		double f = 1.0 - share;
 		p->rate *= f < CUT_MIN ? CUT_MIN : f > CUT_MAX ? CUT_MAX : f;

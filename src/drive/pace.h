@@ -28,6 +28,11 @@
  * Background callers queue on their own lock, one polling the bucket at a
  * time.
  *
+ * Other budgets (creations: a few a second) take the same policy with other
+ * numbers (struct cfs_pace_policy): where the rate starts, how fast it grows
+ * (tokens per second, per second), how long the window of replies is (the
+ * holds scale with it) and how many refusals in it make a pattern.
+ *
  * Pure arithmetic in cfs_pace_reserve and cfs_pace_reply (the clock is an
  * argument), so it is unit-tested on recorded traces; thread-safe. */
 #ifndef CFS_PACE_H
@@ -38,10 +43,21 @@
 
 enum { CFS_PACE_URGENT = 0, CFS_PACE_BACKGROUND = 1 };
 
+struct cfs_pace_policy {
+	double start;         /* the first rate (0: 95% of the ceiling; at most the ceiling) */
+	double growth;        /* tokens/s added per second while accepted (0: 5% of the ceiling) */
+	int64_t window_us;    /* replies counted over this long (0: 1 s) */
+	unsigned min_refused; /* refusals in the window that can be a pattern (0: 3) */
+	double floor;         /* the least rate (0: 2% of the ceiling) */
+};
+
 struct cfs_pace {
 	double ceiling;   /* the most tokens per second; <= 0: no pacing */
 	double rate;      /* now (AIMD), in [floor, ceiling] */
 	double floor;
+	double growth;    /* tokens/s per second */
+	int64_t window_us;
+	unsigned min_refused;
 	double burst;
 	double reserve;   /* tokens background calls leave for urgent ones */
 	double tokens;    /* may go negative: urgent reservations not yet due */
@@ -52,7 +68,7 @@ struct cfs_pace {
 	uint64_t waits;   /* calls that had to wait (stats) */
 	uint64_t limited; /* rate-limit replies reported */
 	uint64_t cuts;    /* decreases they caused */
-	/* replies over the last second, in 4 buckets of 250 ms */
+	/* replies over the last window, in 4 buckets */
 	int64_t bucket_us;              /* start of the newest bucket */
 	uint32_t replies[4], refused[4]; /* [0] newest */
 };
@@ -60,6 +76,9 @@ struct cfs_pace {
 /* ceiling: tokens per second at most (<= 0: no pacing); burst: bucket size
  * (<= 0: a tenth of a second's worth, at least 4). */
 void cfs_pace_init(struct cfs_pace *p, double ceiling, double burst, int64_t now_us);
+/* The same with pol's numbers (NULL: the defaults above). */
+void cfs_pace_init_policy(struct cfs_pace *p, double ceiling, double burst,
+			  const struct cfs_pace_policy *pol, int64_t now_us);
 void cfs_pace_cleanup(struct cfs_pace *p);
 
 /* Asks for one token at now_us.  Urgent: takes it and returns how many

@@ -28,6 +28,9 @@ Network:
 Timing:
   --ttfb-ms N            delay before the status line of every alt=media / export response (time to
                          first byte; it comes after a fault's stall before the status line)
+  --api-latency-ms N     delay before the status line of every other Drive API response (metadata,
+                         listings, generateIds, creations, updates, upload starts and chunks; Drive
+                         answers these in about 100-500 ms); 0 (the default): none
   --bandwidth B          bytes per second per connection for media bodies (0 = unlimited)
   --total-bandwidth B    bytes per second for all media bodies together (0 = unlimited)
 Listing:
@@ -478,6 +481,8 @@ class Handler(emubody.UploadBodyMixin, BaseHTTPRequestHandler):
                     raise _Abort(reset=True)
             if route.kind in BODY_KINDS and emu.ttfb_ms:
                 self._pause(emu.ttfb_ms / 1000)
+            elif route.kind in API_KINDS and route.kind not in BODY_KINDS and emu.api_latency_ms:
+                self._pause(emu.api_latency_ms / 1000)
             self._send(resp, record, fault)
             self._drain_body()
         except _Abort as abort:
@@ -679,8 +684,8 @@ class Emulator:
     """A running emulator. ``start()`` binds and serves in a background thread; ``stop()`` ends it.
 
     ``drive`` is an emudrive.Drive and ``auth`` an emuauth.Auth; the keyword options are those of the
-    command line (``ttfb_ms``, ``bandwidth``, ``total_bandwidth``, ``page_size_cap``, ``short_pages``,
-    ``seed``, ``faults``, ``log_path``, ``export_limit``, ``user_rate``, ``user_burst``,
+    command line (``ttfb_ms``, ``api_latency_ms``, ``bandwidth``, ``total_bandwidth``, ``page_size_cap``,
+    ``short_pages``, ``seed``, ``faults``, ``log_path``, ``export_limit``, ``user_rate``, ``user_burst``,
     ``user_rate_status``, ``verbose``; for writes ``write_rate``, ``write_burst``,
     ``write_rate_status``, ``storage_limit`` (bytes, None = unlimited; default 15 GiB),
     ``read_only`` (ids of items read-only for the user), ``unreserved_id_status`` and
@@ -688,8 +693,8 @@ class Emulator:
     kept per blob).
     """
 
-    def __init__(self, drive, auth=None, *, ttfb_ms=0, bandwidth=0, total_bandwidth=0, page_size_cap=0,
-                 short_pages=False, seed=0, faults=(), log_path=None,
+    def __init__(self, drive, auth=None, *, ttfb_ms=0, api_latency_ms=0, bandwidth=0, total_bandwidth=0,
+                 page_size_cap=0, short_pages=False, seed=0, faults=(), log_path=None,
                  export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
                  user_rate_status=403, verbose=False, write_rate=0, write_burst=None,
                  write_rate_status=403, storage_limit=emudrive.QUOTA_LIMIT, read_only=(),
@@ -713,6 +718,7 @@ class Emulator:
         self.faults = emufaults.FaultPlan(faults, seed=seed)
         self.stats = Stats(log_path)
         self.ttfb_ms = ttfb_ms
+        self.api_latency_ms = api_latency_ms
         self.bandwidth = bandwidth
         self.total_pacer = Pacer(total_bandwidth) if total_bandwidth else None
         self.verbose = verbose
@@ -865,6 +871,8 @@ def parse_args(argv):
                                                     "when missing (clients trust DIR/ca.pem)")
     p.add_argument("--ttfb-ms", type=float, default=0, metavar="N",
                    help="delay before the first byte of media and export responses")
+    p.add_argument("--api-latency-ms", type=float, default=0, metavar="N",
+                   help="delay before the status line of every other Drive API response")
     p.add_argument("--bandwidth", type=int, default=0, metavar="BYTES_PER_S",
                    help="media bytes per second per connection (0 = unlimited)")
     p.add_argument("--total-bandwidth", type=int, default=0, metavar="BYTES_PER_S",
@@ -976,7 +984,8 @@ def main(argv=None):
         uploads = {"session_lifetime": args.upload_session_lifetime,
                    "unaligned_chunks": args.unaligned_chunks,
                    "create_status": args.upload_create_status, "multipart_limit": args.multipart_limit}
-        emu = Emulator(drive, auth, ttfb_ms=args.ttfb_ms, bandwidth=args.bandwidth,
+        emu = Emulator(drive, auth, ttfb_ms=args.ttfb_ms, api_latency_ms=args.api_latency_ms,
+                       bandwidth=args.bandwidth,
                        total_bandwidth=args.total_bandwidth, page_size_cap=args.page_size_cap,
                        short_pages=args.short_pages, seed=args.seed, faults=args.fault,
                        log_path=args.log, export_limit=args.export_limit, user_rate=args.user_rate,

@@ -680,6 +680,19 @@ def test_ttfb_and_bandwidth():
         assert body == GEN and 0.4 + 0.6 <= elapsed < 5          # 300 kB at 400 kB/s = 0.75 s
 
 
+def test_api_latency():
+    with serve(api_latency_ms=300) as client:
+        started = time.monotonic()
+        status, _ = client.json("/drive/v3/files/hello", {"fields": "id"})
+        assert status == 200 and time.monotonic() - started >= 0.3          # metadata is delayed
+        started = time.monotonic()
+        status, _, _ = client.call("/drive/v3/files/hello", {"alt": "media"})
+        assert status == 200 and time.monotonic() - started < 0.25          # media is not (--ttfb-ms)
+        started = time.monotonic()
+        client.call("/_emu/stats")
+        assert time.monotonic() - started < 0.25                            # control calls are not
+
+
 def test_keep_alive_and_content_length(basic):
     conn = http.client.HTTPConnection("127.0.0.1", basic.emu.port, timeout=TIMEOUT)
     try:

@@ -25,7 +25,7 @@ static void permissions(void)
 	CHECK(c.fuse_opts == NULL); /* nothing added without allow_other */
 	CHECK_EQ(c.read_only, 0);
 	CHECK_EQ(c.write_back_delay_s, 5);
-	CHECK_EQ(c.create_rate, 2);
+	CHECK_EQ(c.create_rate, 10);
 	CHECK_EQ(c.upload_threads, 4);
 	cfs_config_cleanup(&c);
 	/* --read-only: the read-only modes, and "ro" for the kernel */

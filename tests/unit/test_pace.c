@@ -183,11 +183,88 @@ static void sporadic(void)
 	cfs_pace_cleanup(&p);
 }
 
+/* The creation budget (drive.c's numbers): start at 3/s, grow while Drive
+ * accepts, cut on a pattern of refusals over 4 s, settle at Drive's pace. */
+static const struct cfs_pace_policy create = { .start = 3, .window_us = 4 * S, .min_refused = 2 };
+
+/* A fake Drive that accepts drive_rate creations a second (a bucket of
+ * drive_burst): a caller that sleeps as told, on a fake clock, for secs
+ * seconds.  Returns the creations accepted; *refused those refused. */
+static int run_against(struct cfs_pace *p, double drive_rate, double drive_burst, int secs,
+		       int *refused)
+{
+	double tokens = drive_burst;
+	int64_t t = 0, last = 0;
+	int ok = 0;
+	*refused = 0;
+	while (t < secs * S) {
+		t += cfs_pace_reserve(p, t, CFS_PACE_URGENT);
+		tokens += (double)(t - last) * drive_rate / 1e6;
+		if (tokens > drive_burst)
+			tokens = drive_burst;
+		last = t;
+		int no = drive_rate > 0 && tokens < 1;
+		if (!no)
+			tokens -= 1;
+		cfs_pace_reply(p, t, no);
+		ok += !no;
+		*refused += no;
+	}
+	return ok;
+}
+
+static void creations(void)
+{
+	struct cfs_pace p;
+	/* the start: Drive's sustained rate, whatever the ceiling */
+	cfs_pace_init_policy(&p, 10, 4, &create, 0);
+	CHECK(p.rate == 3);
+	CHECK(p.growth > 0.49 && p.growth < 0.51); /* 5% of the ceiling a second */
+	/* one refusal in 4 s is an accident; the second a pattern */
+	cfs_pace_reply(&p, 0, 0);
+	cfs_pace_reply(&p, 0, 1);
+	CHECK(p.rate == 3 && p.cuts == 0);
+	cfs_pace_reply(&p, 3 * S, 1);
+	CHECK(p.cuts == 1 && p.rate < 3 && p.rate >= 1.5);
+	double cut = p.rate;
+	cfs_pace_reserve(&p, 6 * S, CFS_PACE_URGENT); /* held for the window after a cut */
+	CHECK(p.rate == cut);
+	cfs_pace_reserve(&p, 9 * S, CFS_PACE_URGENT); /* then +0.5/s a second */
+	CHECK(p.rate > cut + 0.99 && p.rate < cut + 1.01);
+	cfs_pace_cleanup(&p);
+
+	/* a ceiling under the start: the ceiling */
+	cfs_pace_init_policy(&p, 2, 4, &create, 0);
+	CHECK(p.rate == 2);
+	cfs_pace_cleanup(&p);
+
+	/* Drive accepting everything: the rate grows to the ceiling (10/s) in
+	 * 14 s, so 1,000 files take about 110 s, not 500 at a fixed 2/s */
+	int refused;
+	cfs_pace_init_policy(&p, 10, 4, &create, 0);
+	int ok = run_against(&p, 0, 0, 120, &refused);
+	CHECK(p.rate == 10);
+	CHECK(ok > 1000 && refused == 0);
+	cfs_pace_cleanup(&p);
+
+	/* Drive accepting 3/s (a burst of 3): the rate settles around it, at
+	 * least 90% of Drive's pace gets through and few calls are refused */
+	cfs_pace_init_policy(&p, 10, 4, &create, 0);
+	ok = run_against(&p, 3, 3, 300, &refused);
+	CHECK(ok >= 0.9 * 3 * 300);
+	CHECK(refused < ok / 5);
+	CHECK(p.cuts > 0 && p.rate > 1.5 && p.rate < 5);
+	printf("creations at 3/s for 300 s: %d accepted, %d refused, %llu cuts, rate now %.2f\n", ok,
+	       refused, (unsigned long long)p.cuts, p.rate);
+	cfs_pace_cleanup(&p);
+}
+
 int main(void)
 {
 	bucket();
 	classes();
 	aimd();
 	sporadic();
+	creations();
 	return check_done("test_pace");
 }
