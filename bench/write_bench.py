@@ -18,7 +18,8 @@ Rows:
   W3u the same for rewriting one 4 KiB file that Drive has (an update, no create).
 
 The mount runs with its defaults (--write-back-delay 5: `colabfs sync` and fsync start the upload
-at once; --create-rate 2: W3n's creations are paced, which is what a user gets). The cache folder,
+at once; creations paced from 3/s up to --create-rate 10 since issue 22, 2/s fixed before: W3n's
+creations are paced, which is what a user gets). The cache folder,
 and so the staging folder, is on disk under --workdir; the emulator (no bandwidth limit, no time
 to first byte) keeps what it is sent in memory (about 2 x --size-mib). Every byte sent is checked
 (untimed) against Drive's md5. Everything started is stopped and the folder deleted at exit.

@@ -1,6 +1,7 @@
-/* journal: the write journal, what colabfs still owes Drive, kept in its own
- * LMDB environment (journal.mdb in the staging folder, through cache/index.h)
- * so that losing or resetting the cache index never loses a pending upload.
+/* journal: the write journal, what colabfs still owes Drive, kept in LMDB
+ * environments of its own (journal.mdb and journal-recent.mdb in the staging
+ * folder, through cache/index.h) so that losing or resetting the cache index
+ * never loses a pending upload.
  *
  * One entry per Drive file whose content is staged locally and not yet
  * durable in Drive, keyed by the file's Drive id ("f:" + id): the id (for a
