@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "crypto.h"
 #include "drive_write.h"
 #include "json.h"
 #include "err.h"
@@ -140,12 +141,41 @@ static void on_progress(void *arg, const char *uri, int64_t confirmed)
 	pthread_mutex_unlock(&v->w.lock);
 }
 
-enum { SAME = 0, CHANGED = 1, GONE = 2 };
+enum { SAME = 0, CHANGED = 1, GONE = 2, ALREADY = 3 };
 /* send_one: nothing to send, the file left the namespace here (not an error) */
 #define SKIPPED 1
 
 /* Whether the Drive file changed since the writer's base revision. */
-static int check_base(struct cfs_vfs *v, const struct cfs_jent *j, int *state)
+/* The md5 (hex) of the first len bytes of staged file fd. */
+static int staged_md5(int fd, int64_t len, char hex[33])
+{
+	struct cfs_digest *g = NULL;
+	char *buf = malloc(1u << 20);
+	int rc = buf ? cfs_digest_new("md5", &g) : -ENOMEM;
+	for (int64_t off = 0; !rc && off < len;) {
+		size_t n = len - off < (1 << 20) ? (size_t)(len - off) : (size_t)(1u << 20), got = 0;
+		rc = cfs_staging_pread(fd, off, buf, n, &got);
+		if (!rc && got != n)
+			rc = -ESTALE;
+		if (!rc)
+			rc = cfs_digest_update(g, buf, n);
+		off += (int64_t)n;
+	}
+	if (!rc)
+		rc = cfs_digest_final_hex(g, hex, 33); /* frees g */
+	else
+		cfs_digest_free(g);
+	free(buf);
+	return rc;
+}
+
+/* Whether the Drive file changed since the writer's base revision.  A head
+ * revision that is not the base but holds exactly the staged bytes is our
+ * own upload whose record was lost (a machine crash before the journal
+ * said so, a reply lost on the way): ALREADY, with Drive's metadata in
+ * *have (the caller cleans it up), never a conflict with ourselves. */
+static int check_base(struct cfs_vfs *v, const struct send *s, const struct cfs_jent *j,
+		      int *state, struct cfs_file_meta *have)
 {
 	*state = SAME;
 	struct cfs_file_meta m;
@@ -156,13 +186,18 @@ static int check_base(struct cfs_vfs *v, const struct cfs_jent *j, int *state)
 	}
 	if (rc)
 		return rc;
-	char rev[CFS_ID_MAX];
+	char rev[CFS_ID_MAX], md5[33];
 	cfs_vfs_content_rev(&m, rev, sizeof(rev));
 	if (m.trashed)
 		*state = GONE;
 	else if (j->base_rev[0] && strcmp(rev, j->base_rev) != 0)
-		*state = CHANGED;
-	cfs_file_meta_cleanup(&m);
+		*state = m.md5[0] && m.size == j->size && staged_md5(s->fd, j->size, md5) == 0 &&
+				 strcmp(md5, m.md5) == 0
+			 ? ALREADY : CHANGED;
+	if (*state == ALREADY)
+		*have = m;
+	else
+		cfs_file_meta_cleanup(&m);
 	return 0;
 }
 
@@ -208,8 +243,13 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 	int resumed = j->sent_name[0] && (j->uri[0] || !j->is_new);
 	snprintf(sent_name, CFS_JOURNAL_NAME_MAX, "%s", resumed ? j->sent_name : j->name);
 	snprintf(s->sent_parent, CFS_ID_MAX, "%s", resumed ? j->sent_parent : j->parent);
-	if (!j->is_new && (rc = check_base(v, j, conflict)) != 0)
+	if (!j->is_new && (rc = check_base(v, s, j, conflict, out)) != 0)
 		return rc;
+	if (*conflict == ALREADY) {
+		CFS_INFO("upload %s: Drive has these bytes already (an earlier upload of ours)", j->id);
+		*conflict = SAME;
+		return 0;
+	}
 	struct cfs_json_meta_in m = { .mtime_ns = j->mtime_ns, .trashed = -1 };
 	struct cfs_drive_upload u = { .total = j->size, .chunk = UPLOAD_CHUNK, .read = read_staged,
 				      .arg = s };

@@ -332,6 +332,38 @@ static void test_replay_unchanged_not_uploaded(void)
 
 static void put_row(struct rig *r, struct cfs_jent *e, const char *data, size_t len);
 
+static void test_replay_of_an_upload_that_landed(void)
+{
+	/* the machine died after our upload landed and before the journal said
+	 * so: the row comes back with the old base revision */
+	struct rig r;
+	rig_up(&r, 0);
+	struct cfs_jent e = { 0 };
+	snprintf(e.id, sizeof(e.id), "F1");
+	snprintf(e.parent, sizeof(e.parent), "ROOT");
+	snprintf(e.name, sizeof(e.name), "old.bin");
+	snprintf(e.sent_name, sizeof(e.sent_name), "old.bin");
+	snprintf(e.sent_parent, sizeof(e.sent_parent), "ROOT");
+	snprintf(e.base_rev, sizeof(e.base_rev), "r:r1");
+	put_row(&r, &e, ours, sizeof(ours));
+	wfake_change(&r.fk, "F1", ours, sizeof(ours)); /* what landed: r2 */
+	rig_start(&r, 1);
+	rig_advance(&r, 3000);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
+	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", ours, sizeof(ours)));
+	/* other bytes than Drive's head are a conflict still */
+	rig_kill(&r);
+	e.seq = 0;
+	put_row(&r, &e, "ours, other", 11);
+	rig_start(&r, 1);
+	rig_advance(&r, 3000);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 1);
+	rig_down(&r);
+}
+
 static void test_replay_torn_row(void)
 {
 	struct rig r;
@@ -522,6 +554,7 @@ int main(void)
 	test_replay_unchanged_not_uploaded();
 	test_replay_distrusts_rows();
 	test_replay_torn_row();
+	test_replay_of_an_upload_that_landed();
 	test_cut_session_resumed_by_next_process();
 	test_journal_of_another_endpoint_set_aside();
 	test_rename_over_keeps_old_until_new_is_in();

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crypto.h"
 #include "err.h"
 
 #define GRANULE (256 * 1024)
@@ -157,6 +158,15 @@ static void meta_of(const struct wfake_file *f, struct cfs_file_meta *m)
 	if (!f->folder)
 		snprintf(m->rev, sizeof(m->rev), "r%d", f->rev);
 	m->version = f->rev;
+	struct cfs_digest *g = NULL;
+	if (!f->folder && cfs_digest_new("md5", &g) == 0) {
+		if (cfs_digest_update(g, f->data ? f->data : "", f->len) != 0) {
+			cfs_digest_free(g);
+			m->md5[0] = '\0';
+		} else if (cfs_digest_final_hex(g, m->md5, sizeof(m->md5)) != 0) { /* frees g */
+			m->md5[0] = '\0';
+		}
+	}
 	snprintf(m->parent, sizeof(m->parent), "%s", f->parent);
 	m->trashed = f->trashed != 0;
 	m->can_download = m->can_edit = m->can_add_children = 1;
