@@ -153,8 +153,15 @@ class Readers:
         path = self.m.path("small.bin")
         while not self.stop.is_set():
             t0 = time.monotonic()
+            # close_fds=False: the child closes nothing before exec (the
+            # kernel closes our CLOEXEC fds during it, after this thread is
+            # released).  Closing them in the child sends FLUSH for the
+            # other readers' files; with --recovery=none a FLUSH the killed
+            # server had read is never answered, and this thread, stuck in
+            # vfork holding the GIL, hung the whole test before it could
+            # abort the connection (a CI run hung here).
             p = subprocess.run(["cat", path], stdin=subprocess.DEVNULL, capture_output=True,
-                               timeout=120)
+                               timeout=120, close_fds=False)
             self._op("cat small.bin", t0)
             if p.returncode != 0:
                 self._err("cat small.bin: rc %d: %s" % (p.returncode, p.stderr[-300:]))
