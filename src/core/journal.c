@@ -407,6 +407,21 @@ int cfs_journal_del(struct cfs_journal *j, const char *id)
 
 /* ---- load: the durable rows overlaid with the recent ones ----------------- */
 
+/* Room in array *p (*cap elements of size each, n used) for one more:
+ * doubled from 16 when full.  0 or -ENOMEM (*p unchanged). */
+static int grow(void **p, size_t *cap, size_t n, size_t size)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 16;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = c;
+	return 0;
+}
+
 struct load_arg {
 	struct cfs_jent *e;
 	size_t n, cap, damaged;
@@ -429,28 +444,16 @@ static int on_row(void *arg, const void *k, size_t kl, const void *v, size_t vl)
 	memcpy(key, k, kl);
 	key[kl] = '\0';
 	if (a->recent) { /* keys come in order: the list stays sorted */
-		if (a->nskip == a->capskip) {
-			size_t cap = a->capskip ? a->capskip * 2 : 16;
-			char (*s)[CFS_ID_MAX + 4] = realloc(a->skip, cap * sizeof(*s));
-			if (!s)
-				return -ENOMEM;
-			a->skip = s;
-			a->capskip = cap;
-		}
+		if (grow((void **)&a->skip, &a->capskip, a->nskip, sizeof(*a->skip)))
+			return -ENOMEM;
 		memcpy(a->skip[a->nskip++], key, sizeof(key));
 		if (vl == 0)
 			return 0; /* removed */
 	} else if (a->nskip && bsearch(key, a->skip, a->nskip, sizeof(*a->skip), cmp_key)) {
 		return 0; /* a newer row is in the recent ones */
 	}
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		struct cfs_jent *e = realloc(a->e, cap * sizeof(*e));
-		if (!e)
-			return -ENOMEM;
-		a->e = e;
-		a->cap = cap;
-	}
+	if (grow((void **)&a->e, &a->cap, a->n, sizeof(*a->e)))
+		return -ENOMEM;
 	if (cfs_journal_decode(v, vl, &a->e[a->n])) {
 		a->damaged++;
 		CFS_ERROR("journal: a damaged entry (%.*s) is skipped", (int)(kl > 40 ? 40 : kl),
@@ -506,14 +509,8 @@ static int on_pick(void *arg, const void *k, size_t kl, const void *v, size_t vl
 	struct pick_arg *a = arg;
 	if (vl && a->key && !(kl == a->keylen && memcmp(k, a->key, kl) == 0))
 		return 0;
-	if (a->n == a->cap) {
-		size_t cap = a->cap ? a->cap * 2 : 16;
-		struct cfs_index_kv *kv = realloc(a->kv, cap * sizeof(*kv));
-		if (!kv)
-			return -ENOMEM;
-		a->kv = kv;
-		a->cap = cap;
-	}
+	if (grow((void **)&a->kv, &a->cap, a->n, sizeof(*a->kv)))
+		return -ENOMEM;
 	void *kc = malloc(kl), *vc = vl ? malloc(vl) : NULL;
 	if (!kc || (vl && !vc)) {
 		free(kc);

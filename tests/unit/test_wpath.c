@@ -139,9 +139,7 @@ static void test_second_fsync_is_ours(void)
 	CHECK_EQ(rig_close(&r, ino, fh), 0);
 	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
 	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 4);
-	struct cfs_vfs_write_stats st;
-	cfs_vfs_write_stats(r.v, &st);
-	CHECK_EQ(st.conflicts, 0);
+	CHECK_EQ(rig_stats(&r).conflicts, 0);
 	rig_down(&r);
 }
 
@@ -216,9 +214,7 @@ static void test_fatal_stops_and_sync_asks_once(void)
 		rig_pause_ms(20);
 	}
 	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 3);
-	struct cfs_vfs_write_stats st;
-	cfs_vfs_write_stats(r.v, &st);
-	CHECK_EQ(st.failed, 1);
+	CHECK_EQ(rig_stats(&r).failed, 1);
 	rig_down(&r);
 }
 
@@ -479,9 +475,7 @@ static void test_journal_of_another_endpoint_set_aside(void)
 	rig_advance(&r, 3000);
 	rig_pause_ms(100);
 	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
-	struct cfs_vfs_write_stats st;
-	cfs_vfs_write_stats(r.v, &st);
-	CHECK_EQ(st.pending, 0);
+	CHECK_EQ(rig_stats(&r).pending, 0);
 	rig_kill(&r);
 	rig_start(&r, 1); /* and it stays aside */
 	rig_advance(&r, 3000);

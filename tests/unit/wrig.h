@@ -212,11 +212,17 @@ static inline int rig_wait_uploads(struct rig *r, int n)
 	return rig_wait(r, rig_calls_at_least, &n);
 }
 
+static inline struct cfs_vfs_write_stats rig_stats(struct rig *r)
+{
+	struct cfs_vfs_write_stats st;
+	cfs_vfs_write_stats(r->v, &st);
+	return st;
+}
+
 static inline int rig_no_pending(struct rig *r, void *arg)
 {
 	(void)arg;
-	struct cfs_vfs_write_stats st;
-	cfs_vfs_write_stats(r->v, &st);
+	struct cfs_vfs_write_stats st = rig_stats(r);
 	return st.pending == 0 && st.in_flight == 0;
 }
 
