@@ -161,6 +161,7 @@ void cfs_config_usage(FILE *out)
 		     "       colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT\n"
 		     "       colabfs warm PATH... [--list FILE]\n"
 		     "       colabfs sync [--timeout SECONDS] [--quiet] [PATH...]\n"
+		     "       colabfs doctor [MOUNTPOINT] [--json] [OPTIONS]\n"
 		     "       colabfs --version | --help\n\nmount options:\n");
 	for (size_t i = 0; i < NOPTS; i++) {
 		char left[64];
@@ -173,7 +174,11 @@ void cfs_config_usage(FILE *out)
 		fprintf(out, "  %-30s %s\n", left, opts[i].help);
 	}
 	fprintf(out, "\nenvironment: COLABFS_ACCESS_TOKEN (a ready token), "
-		     "GOOGLE_APPLICATION_CREDENTIALS\n");
+		     "GOOGLE_APPLICATION_CREDENTIALS,\n"
+		     "  TBE_EPHEM_CREDS_ADDR, else TBE_CREDS_ADDR (Colab's credential endpoint, "
+		     "host:port or\n"
+		     "  http://host:port: the user's token once the notebook has consented), "
+		     "GCE_METADATA_HOST\n");
 }
 
 static int set_str(char **dst, const char *v)

@@ -330,8 +330,12 @@ static int open_core(struct mount *m)
 			 c->api_url, root, cfs_strerror(rc),
 			 rc == CFS_E_TLS ? "" : m->fresh ? " for " FIRST_CALL_S " s" : "");
 	else if (rc)
-		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s", root,
-			 cfs_strerror(rc));
+		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s%s", root,
+			 cfs_strerror(rc),
+			 (rc == -EACCES || rc == CFS_E_AUTH) && cfs_auth_from_colab(m->auth)
+				 ? "; the token from Colab's credential endpoint has no access to "
+				   "Drive: " CFS_AUTH_COLAB_FIX
+				 : "");
 	return rc;
 }
 
