@@ -26,7 +26,11 @@ uint64_t cfs_stats_history_first(const struct cfs_hist *h, double seconds)
 	const struct cfs_hist_sample *n = h->end ? cfs_hist_get(h, h->end - 1) : NULL;
 	if (!n || seconds <= 0 || seconds * 1000 >= (double)n->t_ms)
 		return cfs_hist_oldest(h);
-	return cfs_hist_since(h, n->t_ms - (uint64_t)(seconds * 1000) + 1);
+	uint64_t ms = (uint64_t)(seconds * 1000);
+	uint64_t q = cfs_hist_since(h, n->t_ms - ms + 1);
+	/* samples a little less than a second apart: still one a second */
+	uint64_t most = (ms + CFS_HIST_INTERVAL_MS - 1) / CFS_HIST_INTERVAL_MS;
+	return h->end - q > most ? h->end - most : q;
 }
 
 void cfs_stats_history_json(FILE *out, const struct cfs_hist *h, uint64_t first)

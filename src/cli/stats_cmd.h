@@ -13,7 +13,8 @@
  *     "upload_bytes_left":N},...]}
  * (t unix seconds and api_rate calls per second, both with three decimals;
  * the others integers), every sample kept unless SECONDS limits it to those
- * taken within SECONDS of the newest; without --json a table of per-second
+ * taken less than SECONDS before the newest, at most one a second; without
+ * --json a table of per-second
  * rates over the last minute (or SECONDS), a line per sixth of it.
  *
  * Exit status: 0, 1 when the mount cannot be read (or keeps no history: an
@@ -30,8 +31,10 @@
 /* argv: the words after "stats".  Returns the exit status. */
 int cfs_stats_main(int argc, char **argv);
 
-/* The first sample taken within seconds of h's newest (seconds <= 0: the
- * oldest kept). */
+/* The first sample taken less than seconds before h's newest, keeping at
+ * most one a second (seconds rounded up) of them: samples a little less
+ * than a second apart do not make 3 of "the last 2 seconds" (seconds <= 0:
+ * the oldest kept). */
 uint64_t cfs_stats_history_first(const struct cfs_hist *h, double seconds);
 
 /* The --history --json object of h's samples from sequence number first. */

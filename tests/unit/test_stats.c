@@ -142,9 +142,20 @@ static void history(void)
 	fill(&h, 9, 0);
 	CHECK_EQ(cfs_stats_history_first(&h, 0), 0);
 	CHECK_EQ(cfs_stats_history_first(&h, 2), 7);   /* 7 (.123 s late) and 8 */
-	CHECK_EQ(cfs_stats_history_first(&h, 1), 7);
+	CHECK_EQ(cfs_stats_history_first(&h, 1), 8);   /* 7 is within 1 s, but one a second */
 	CHECK_EQ(cfs_stats_history_first(&h, 0.5), 8);
+	CHECK_EQ(cfs_stats_history_first(&h, 0.8), 8);
 	CHECK_EQ(cfs_stats_history_first(&h, 1e6), 0);
+	/* samples a little less than a second apart: 2 s hold 3 of them, and
+	 * the last 2 seconds are still 2 samples */
+	cfs_hist_init(&h);
+	for (uint64_t k = 0; k < 5; k++) {
+		struct cfs_hist_sample s = { .drive_requests = k };
+		CHECK_EQ(cfs_hist_push(&h, &s, T0 + k * 998), 0);
+	}
+	CHECK_EQ(cfs_stats_history_first(&h, 2), 3);
+	CHECK_EQ(cfs_stats_history_first(&h, 2.5), 2);
+	fill(&h, 9, 0);
 	t = history_text(&h, 7, 1, 0);
 	CHECK_STR(t, "{\"interval_s\":1,\"samples\":["
 		  "{\"t\":1764912352.123,\"read_bytes\":7340032,\"drive_bytes\":0,"
