@@ -158,9 +158,10 @@ void cfs_config_usage(FILE *out)
 	fprintf(out, "usage: colabfs mount [OPTIONS] MOUNTPOINT\n"
 		     "       colabfs umount MOUNTPOINT\n"
 		     "       colabfs stats [PATH] [--json | --prometheus | --watch[=SECONDS]]\n"
+		     "       colabfs stats [PATH] --history[=SECONDS] [--json]\n"
 		     "       colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT\n"
-		     "       colabfs warm PATH... [--list FILE]\n"
-		     "       colabfs sync [--timeout SECONDS] [--quiet] [PATH...]\n"
+		     "       colabfs warm PATH... [--list FILE] [--json]\n"
+		     "       colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]\n"
 		     "       colabfs doctor [MOUNTPOINT] [--json] [OPTIONS]\n"
 		     "       colabfs --version | --help\n\nmount options:\n");
 	for (size_t i = 0; i < NOPTS; i++) {

@@ -225,6 +225,10 @@ void cfs_vfs_poll_stats(struct cfs_vfs *v, uint64_t *polls, uint64_t *applied);
  * how many passed and how many failed (and were dropped). */
 void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched);
 
+/* Bytes cfs_vfs_read has returned: from the cache, from Drive, from staged
+ * files and exports (what the kernel's page cache serves never gets here). */
+uint64_t cfs_vfs_read_bytes(struct cfs_vfs *v);
+
 /* Dataset read-ahead (see scan.h and vfs_scan.c). */
 struct cfs_vfs_scan_stats {
 	uint64_t scans;       /* tree scans started */

@@ -161,6 +161,7 @@ struct cfs_vfs {
 	struct cfs_export_map exports;
 	char root_id[CFS_ID_MAX];
 	uint64_t files_checked, files_mismatched; /* whole-file checks (atomic) */
+	uint64_t read_bytes;        /* bytes read() returned, of every kind (atomic) */
 	/* Changes API polling */
 	struct cfs_vfs_notify notify;
 	pthread_t poller;
