@@ -96,6 +96,11 @@ struct cfs_wfile {
 	 * taken (monotonic ms) */
 	int writing, snapping;
 	int64_t open_due_ms, ask_ms, ask_seen_ms, durable_ms;
+	/* what Drive holds stays a prefix of a snapshot: the size of Drive's
+	 * version (as far as this mount knows), the lowest offset changed
+	 * since it was sent, and since the upload running now was started
+	 * (INT64_MAX: none); cfs_vfs_snap_changed keeps them */
+	int64_t drive_size, lo_drive, lo_take;
 	struct cfs_wsnap *snap; /* NULL until the first snapshot */
 	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
 };
@@ -414,7 +419,10 @@ void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w);
 /* Writes and truncates of w wait while a snapshot of it is being copied. */
 void cfs_vfs_snap_wait(struct cfs_vfs *v, struct cfs_wfile *w);
 /* w's bytes from off on changed (a write at off, a truncate to off). */
-void cfs_vfs_snap_dirty(struct cfs_wfile *w, int64_t off);
+void cfs_vfs_snap_changed(struct cfs_wfile *w, int64_t off);
+/* An upload of w starts (its bytes as of now), ends well (sent: its size). */
+void cfs_vfs_snap_sending(struct cfs_wfile *w);
+void cfs_vfs_snap_sent(struct cfs_wfile *w, int64_t size);
 /* Whether w, open for writing and being written, is due for a snapshot
  * upload now; else *next is lowered to when it will be. */
 int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_t *next);

@@ -6,7 +6,12 @@
  * writing and changed is uploaded at most every upload_open_ms (and at once
  * when `colabfs sync` asks), as a snapshot: a copy of its staged bytes
  * taken while no write is half done (writes and truncates wait for the
- * copy; a write in progress is waited for).  The copy is the staging file
+ * copy; a write in progress is waited for).  Only a file whose bytes in
+ * Drive stay a prefix of the snapshot goes so (a new file, a log appended
+ * to): a file rewritten in place (a checkpoint saved over the old one) is
+ * never sent half written over Drive's good copy; it waits for its close.
+ * A close with newer bytes stops a snapshot's upload (the close's upload
+ * supersedes it).  The copy is the staging file
  * "ID.snap", kept while the file is open and brought up to date from the
  * lowest offset changed since (a log's copy costs its new tail).  The upload
  * reads the copy, so writes go on meanwhile; it counts as this mount's own
@@ -45,10 +50,27 @@ void cfs_vfs_snap_wait(struct cfs_vfs *v, struct cfs_wfile *w)
 		pthread_cond_wait(&v->w.cond, &v->w.lock);
 }
 
-void cfs_vfs_snap_dirty(struct cfs_wfile *w, int64_t off)
+void cfs_vfs_snap_changed(struct cfs_wfile *w, int64_t off)
 {
+	if (off < 0)
+		off = 0;
 	if (w->snap && off < w->snap->dirty_lo)
-		w->snap->dirty_lo = off < 0 ? 0 : off;
+		w->snap->dirty_lo = off;
+	if (off < w->lo_drive)
+		w->lo_drive = off;
+	if (off < w->lo_take)
+		w->lo_take = off;
+}
+
+void cfs_vfs_snap_sending(struct cfs_wfile *w)
+{
+	w->lo_take = INT64_MAX;
+}
+
+void cfs_vfs_snap_sent(struct cfs_wfile *w, int64_t size)
+{
+	w->lo_drive = w->lo_take;
+	w->drive_size = size;
 }
 
 /* Being written by an open handle: the bytes are not complete by
@@ -61,6 +83,11 @@ static int being_written(const struct cfs_wfile *w)
 int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_t *next)
 {
 	if (!v->w.open_ms || !being_written(w) || w->sending || w->gen <= w->durable)
+		return 0;
+	/* a rewrite in place (a checkpoint saved over the old one) is not
+	 * complete before its close: Drive keeps the old bytes until then.
+	 * Only appends to what Drive has (a log), or a new file, go while open. */
+	if (w->lo_drive < w->drive_size)
 		return 0;
 	if (!cfs_upq_may(&w->rq, now, next))
 		return 0;

@@ -125,9 +125,11 @@ static int read_staged(void *arg, int64_t off, void *buf, size_t len)
 	/* changed under us (a writer came back): these bytes may mix two
 	 * versions, which Drive must never hold; the newer one goes next */
 	pthread_mutex_lock(&s->v->w.lock);
-	/* a snapshot does not change; a write still in progress (a FLUSH from
-	 * another descriptor said "complete" meanwhile) may be half done */
-	int changed = !s->snap && (s->w->gen != s->gen || s->w->writing);
+	/* a snapshot does not change, but a close with newer bytes supersedes
+	 * it; a write still in progress (a FLUSH from another descriptor said
+	 * "complete" meanwhile) may be half done */
+	int changed = s->snap ? !s->w->writers && s->w->gen != s->gen
+			      : s->w->gen != s->gen || s->w->writing;
 	pthread_mutex_unlock(&s->v->w.lock);
 	return changed ? -ESTALE : rc ? rc : got == len ? 0 : -ESTALE;
 }
@@ -547,6 +549,7 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 	if (!rc) {
 		if (gen > w->durable)
 			w->durable = gen;
+		cfs_vfs_snap_sent(w, j->size);
 		if (conflict && !w->handles)
 			w->durable = w->gen; /* ours is safe in the copy */
 		cfs_upq_ok(&w->rq);
@@ -707,6 +710,8 @@ static void *uploader(void *arg)
 			*j = w->j;
 			w->sending = s.gen;
 		}
+		if (s.fd >= 0)
+			cfs_vfs_snap_sending(w);
 		if (s.fd < 0) {
 			free(j);
 			cfs_vfs_wait_ms(&v->w.cond, &v->w.lock, 999);
@@ -934,6 +939,11 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner)
 		w->j.size = st.st_size; /* the staged bytes are the truth */
 		w->unlinked = w->j.removed;
 		w->fd = fd;
+		/* what Drive has is not known here: no upload while open before
+		 * one of its own (a new file's Drive has nothing) */
+		w->drive_size = w->j.is_new ? 0 : INT64_MAX;
+		w->lo_drive = 0;
+		w->lo_take = INT64_MAX;
 		w->ino = ino;
 		w->gen = w->journaled = 1;
 		if (w->j.state == CFS_JSTATE_TORN ||

@@ -400,6 +400,8 @@ static int w_new(struct cfs_vfs *v, uint64_t ino, const struct cfs_jent *j, int 
 		return -ENOMEM;
 	w->j = *j;
 	w->ino = ino;
+	w->drive_size = j->is_new ? 0 : j->size; /* the caller says when it was emptied */
+	w->lo_drive = w->lo_take = INT64_MAX;
 	int rc = cfs_staging_file(v->w.stage, j->id, 1, trunc, &w->fd);
 	if (rc) {
 		free(w);
@@ -507,7 +509,7 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 		int rc = 0;
 		if (trunc && w->j.size != 0) {
 			cfs_vfs_snap_wait(v, w);
-			cfs_vfs_snap_dirty(w, 0);
+			cfs_vfs_snap_changed(w, 0);
 			rc = w_begin(v, w);
 			if (!rc)
 				rc = ftruncate(w->fd, 0) ? -errno : 0;
@@ -547,6 +549,7 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	pthread_mutex_lock(&v->w.lock);
 	if ((w = cfs_vfs_w_find(v, ino)) == NULL) {
 		int emptied = trunc && j.size > 0;
+		int64_t in_drive = j.size;
 		if (trunc) {
 			j.size = 0;
 			j.mtime_ns = cfs_vfs_w_wall(v);
@@ -555,6 +558,9 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 		j.state = emptied ? CFS_JSTATE_WRITING : CFS_JSTATE_CLEAN;
 		rc = w_new(v, ino, &j, 0, &w);
 		if (!rc) {
+			w->drive_size = in_drive;
+			if (emptied)
+				cfs_vfs_snap_changed(w, 0);
 			w->gen = emptied ? 2 : 1;
 			w->durable = 1;
 			rc = w_journal(v, w);
@@ -1056,7 +1062,7 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		pthread_mutex_lock(&v->w.lock);
 		cfs_vfs_snap_wait(v, w);
 		if (w->j.size != s->size) {
-			cfs_vfs_snap_dirty(w, s->size < w->j.size ? s->size : w->j.size);
+			cfs_vfs_snap_changed(w, s->size < w->j.size ? s->size : w->j.size);
 			rc = w_begin(v, w);
 			if (!rc)
 				rc = ftruncate(w->fd, (off_t)s->size) ? -errno : 0;
@@ -1149,7 +1155,7 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	pthread_mutex_lock(&v->w.lock);
 	if (w->writing && !--w->writing)
 		pthread_cond_broadcast(&v->w.cond);
-	cfs_vfs_snap_dirty(w, off); /* failed too: what it did is unknown */
+	cfs_vfs_snap_changed(w, off); /* failed too: what it did is unknown */
 	if (!rc && w->j.uri[0]) {
 		/* an upload session was started for older bytes: the journal must not
 		 * hand it to a later process for these */

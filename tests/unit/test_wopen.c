@@ -144,7 +144,7 @@ static void test_sync_with_a_file_open(void)
 	rig_start(&r, 1);
 	char log[10 * 100];
 	uint64_t ino, fh;
-	CHECK_EQ(rig_open(&r, "old.bin", O_WRONLY | O_TRUNC, &ino, &fh), 0);
+	CHECK_EQ(rig_open(&r, "events.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
 	for (int k = 0; k < 7; k++)
 		append_line(&r, ino, fh, k, log);
 	char *js = rig_sync_json(&r);
@@ -152,7 +152,7 @@ static void test_sync_with_a_file_open(void)
 	free(js);
 	CHECK(rig_wait_uploads(&r, 1));
 	CHECK(rig_wait(&r, idle, NULL));
-	CHECK(rig_drive_has(&r, "ROOT", "old.bin", log, 70));
+	CHECK(rig_drive_has(&r, "ROOT", "events.log", log, 70));
 	js = rig_sync_json(&r);
 	CHECK(strstr(js, "\"files\":0") != NULL);
 	free(js);
@@ -166,7 +166,7 @@ static void test_sync_with_a_file_open(void)
 	js = rig_sync_json(&r);
 	CHECK(strstr(js, "\"files\":0") != NULL);
 	free(js);
-	CHECK(rig_drive_has(&r, "ROOT", "old.bin", log, 80));
+	CHECK(rig_drive_has(&r, "ROOT", "events.log", log, 80));
 	/* nothing asked, nothing due: no upload in a loop */
 	rig_advance(&r, 1000);
 	CHECK(rig_wait(&r, idle, NULL));
@@ -307,31 +307,112 @@ static void test_snapshots_never_hold_half_a_write(void)
 	rig_up(&r, 0);
 	r.open_ms = 1000;
 	rig_start(&r, 1);
-	struct rewriter w = { .r = &r };
-	CHECK_EQ(rig_open(&r, "state.bin", O_CREAT | O_RDWR, &w.ino, &w.fh), 0);
+	int bad = 0, sent = 0;
 	char *first = malloc(REWRITE_LEN);
 	memset(first, 'z', REWRITE_LEN);
-	CHECK_EQ(rig_write(&r, w.ino, w.fh, 0, first, REWRITE_LEN), 0);
-	free(first);
-	pthread_t t;
-	CHECK_EQ(pthread_create(&t, NULL, rewrite_loop, &w), 0);
-	int bad = 0, seen = 0;
-	for (int i = 0; i < 40 && !bad; i++) {
+	/* a new file is sent while open even when rewritten in place (Drive
+	 * has nothing of it): its first snapshot, taken while a writer
+	 * rewrites it as fast as it can */
+	for (int i = 0; i < 12 && !bad; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "state%d.bin", i);
+		struct rewriter w = { .r = &r };
+		CHECK_EQ(rig_open(&r, name, O_CREAT | O_RDWR, &w.ino, &w.fh), 0);
+		CHECK_EQ(rig_write(&r, w.ino, w.fh, 0, first, REWRITE_LEN), 0);
+		pthread_t t;
+		CHECK_EQ(pthread_create(&t, NULL, rewrite_loop, &w), 0);
+		while (__atomic_load_n(&w.rounds, __ATOMIC_RELAXED) < 2)
+			rig_pause_ms(1);
 		int before = wfake_calls(&r.fk, WF_UPLOAD);
 		rig_advance(&r, 1001);
-		rig_wait_uploads(&r, before + 1);
-		seen = wfake_calls(&r.fk, WF_UPLOAD);
-		bad = !uniform(&r, "state.bin");
+		sent += rig_wait_uploads(&r, before + 1);
+		CHECK(rig_wait(&r, idle, NULL));
+		bad = !uniform(&r, name);
+		__atomic_store_n(&w.stop, 1, __ATOMIC_RELAXED);
+		pthread_join(t, NULL);
+		CHECK_EQ(rig_close(&r, w.ino, w.fh), 0);
 	}
-	__atomic_store_n(&w.stop, 1, __ATOMIC_RELAXED);
-	pthread_join(t, NULL);
+	free(first);
 	CHECK(!bad);
-	CHECK(seen >= 10);
-	CHECK(w.rounds > 0);
-	CHECK_EQ(rig_close(&r, w.ino, w.fh), 0);
+	CHECK_EQ(sent, 12);
 	CHECK(rig_wait(&r, rig_no_pending, NULL));
-	CHECK(uniform(&r, "state.bin"));
 	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
+	rig_down(&r);
+}
+
+/* A file Drive has, rewritten in place (a checkpoint saved over the old
+ * one, O_TRUNC): never sent while open, whatever the interval; Drive keeps
+ * the old bytes until the close.  Appended to (a log reopened with
+ * O_APPEND): sent while open, Drive's bytes a prefix of every version. */
+static void test_rewrite_waits_for_close_append_does_not(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	uint64_t ino, fh;
+	char buf[OLD_LEN + 100];
+	CHECK_EQ(rig_open(&r, "old.bin", O_WRONLY | O_TRUNC, &ino, &fh), 0);
+	memset(buf, 'n', sizeof(buf));
+	CHECK_EQ(rig_write(&r, ino, fh, 0, buf, 1000), 0);
+	rig_advance(&r, 5 * MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	char *js = rig_sync_json(&r); /* sync asks: still not sent half written */
+	free(js);
+	rig_advance(&r, MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", r.old, OLD_LEN));
+	CHECK_EQ(rig_write(&r, ino, fh, 1000, buf, 1000), 0);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", buf, 2000));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 1);
+	/* appends to what Drive has: sent while open */
+	CHECK_EQ(rig_open(&r, "old.bin", O_WRONLY, &ino, &fh), 0);
+	CHECK_EQ(rig_write(&r, ino, fh, 2000, "tail", 4), 0);
+	memcpy(buf + 2000, "tail", 4);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait_uploads(&r, 2));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", buf, 2004));
+	/* then a change inside what Drive has: no more while open */
+	CHECK_EQ(rig_write(&r, ino, fh, 10, "X", 1), 0);
+	buf[10] = 'X';
+	rig_advance(&r, 3 * MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 2);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", buf, 2004));
+	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
+	rig_down(&r);
+}
+
+/* A snapshot's upload still running when the file is closed with newer
+ * bytes stops: the close's upload goes next, not after it. */
+static void test_close_supersedes_a_snapshot_upload(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, ino, fh, k, log);
+	wfake_hold(&r.fk, 1);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait(&r, held_one, NULL));
+	for (int k = 10; k < 20; k++)
+		append_line(&r, ino, fh, k, log);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	wfake_hold(&r.fk, 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 200));
+	CHECK_EQ(rig_stats(&r).snapshots, 0); /* the snapshot never landed */
+	CHECK_EQ(rig_stats(&r).retries, 0);   /* superseded is not a failure */
 	rig_down(&r);
 }
 
@@ -344,5 +425,7 @@ int main(void)
 	test_fresh_mount_uploads_the_snapshot();
 	test_restart_under_a_live_mount_keeps_writing();
 	test_snapshots_never_hold_half_a_write();
+	test_rewrite_waits_for_close_append_does_not();
+	test_close_supersedes_a_snapshot_upload();
 	return check_done("test_wopen");
 }
