@@ -271,6 +271,7 @@ static int open_core(struct mount *m)
 		.no_fh_rows = m->no_fh_rows,
 		.delete_permanently = (int)c->delete_permanently,
 		.write_back_ms = c->write_back_delay_s * 1000,
+		.upload_open_ms = c->upload_open_files_s * 1000,
 		.upload_threads = (int)c->upload_threads,
 		.fresh_mount = m->fresh,
 	};

@@ -145,6 +145,8 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "uploads_bytes_total", ws.bytes },
 		{ "uploads_retries_total", ws.retries },
 		{ "uploads_conflicts_total", ws.conflicts },
+		{ "uploads_open_total", ws.snapshots },
+		{ "uploads_open_bytes_total", ws.snapshot_bytes },
 		{ "writes_bytes_total", ws.writes_bytes },
 		{ "staging_bytes", ws.staging_bytes },
 		{ "uploads_total", d.uploads },
@@ -258,7 +260,8 @@ static void human(char *buf, size_t cap, const char *name, double v)
 static const char *const upload_rows[] = {
 	"uploads_pending", "uploads_in_flight", "uploads_pending_bytes", "uploads_bytes_left",
 	"uploads_failed", "uploads_last_error", "uploads_done_total", "uploads_bytes_total",
-	"uploads_retries_total", "uploads_conflicts_total", "writes_bytes_total", "staging_bytes",
+	"uploads_retries_total", "uploads_conflicts_total", "uploads_open_total",
+	"uploads_open_bytes_total", "writes_bytes_total", "staging_bytes",
 	"uploads_total", "upload_bytes_total", "upload_retries_total", "create_rate_limited_total",
 	NULL,
 };
