@@ -94,7 +94,7 @@ struct cfs_wfile {
 	 * and truncates wait); when the next snapshot is due; when `colabfs
 	 * sync` first asked for it and when the snapshot last in Drive was
 	 * taken (monotonic ms) */
-	int writing, snapping;
+	int writing, snapping, snap_asked; /* snap_asked: sync wants a snapshot */
 	int64_t open_due_ms, ask_ms, ask_seen_ms, durable_ms;
 	/* what Drive holds stays a prefix of a snapshot: the size of Drive's
 	 * version (as far as this mount knows), the lowest offset changed

@@ -91,7 +91,7 @@ int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_
 		return 0;
 	if (!cfs_upq_may(&w->rq, now, next))
 		return 0;
-	if (w->urgent || (w->open_due_ms && w->open_due_ms <= now))
+	if (w->snap_asked || (w->open_due_ms && w->open_due_ms <= now))
 		return 1;
 	if (w->open_due_ms && w->open_due_ms < *next)
 		*next = w->open_due_ms;
@@ -173,6 +173,7 @@ int cfs_vfs_snap_take(struct cfs_vfs *v, struct cfs_wfile *w, struct cfs_jent *j
 	}
 	w->sending = w->gen; /* no other uploader takes it meanwhile */
 	w->open_due_ms = 0;  /* the next change schedules the next one */
+	w->snap_asked = 0;
 	int rc = copy(v, w, s);
 	if (!rc && w->unlinked)
 		rc = -ENOENT; /* removed meanwhile: its tombstone goes instead */
@@ -227,7 +228,6 @@ void cfs_vfs_snap_done(struct cfs_vfs *v, struct cfs_wfile *w, int rc, int confl
 	s->uri[0] = '\0';
 	if (!rc) {
 		w->durable_ms = s->taken_ms;
-		w->urgent = 0; /* asked for the bytes as of then: they are in */
 		v->w.st.snapshots++;
 		v->w.st.snapshot_bytes += (uint64_t)s->size;
 	} else if (v->w.open_ms && !w->open_due_ms) {
@@ -280,6 +280,7 @@ int cfs_vfs_snap_sync_pending(struct cfs_vfs *v, struct cfs_wfile *w, int64_t no
 	}
 	if (!w->ask_ms)
 		w->ask_ms = now;
+	w->snap_asked = 1; /* a snapshot now, not at the interval */
 	return 1;
 }
 

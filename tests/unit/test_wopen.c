@@ -416,6 +416,75 @@ static void test_close_supersedes_a_snapshot_upload(void)
 	rig_down(&r);
 }
 
+struct fsync_call {
+	struct rig *r;
+	uint64_t ino, fh;
+	int rc, done;
+};
+
+static void *fsync_thread(void *arg)
+{
+	struct fsync_call *c = arg;
+	c->rc = cfs_vfs_fsync(c->r->v, c->ino, c->fh);
+	__atomic_store_n(&c->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* The only journal row says its bytes are complete (an fsync's flush). */
+static int row_closed(struct rig *r, void *arg)
+{
+	(void)arg;
+	struct cfs_jent *all;
+	size_t n;
+	if (cfs_journal_load(r->j, &all, &n, NULL))
+		return 0;
+	int ok = n == 1 && all[0].state == CFS_JSTATE_CLOSED;
+	free(all);
+	return ok;
+}
+
+static int fsync_done(struct rig *r, void *arg)
+{
+	(void)r;
+	return __atomic_load_n(&((struct fsync_call *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* An fsync while a snapshot of the file is being uploaded: the snapshot
+ * lands, then the fsync'd bytes go (the exerciser hung here: the
+ * snapshot's end cleared the fsync's urgency while the file stayed open). */
+static void test_fsync_during_a_snapshot_upload(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.write_back_ms = 3600 * 1000; /* only the fsync sends it after the snapshot */
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	struct fsync_call c = { .r = &r };
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &c.ino, &c.fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, c.ino, c.fh, k, log);
+	wfake_hold(&r.fk, 1);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait(&r, held_one, NULL));
+	for (int k = 10; k < 20; k++)
+		append_line(&r, c.ino, c.fh, k, log);
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, fsync_thread, &c), 0);
+	CHECK(rig_wait(&r, row_closed, NULL)); /* the fsync waits for its upload */
+	wfake_hold(&r.fk, 0);
+	CHECK(rig_wait(&r, fsync_done, &c));
+	if (!fsync_done(&r, &c)) { /* unblock it to report, not hang */
+		rig_advance(&r, 3600 * 1000);
+		CHECK_EQ(rig_close(&r, c.ino, c.fh), 0);
+	}
+	pthread_join(t, NULL);
+	CHECK_EQ(c.rc, 0);
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 200));
+	CHECK_EQ(rig_stats(&r).snapshots, 1);
+	rig_down(&r);
+}
+
 int main(void)
 {
 	test_log_reaches_drive_while_open();
@@ -427,5 +496,6 @@ int main(void)
 	test_snapshots_never_hold_half_a_write();
 	test_rewrite_waits_for_close_append_does_not();
 	test_close_supersedes_a_snapshot_upload();
+	test_fsync_during_a_snapshot_upload();
 	return check_done("test_wopen");
 }
