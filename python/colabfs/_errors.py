@@ -47,6 +47,9 @@ class Error(Exception):
     def __str__(self):
         return self.message + ("\nfix: " + self.fix if self.fix else "")
 
+    def __reduce__(self):  # intact through pickle (a DataLoader worker's error)
+        return (self.__class__, (self.message, self.fix, self.path, self.failed, self.checks))
+
 
 class MountpointError(Error, ValueError):
     """A mountpoint refused before anything starts (as google.colab.drive

@@ -64,11 +64,13 @@ def human_bytes(n):
 
 
 class Progress:
-    """What the events of one command add up to.  kind: "sync" or "warm".
-    feed(event, t) with t in seconds (any clock, for the rate)."""
+    """What the events of one command add up to.  kind: "sync" or "warm";
+    label: what line() calls it (default: kind).  feed(event, t) with t in
+    seconds (any clock, for the rate)."""
 
-    def __init__(self, kind):
+    def __init__(self, kind, label=None):
         self.kind = kind
+        self.label = label or kind
         self.done_bytes = self.total_bytes = 0
         self.files = self.files_done = self.uploading = self.waiting = 0
         self.why = ""
@@ -127,7 +129,7 @@ class Progress:
 
     def line(self):
         """The whole status as one line (no newline, no carriage return)."""
-        s = "%s %3.0f%% %s/%s" % (self.kind, 100 * self.fraction, human_bytes(self.done_bytes),
+        s = "%s %3.0f%% %s/%s" % (self.label, 100 * self.fraction, human_bytes(self.done_bytes),
                                   human_bytes(self.total_bytes))
         if self.rate > 0:
             s += " %.1f MB/s" % (self.rate / 1e6)

@@ -19,7 +19,7 @@ import time
 import warnings
 
 from . import _cli
-from ._errors import Error, MountpointError
+from ._errors import Error, MountpointError, scrub
 from ._mountinfo import FSTYPE, colabfs_mounts, entry_at
 from ._progress import Bar, Progress
 
@@ -158,8 +158,12 @@ def _mount_failed(mp, words, reason, deadline):
 def _abandon(mp):
     """After a `colabfs mount` that was killed: a supervisor may still have the
     mount up while its server starts; detach it (its --start-timeout ends it)."""
-    if entry_at(mp) is not None and entry_at(mp)["fstype"] == FSTYPE:
-        _detach(mp)
+    e = entry_at(mp)
+    if e is not None and e["fstype"] == FSTYPE:
+        try:
+            _detach(mp)
+        except Error:
+            pass  # the supervisor unmounts it at its --start-timeout
 
 
 def mount(mountpoint, force_remount=False, timeout_ms=120000, readonly=False, quiet=False,
@@ -225,6 +229,9 @@ def mount(mountpoint, force_remount=False, timeout_ms=120000, readonly=False, qu
                             % (mp, err.strip() or "not mounted"), deadline)
     _forget(mp)
     _mounted_here.append(mp)
+    for ln in err.splitlines():  # e.g. a --cache-size above what RAM allows
+        if ln.startswith("colabfs: warning: "):
+            warnings.warn("colabfs: " + scrub(ln[len("colabfs: warning: "):]), stacklevel=2)
     if not quiet:
         print("Mounted at %s" % mp)
 
@@ -232,14 +239,14 @@ def mount(mountpoint, force_remount=False, timeout_ms=120000, readonly=False, qu
 # ---- sync, warm ------------------------------------------------------------------------
 
 
-def _run_progress(kind, args, quiet, timeout=None, legacy=None):
+def _run_progress(kind, args, quiet, timeout=None, legacy=None, label=None):
     """Runs `colabfs KIND --json ARGS` with one bar; returns (Progress, rc,
     stderr).  legacy(rc, stdout, stderr) -> Progress answers for a colabfs
     that does not know --json yet (run again without it)."""
     b = _cli.binary()
     if (b, kind) not in _cli._no_json:
-        p = Progress(kind)
-        bar = Bar(kind, quiet=quiet)
+        p = Progress(kind, label)
+        bar = Bar(label or kind, quiet=quiet)
         try:
             rc, err, n = _cli.stream_json([kind, "--json"] + args,
                                           lambda ev: (p.feed(ev), bar.update(p)), timeout=timeout)
@@ -278,7 +285,8 @@ def _sync(mp, timeout_s, quiet, what="sync"):
     args = (["--timeout", "%g" % timeout_s] if timeout_s is not None else []) + [mp]
     # our own limit a little past the command's, for one that hangs
     limit = None if timeout_s is None else timeout_s + 30
-    p, rc, err = _run_progress("sync", args, quiet, timeout=limit, legacy=_sync_legacy)
+    p, rc, err = _run_progress("sync", args, quiet, timeout=limit, legacy=_sync_legacy,
+                               label=what)
     if p.finished and p.ok and rc == 0:
         return
     if rc is None:

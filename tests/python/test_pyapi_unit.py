@@ -356,6 +356,9 @@ def test_error_carries_fix_and_path_and_never_a_token(monkeypatch):
         assert secret not in s, s
     assert s.endswith("\nfix: run it again") and e.path == "/a" and e.fix == "run it again"
     assert isinstance(colabfs.MountpointError("x"), ValueError)
+    import pickle
+    e2 = pickle.loads(pickle.dumps(colabfs.Error("m", fix="f", path="/p", failed=[("/p", "why")])))
+    assert (str(e2), e2.fix, e2.path, e2.failed) == ("m\nfix: f", "f", "/p", [("/p", "why")])
     assert scrub("-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----") == \
         "<private key hidden>"
 
@@ -560,3 +563,27 @@ def test_a_failed_mount_says_why_and_what_doctor_says_to_do(fake_cli, tmp_path, 
     with pytest.raises(colabfs.Error, match="colabfs mount refused: --start-timeout wants"):
         colabfs.mount(str(mnt), start_timeout=0)
     assert [c[0] for c in calls()][-1] == "mount"
+
+
+def test_flush_then_unmount_and_a_busy_mount_detached(fake_cli, capsys, monkeypatch):
+    calls = fake_cli((["sync", "--json"], {"stdout": SYNC_LINES}), (["umount"], {"rc": 0}))
+    colabfs.flush_and_unmount("/m", timeout_ms=60000)
+    assert calls() == [["sync", "--json", "--timeout", "60", "/m"], ["umount", "/m"]]
+    assert capsys.readouterr().out.rstrip("\n").rsplit("\r", 1)[1].startswith("flush 100%")
+    detached = []
+    monkeypatch.setattr(drive, "_detach", detached.append)
+    monkeypatch.setattr(drive, "_holders", lambda mp: [(4242, "python3")])
+    fake_cli((["sync", "--json"], {"stdout": SYNC_LINES[-1:]}),
+             (["umount"], {"rc": 1, "stderr": "colabfs: cannot unmount /m: files or folders in it "
+                           "are still in use\n"}))
+    with pytest.warns(UserWarning, match=r"/m is still in use \(pid 4242 python3\): detached it lazily"):
+        colabfs.flush_and_unmount("/m", quiet=True)
+    assert detached == ["/m"]
+    # a failed flush unmounts nothing
+    calls = fake_cli((["sync", "--json"], {"rc": 1, "stdout": [
+        '{"event":"done","ok":false,"failed":[{"path":"/x","error":"no write permission"}],'
+        '"error":"failed"}']}), (["umount"], {"rc": 0}))
+    before = len(calls())
+    with pytest.raises(colabfs.Error, match="flush of /m: 1 file cannot be uploaded: /x: no write"):
+        colabfs.flush_and_unmount("/m", quiet=True)
+    assert [c[0] for c in calls()[before:]] == ["sync"]
