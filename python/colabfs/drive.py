@@ -339,8 +339,7 @@ def warm(paths, quiet=False):
         return {"files": 0, "bytes": 0}
     p, rc, err = _run_progress("warm", paths, quiet, legacy=_warm_legacy)
     if rc != 0 or (p.finished and not p.ok):
-        raise Error("warm: %s" % (p.error if p.error and p.error != "failed"
-                                  else _cli.message(err)),
+        raise Error("warm: %s" % _cli.message(err, default=p.error or "failed"),
                     fix="check that each path is in a colabfs mount you mounted; colabfs doctor "
                         "MOUNTPOINT", path=paths[0] if len(paths) == 1 else None)
     return {"files": p.files, "bytes": p.total_bytes}

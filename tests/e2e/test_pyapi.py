@@ -297,6 +297,11 @@ def test_stats_warm_sync(api, emu, ptree, tmp_path, capsys):
     else:
         assert "\r" in out and out.count("\n") == 1 and "warm 100%" in out.rsplit("\r", 1)[1], out
         assert got["bytes"] == ptree.total
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"x")
+    with pytest.raises(cfs.Error, match="not on a colabfs mount") as ei:
+        cfs.warm(str(outside), quiet=True)
+    assert ei.value.path == str(outside) and ei.value.fix
     st = cfs.stats(mnt)
     assert st["drive_media_bytes_total"] >= ptree.total, st["drive_media_bytes_total"]
     read_all(mnt, ptree)  # from the cache: warm fetched everything
