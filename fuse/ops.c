@@ -17,6 +17,7 @@
 #include "log.h"
 #include "reply.h"
 #include "reqlog.h"
+#include "sampler.h"
 #include "serve_io.h"
 #include "vfs.h"
 
@@ -502,8 +503,8 @@ static int may_control(fuse_req_t req, struct cfs_fs *fs, const struct cfs_ctlna
 	return rc;
 }
 
-/* Control attributes (src/core/ctlname.h): the daemon's pid, its stats, and
- * evictions and warms, which are reads with an effect. */
+/* Control attributes (src/core/ctlname.h): the daemon's pid, its stats and
+ * their history, and evictions and warms, which are reads with an effect. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct cfs_fs *fs = fs_of(req);
@@ -543,10 +544,15 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		else
 			reply_xattr_value(req, b.data, b.len, size);
 		cfs_buf_cleanup(&b);
-	} else if (c.kind == CFS_CTL_STATS) {
+	} else if (c.kind == CFS_CTL_STATS || c.kind == CFS_CTL_HISTORY) {
 		struct cfs_buf b = { 0 };
-		if (cfs_stats_json(&fs->stats, &b))
-			fuse_reply_err(req, ENOMEM);
+		int src = c.kind == CFS_CTL_STATS ? cfs_stats_json(&fs->stats, &b)
+			  : !fs->hist ? -ENODATA
+			  : size ? cfs_sampler_page(fs->hist, c.off, &b) : 0;
+		if (src)
+			reply_status(req, src);
+		else if (c.kind == CFS_CTL_HISTORY && size == 0)
+			fuse_reply_xattr(req, CFS_HIST_PAGE_MAX); /* it grows every second */
 		else
 			reply_xattr_value(req, b.data, b.len, size);
 		cfs_buf_cleanup(&b);

@@ -16,6 +16,7 @@
 #include "stats.h"
 
 struct cfs_vfs;
+struct cfs_sampler;
 
 /* Largest read the kernel sends us (the max_read mount option). */
 #define CFS_MAX_READ (1 << 20)
@@ -32,6 +33,7 @@ struct cfs_fs {
 	uint32_t file_mode, dir_mode; /* permission bits, --umask applied */
 	unsigned ctl_refused;    /* evict/warm calls refused (atomic), to bound the log */
 	const char *cache_dir;   /* user.colabfs.cache_dir */
+	struct cfs_sampler *hist; /* user.colabfs.history; NULL: none (ENODATA) */
 };
 
 extern const struct fuse_lowlevel_ops cfs_ops;

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "loop.h"
 #include "ops.h"
+#include "sampler.h"
 #include "serve_io.h"
 
 #define READ_AHEAD_KB 4096
@@ -143,6 +144,8 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		if (o->after_fork && (rc = o->after_fork(o->after_fork_arg, &fs.vfs, &fs.stats)) != 0)
 			goto out_unmount;
 	}
+	if (cfs_sampler_start(&fs.stats, &fs.hist))
+		CFS_WARN("no counter history: cannot start its sampler thread");
 	pthread_t tuner;
 	char *mnt = strdup(o->mountpoint);
 	if (mnt && pthread_create(&tuner, NULL, tune_readahead, mnt) == 0)
@@ -161,6 +164,8 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		pthread_mutex_unlock(&w.lock);
 		pthread_join(watcher, NULL);
 	}
+	cfs_sampler_stop(fs.hist);
+	fs.hist = NULL;
 	if (!o->serve.shm)
 		CFS_INFO("unmounting %s", o->mountpoint);
 out_unmount:

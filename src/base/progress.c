@@ -1,8 +1,10 @@
 /* progress: progress line pieces (see progress.h). */
 #include "progress.h"
 #include "clock.h"
+#include "hash.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 double cfs_progress_now(void)
@@ -39,4 +41,26 @@ void cfs_progress_eta(char *buf, size_t cap, double s)
 		snprintf(buf, cap, "--:--");
 	else
 		snprintf(buf, cap, "%d:%02d", (int)s / 60, (int)s % 60);
+}
+
+int cfs_progress_due(struct cfs_progress_gate *g, const char *line, double t, double min_s,
+		     int final)
+{
+	uint64_t h = cfs_hash_fnv1a(line);
+	if (g->printed && (h == g->last_hash || (!final && t - g->last_t < min_s)))
+		return 0;
+	g->printed++;
+	g->last_t = t;
+	g->last_hash = h;
+	return 1;
+}
+
+void cfs_progress_emit(FILE *out, struct cfs_progress_gate *g, char *txt, double t,
+		       double min_s, int final)
+{
+	if (txt && (!g || cfs_progress_due(g, txt, t, min_s, final))) {
+		fprintf(out, "%s\n", txt);
+		fflush(out);
+	}
+	free(txt);
 }

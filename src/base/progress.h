@@ -1,5 +1,6 @@
 /* progress: the pieces of the progress lines `colabfs warm` and `colabfs
- * sync` draw: a monotonic clock, byte counts for people, a bar, an ETA.
+ * sync` draw: a monotonic clock, byte counts for people, a bar, an ETA, and
+ * when their --json lines are due.
  *
  * Leaf module: libc only, pure functions but cfs_progress_now, safe from any
  * thread.  Every writer truncates to cap (cap >= 1) and NUL-terminates. */
@@ -7,6 +8,8 @@
 #define CFS_PROGRESS_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #define CFS_PROGRESS_BAR 30 /* characters in warm's bar; its buffer wants one more */
 
@@ -22,5 +25,26 @@ void cfs_progress_bar(char *buf, size_t cap, double frac);
 
 /* "M:SS" of seconds (negative, NaN or past 99 hours: "--:--"). */
 void cfs_progress_eta(char *buf, size_t cap, double seconds);
+
+/* When a --json progress line is printed: the first one at once; then a
+ * line that differs from the last one printed, at most one each min_s
+ * seconds; a final line (the state at the end) at once if it differs.  A
+ * change held back is printed at the next call after min_s, so none is
+ * lost for long.  Zero the gate before the first call. */
+struct cfs_progress_gate {
+	int printed;        /* lines printed so far */
+	double last_t;      /* when the last one was */
+	uint64_t last_hash; /* and its FNV-1a (hash.h) */
+};
+
+/* 1 when line is to be printed now (the gate then counts it printed), else 0. */
+int cfs_progress_due(struct cfs_progress_gate *g, const char *line, double t, double min_s,
+		     int final);
+
+/* Prints txt (malloc'd, freed here; NULL prints nothing) and a newline on
+ * out, flushed so a reader sees it at once, when g says it is due (g NULL:
+ * always). */
+void cfs_progress_emit(FILE *out, struct cfs_progress_gate *g, char *txt, double t,
+		       double min_s, int final);
 
 #endif

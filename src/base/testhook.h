@@ -1,6 +1,7 @@
 /* testhook: the environment variables the test suite steers colabfs with
  * (COLABFS_TEST_SLOW_START_FILE, COLABFS_TEST_REQUEST_DELAY_US,
- * COLABFS_TEST_MEMWATCH_HOLD_MS, COLABFS_MEMINFO, COLABFS_PSI, COLABFS_TEST_DEV_FUSE).
+ * COLABFS_TEST_MEMWATCH_HOLD_MS, COLABFS_MEMINFO, COLABFS_PSI, COLABFS_TEST_DEV_FUSE,
+ * COLABFS_TEST_HISTORY_INTERVAL_MS).
  *
  * They are read only in a test build (configure --enable-test-hooks, which
  * `./dev.sh test` and `./dev.sh build` use); in any other build

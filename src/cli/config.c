@@ -114,6 +114,10 @@ static const struct opt opts[] = {
 	{ "write-back-delay", 0, T_LONG, O(write_back_delay_s), "SECONDS",
 	  "how long after the last close a file waits before its upload starts (default 5)", 0,
 	  86400 },
+	{ "upload-open-files", 0, T_LONG, O(upload_open_files_s), "SECONDS",
+	  "a file held open for writing (a log) is uploaded at most this often while it stays "
+	  "open, as a consistent snapshot of its bytes (default 60; 0: only at close, fsync or "
+	  "sync)", 0, 86400 },
 	{ "staging-dir", 0, T_STR, O(staging_dir), "DIR",
 	  "where written bytes wait for their upload, on disk (default: CACHE-DIR/staging on "
 	  "disk, else /var/tmp/colabfs-UID/staging/NAME)" },
@@ -158,9 +162,11 @@ void cfs_config_usage(FILE *out)
 	fprintf(out, "usage: colabfs mount [OPTIONS] MOUNTPOINT\n"
 		     "       colabfs umount MOUNTPOINT\n"
 		     "       colabfs stats [PATH] [--json | --prometheus | --watch[=SECONDS]]\n"
+		     "       colabfs stats [PATH] --history[=SECONDS] [--json]\n"
 		     "       colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT\n"
-		     "       colabfs warm PATH... [--list FILE]\n"
-		     "       colabfs sync [--timeout SECONDS] [--quiet] [PATH...]\n"
+		     "       colabfs warm PATH... [--list FILE] [--json]\n"
+		     "       colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]\n"
+		     "       colabfs doctor [MOUNTPOINT] [--json] [OPTIONS]\n"
 		     "       colabfs --version | --help\n\nmount options:\n");
 	for (size_t i = 0; i < NOPTS; i++) {
 		char left[64];
@@ -173,7 +179,11 @@ void cfs_config_usage(FILE *out)
 		fprintf(out, "  %-30s %s\n", left, opts[i].help);
 	}
 	fprintf(out, "\nenvironment: COLABFS_ACCESS_TOKEN (a ready token), "
-		     "GOOGLE_APPLICATION_CREDENTIALS\n");
+		     "GOOGLE_APPLICATION_CREDENTIALS,\n"
+		     "  TBE_EPHEM_CREDS_ADDR, else TBE_CREDS_ADDR (Colab's credential endpoint, "
+		     "host:port or\n"
+		     "  http://host:port: the user's token once the notebook has consented), "
+		     "GCE_METADATA_HOST\n");
 }
 
 static int set_str(char **dst, const char *v)
@@ -476,6 +486,7 @@ int cfs_config_parse_flags(int argc, char **argv, unsigned flags, struct cfs_con
 	c->file_mode = -1; /* 0644 / 0755, or 0444 / 0555 --read-only */
 	c->dir_mode = -1;
 	c->write_back_delay_s = 5;
+	c->upload_open_files_s = 60;
 	c->create_rate = 10;
 	c->upload_threads = 4;
 	c->shared_cache_lease_s = 10;

@@ -63,6 +63,7 @@ struct cfs_config {
 	/* writes */
 	long delete_permanently;
 	long write_back_delay_s;
+	long upload_open_files_s;
 	char *staging_dir;    /* NULL: automatic (main.c) */
 	long create_rate;     /* creations per second */
 	long upload_threads;

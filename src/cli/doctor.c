@@ -162,15 +162,23 @@ static void check_credentials(struct doc *d)
 	uint64_t gen;
 	struct cfs_auth *a = NULL;
 	if (cfs_auth_new(d->http, &ao, &a, why, sizeof(why)) != 0) {
-		add(d, "credentials", CFS_DOCTOR_FAIL, CRED_FIX, "none found: %s", why);
+		/* Colab's endpoint gave nothing: the reason ends with its fix */
+		char *colab = strstr(why, CFS_AUTH_COLAB_FIX);
+		if (colab && colab > why + 2) {
+			colab[-2] = '\0'; /* the "; " before it */
+			add(d, "credentials", CFS_DOCTOR_FAIL, CFS_AUTH_COLAB_FIX, "%s", why);
+		} else {
+			add(d, "credentials", CFS_DOCTOR_FAIL, CRED_FIX, "none found: %s", why);
+		}
 		return;
 	}
 	int rc = cfs_auth_token(a, tok, sizeof(tok), &gen);
 	explicit_bzero(tok, sizeof(tok));
 	if (rc) {
 		add(d, "credentials", CFS_DOCTOR_FAIL,
-		    rc == CFS_E_AUTH ? "the credentials were refused: renew them (" CRED_FIX ")"
-				     : "check the network, --token-url or --metadata-url",
+		    cfs_auth_from_colab(a) ? CFS_AUTH_COLAB_FIX
+		    : rc == CFS_E_AUTH	   ? "the credentials were refused: renew them (" CRED_FIX ")"
+					   : "check the network, --token-url or --metadata-url",
 		    "%s: no token: %s", cfs_auth_source(a), cfs_strerror(rc));
 		cfs_auth_free(a);
 		return;
@@ -184,7 +192,9 @@ static void check_credentials(struct doc *d)
 		snprintf(granted, sizeof(granted), "not known");
 	if (can == 0 && !c->read_only)
 		add(d, "credentials", CFS_DOCTOR_FAIL,
-		    "use credentials with the drive scope to write, or mount with --read-only",
+		    cfs_auth_from_colab(a)
+			    ? CFS_AUTH_COLAB_FIX ", or mount with --read-only"
+			    : "use credentials with the drive scope to write, or mount with --read-only",
 		    "drive.readonly: mounts read-only; %s, token %s, granted: %s (no scope that "
 		    "writes)", cfs_auth_source(a), exp, granted);
 	else
@@ -219,10 +229,13 @@ static void check_drive(struct doc *d)
 				  : rc == CFS_E_AUTH ? "401/403: the token was refused"
 				  : rc == -EACCES    ? "403: permission denied"
 						     : "error";
+		int refused = rc == CFS_E_AUTH || rc == -EACCES;
 		const char *fix = rc == CFS_E_TLS ? "give --ca-file for a private CA, and check the clock"
-				  : rc == CFS_E_AUTH || rc == -EACCES
-				      ? "renew the credentials, or give ones that may use Drive"
-				      : "check the network and --api-url";
+				  : refused && cfs_auth_from_colab(d->auth)
+				      ? "the token from Colab's endpoint has no access to Drive: "
+					CFS_AUTH_COLAB_FIX
+				  : refused ? "renew the credentials, or give ones that may use Drive"
+					    : "check the network and --api-url";
 		add(d, "drive", CFS_DOCTOR_FAIL, fix, "%s unreachable after %ld ms (%s): %s",
 		    c->api_url, ms, cls, cfs_strerror(rc));
 		return;

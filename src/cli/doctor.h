@@ -11,8 +11,11 @@
  *                the kernel and the crash-recovery mode it implies
  *   credentials  the source found (auth.h), a token and its expiry, the
  *                granted scopes; FAIL when none, or when writes are wanted
- *                (no --read-only) and the scopes cannot write
- *   drive        about.get storageQuota: latency and quota, or why not
+ *                (no --read-only) and the scopes cannot write; when the
+ *                source is Colab's endpoint (or it was set and gave no
+ *                token) the fix is CFS_AUTH_COLAB_FIX (the notebook's consent)
+ *   drive        about.get storageQuota: latency and quota, or why not (a
+ *                Colab token Drive refuses: CFS_AUTH_COLAB_FIX)
  *   clock        skew against the Date of Drive's reply (warn > 60 s,
  *                FAIL > 5 min)
  *   cache        the folder mount would use (--cache-dir, the mount's own,

@@ -2,10 +2,10 @@
  *
  *   colabfs mount [OPTIONS] MOUNTPOINT   serve Drive at MOUNTPOINT
  *   colabfs umount MOUNTPOINT            unmount and wait for the daemon
- *   colabfs stats [PATH] [--json|--prometheus|--watch[=SECONDS]]
+ *   colabfs stats [PATH] [--json|--prometheus|--watch[=SECONDS]|--history[=SECONDS]]
  *   colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT
- *   colabfs warm PATH... [--list FILE]
- *   colabfs sync [--timeout SECONDS] [--quiet] [PATH...]
+ *   colabfs warm PATH... [--list FILE] [--json]
+ *   colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]
  *   colabfs doctor [MOUNTPOINT] [--json] [mount options]
  *   colabfs --help | --version
  *
@@ -43,6 +43,7 @@
 #include "serve.h"
 #include "session.h"
 #include "stats.h"
+#include "stats_cmd.h"
 #include "store.h"
 #include "super.h"
 #include "sync_cmd.h"
@@ -270,6 +271,7 @@ static int open_core(struct mount *m)
 		.no_fh_rows = m->no_fh_rows,
 		.delete_permanently = (int)c->delete_permanently,
 		.write_back_ms = c->write_back_delay_s * 1000,
+		.upload_open_ms = c->upload_open_files_s * 1000,
 		.upload_threads = (int)c->upload_threads,
 		.fresh_mount = m->fresh,
 	};
@@ -330,8 +332,12 @@ static int open_core(struct mount *m)
 			 c->api_url, root, cfs_strerror(rc),
 			 rc == CFS_E_TLS ? "" : m->fresh ? " for " FIRST_CALL_S " s" : "");
 	else if (rc)
-		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s", root,
-			 cfs_strerror(rc));
+		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s%s", root,
+			 cfs_strerror(rc),
+			 (rc == -EACCES || rc == CFS_E_AUTH) && cfs_auth_from_colab(m->auth)
+				 ? "; the token from Colab's credential endpoint has no access to "
+				   "Drive: " CFS_AUTH_COLAB_FIX
+				 : "");
 	return rc;
 }
 
@@ -734,58 +740,6 @@ static int ctl_error(const char *path, int rc)
 	return 1;
 }
 
-static int cmd_stats(int argc, char **argv)
-{
-	const char *path = ".", *format = "table";
-	double watch = 0;
-	for (int i = 0; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0)
-			format = "json";
-		else if (strcmp(argv[i], "--prometheus") == 0)
-			format = "prometheus";
-		else if (strcmp(argv[i], "--watch") == 0)
-			watch = 1;
-		else if (strncmp(argv[i], "--watch=", 8) == 0) {
-			char *end;
-			watch = strtod(argv[i] + 8, &end);
-			if (*end || watch < 0.1 || watch > 3600)
-				return usage_error("--watch wants seconds from 0.1 to 3600");
-		} else if (argv[i][0] == '-')
-			return usage_error("usage: colabfs stats [PATH] [--json|--prometheus|--watch[=S]]");
-		else
-			path = argv[i];
-	}
-	char *prev = NULL;
-	double prev_t = 0;
-	for (;;) {
-		char *cur;
-		int rc = cfs_ctl_get(path, CFS_XATTR_STATS, &cur);
-		if (rc) {
-			free(prev);
-			return ctl_error(path, rc);
-		}
-		double t = ((double)cfs_clock_mono_ms() / 1000.0);
-		if (watch && isatty(1))
-			fputs("\033[H\033[2J", stdout);
-		if (cfs_stats_render(stdout, cur, prev, t - prev_t, format)) {
-			fprintf(stderr, "colabfs: the daemon sent malformed stats\n");
-			free(cur);
-			free(prev);
-			return 1;
-		}
-		fflush(stdout);
-		free(prev);
-		prev = cur;
-		prev_t = t;
-		if (!watch)
-			break;
-		struct timespec d = { (time_t)watch, (long)((watch - (long)watch) * 1e9) };
-		nanosleep(&d, NULL);
-	}
-	free(prev);
-	return 0;
-}
-
 static int cmd_evict(int argc, char **argv)
 {
 	const char *usage = "usage: colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT";
@@ -874,7 +828,7 @@ int main(int argc, char **argv)
 	if (strcmp(cmd, "umount") == 0 || strcmp(cmd, "unmount") == 0)
 		return cmd_umount(argc - 2, argv + 2);
 	if (strcmp(cmd, "stats") == 0)
-		return cmd_stats(argc - 2, argv + 2);
+		return cfs_stats_main(argc - 2, argv + 2);
 	if (strcmp(cmd, "evict") == 0)
 		return cmd_evict(argc - 2, argv + 2);
 	if (strcmp(cmd, "warm") == 0)

@@ -17,7 +17,8 @@
 #define POLL_MS 200
 #define BAR 20 /* narrower than warm's: the line says more */
 #define PLAIN_EVERY_S 5.0
-#define USAGE "usage: colabfs sync [--timeout SECONDS] [--quiet] [PATH...]"
+#define JSON_EVERY_S 0.5
+#define USAGE "usage: colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]"
 
 enum cfs_sync_verdict cfs_sync_decide(const struct cfs_json_sync *st, size_t n)
 {
@@ -97,6 +98,29 @@ void cfs_sync_progress_line(const struct cfs_sync_progress *p, int tty, char *bu
 	}
 }
 
+int cfs_sync_json_progress(const struct cfs_sync_progress *p, char **txt)
+{
+	const struct cfs_json_field f[] = {
+		{ "done_bytes", CFS_JSON_INT, (int64_t)p->done, NULL, NULL, 0 },
+		{ "total_bytes", CFS_JSON_INT, (int64_t)(p->done + p->left), NULL, NULL, 0 },
+		{ "files", CFS_JSON_INT, (int64_t)p->files, NULL, NULL, 0 },
+		{ "uploading", CFS_JSON_INT, (int64_t)p->uploading, NULL, NULL, 0 },
+		{ "waiting", CFS_JSON_INT, (int64_t)p->waiting, NULL, NULL, 0 },
+		{ "why", CFS_JSON_STR, 0, p->why, NULL, 0 },
+	};
+	return cfs_json_write_event("progress", f, sizeof(f) / sizeof(f[0]), txt);
+}
+
+int cfs_sync_json_done(const struct cfs_json_sync *st, size_t n, const char *error, char **txt)
+{
+	const struct cfs_json_field f[] = {
+		{ "ok", CFS_JSON_BOOL, !error, NULL, NULL, 0 },
+		{ "failed", CFS_JSON_FAILED, 0, NULL, st, st ? n : 0 },
+		{ "error", CFS_JSON_STR, 0, error, NULL, 0 },
+	};
+	return cfs_json_write_event("done", f, error ? 3 : 1, txt);
+}
+
 static void print_entries(FILE *out, const char *what, const struct cfs_json_sync_entry *e,
 			  int n)
 {
@@ -146,6 +170,7 @@ void cfs_sync_print_pending(FILE *out, const struct cfs_json_sync *st, size_t n,
 struct opts {
 	double timeout; /* seconds; < 0: none; 0: one look */
 	int quiet;
+	int json;       /* --json: event lines on stdout, no bar */
 	char **paths;
 	size_t n;
 };
@@ -189,6 +214,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		}
 		if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0)
 			o->quiet = 1;
+		else if (strcmp(a, "--json") == 0)
+			o->json = 1;
 		else if (strcmp(a, "--timeout") == 0 && i + 1 < argc)
 			v = argv[++i];
 		else if (strncmp(a, "--timeout=", 10) == 0)
@@ -213,8 +240,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 }
 
 /* Why the sync attribute of path could not be read, printed; the exit
- * status. */
-static int get_failed(const char *path, int err)
+ * status, and the word --json's done line gives in *word. */
+static int get_failed(const char *path, int err, const char **word)
 {
 	const char *p = strcmp(path, ".") == 0 ? ". (the current folder)" : path;
 	pid_t pid;
@@ -224,31 +251,36 @@ static int get_failed(const char *path, int err)
 	case EROFS:
 		/* a colabfs mount answers its pid even when it predates sync */
 		if (cfs_ctl_pid(path, &pid) == 0) {
+			*word = "unsupported";
 			fprintf(stderr, "colabfs: sync: %s: this mount's daemon does not support sync "
 				"(read-only or older version)\n", p);
 		} else {
+			*word = "not_mounted";
 			fprintf(stderr, "colabfs: sync: %s is not in a colabfs mount%s\n", p,
 				strcmp(path, ".") == 0 ? "; give a PATH inside one" : "");
 		}
 		return 2;
 	case EPERM:
+		*word = "denied";
 		fprintf(stderr, "colabfs: sync: %s: not allowed: only the user who mounted it, and "
 			"root, may sync\n", p);
 		return 1;
 	case ENOTCONN:
 	case ECONNABORTED:
+		*word = "gone";
 		fprintf(stderr, "colabfs: sync: %s: the mount's daemon is gone; pending uploads "
 			"resume from its journal when it is mounted again\n", p);
 		return 1;
 	default:
+		*word = "error";
 		fprintf(stderr, "colabfs: sync: %s: %s\n", p, strerror(err));
 		return 1;
 	}
 }
 
 /* One round: every PATH's reply into st[].  Returns 0, or the exit status
- * with the reason printed. */
-static int poll_round(const struct opts *o, struct cfs_json_sync *st)
+ * with the reason printed (and its word for --json in *word). */
+static int poll_round(const struct opts *o, struct cfs_json_sync *st, const char **word)
 {
 	for (size_t i = 0; i < o->n; i++) {
 		char *txt = NULL;
@@ -257,11 +289,12 @@ static int poll_round(const struct opts *o, struct cfs_json_sync *st)
 			rc = cfs_ctl_get(o->paths[i], CFS_XATTR_SYNC, &txt);
 		while (rc == -EINTR);
 		if (rc)
-			return get_failed(o->paths[i], -rc);
+			return get_failed(o->paths[i], -rc, word);
 		cfs_json_sync_cleanup(&st[i]);
 		rc = cfs_json_parse_sync(txt, strlen(txt), &st[i]);
 		free(txt);
 		if (rc) {
+			*word = "protocol";
 			fprintf(stderr, "colabfs: sync: %s: the daemon sent a malformed sync "
 				"status\n", o->paths[i]);
 			return 1;
@@ -270,9 +303,10 @@ static int poll_round(const struct opts *o, struct cfs_json_sync *st)
 	return 0;
 }
 
-static int check_paths(const struct opts *o)
+static int check_paths(const struct opts *o, const char **word)
 {
 	struct stat sb;
+	*word = "bad_path";
 	for (size_t i = 0; i < o->n; i++)
 		if (stat(o->paths[i], &sb) != 0) {
 			fprintf(stderr, "colabfs: sync: %s: %s\n", o->paths[i], strerror(errno));
@@ -305,51 +339,76 @@ static void pause_ms(double ms)
 		;
 }
 
-static int run(const struct opts *o, struct cfs_json_sync *st)
+/* The --json progress line of p, when it is due (cfs_progress_due). */
+static void json_progress(const struct opts *o, struct cfs_progress_gate *g,
+			  const struct cfs_sync_progress *p, double t, int final)
+{
+	char *txt = NULL;
+	if (!o->quiet && cfs_sync_json_progress(p, &txt) == 0)
+		cfs_progress_emit(stdout, g, txt, t, JSON_EVERY_S, final);
+}
+
+/* The progress on stderr: a terminal redraws every round; a log gets a
+ * line every 5 s and the last one; nothing when nothing was pending. */
+static void draw(const struct opts *o, const struct cfs_sync_progress *p, int tty, int end,
+		 double t, double *last_plain, int *drawn)
+{
+	char line[512];
+	if (o->quiet || (!p->files && p->rounds <= 1) ||
+	    !(tty || end || t - *last_plain >= PLAIN_EVERY_S))
+		return;
+	cfs_sync_progress_line(p, tty, line, sizeof(line));
+	if (tty)
+		fit_terminal(line);
+	fprintf(stderr, "%s%s", line, tty ? "" : "\n");
+	*drawn = tty;
+	*last_plain = t;
+}
+
+/* Polls until done, failed or timed out.  Returns the exit status, and the
+ * word for --json's done line in *word (NULL: ok). */
+static int run(const struct opts *o, struct cfs_json_sync *st, const char **word)
 {
 	struct cfs_sync_progress p = { 0 };
-	int tty = !o->quiet && isatty(2), drawn = 0;
+	struct cfs_progress_gate gate = { 0 };
+	int tty = !o->quiet && !o->json && isatty(2), drawn = 0;
 	double t0 = cfs_progress_now(), last_plain = -PLAIN_EVERY_S;
-	char line[512];
 	for (;;) {
-		int rc = poll_round(o, st);
+		int rc = poll_round(o, st, word);
+		double t = cfs_progress_now();
 		if (rc) {
 			if (drawn)
 				fputc('\n', stderr);
+			if (o->json && p.rounds)
+				json_progress(o, &gate, &p, t, 1);
 			return rc;
 		}
-		double t = cfs_progress_now();
 		enum cfs_sync_verdict v = cfs_sync_decide(st, o->n);
 		cfs_sync_progress_add(&p, st, o->n, t);
 		int over = o->timeout >= 0 && t - t0 >= o->timeout;
 		int end = v != CFS_SYNC_PENDING || over;
-		/* a terminal redraws every round; a log gets a line every 5 s and
-		 * the last one; nothing when nothing was pending */
-		if (!o->quiet && (p.files || p.rounds > 1) &&
-		    (tty || end || t - last_plain >= PLAIN_EVERY_S)) {
-			cfs_sync_progress_line(&p, tty, line, sizeof(line));
-			if (tty)
-				fit_terminal(line);
-			fprintf(stderr, "%s%s", line, tty ? "" : "\n");
-			drawn = tty;
-			last_plain = t;
-		}
+		if (o->json)
+			json_progress(o, &gate, &p, t, end);
+		else
+			draw(o, &p, tty, end, t, &last_plain, &drawn);
 		if (end && drawn)
 			fputc('\n', stderr);
 		if (v == CFS_SYNC_FAILED) {
+			*word = "failed";
 			cfs_sync_print_failed(stderr, st, o->n);
 			return 1;
 		}
 		if (v == CFS_SYNC_DONE) {
 			char sent[32];
 			cfs_progress_bytes(sent, sizeof(sent), (double)p.sent);
-			if (!o->quiet && p.rounds == 1)
+			if (!o->quiet && !o->json && p.rounds == 1)
 				printf("synced: nothing was pending\n");
-			else if (!o->quiet)
+			else if (!o->quiet && !o->json)
 				printf("synced: nothing left pending (%s sent in %.1f s)\n", sent, t - t0);
 			return 0;
 		}
 		if (over) {
+			*word = "timeout";
 			cfs_sync_print_pending(stderr, st, o->n, t - t0);
 			return 1;
 		}
@@ -363,18 +422,27 @@ static int run(const struct opts *o, struct cfs_json_sync *st)
 int cfs_sync_main(int argc, char **argv)
 {
 	struct opts o;
+	const char *word = NULL;
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc;
-	if ((rc = check_paths(&o)))
-		return rc;
-	struct cfs_json_sync *st = calloc(o.n, sizeof(*st));
-	if (!st) {
+	struct cfs_json_sync *st = NULL;
+	if ((rc = check_paths(&o, &word)) == 0 && !(st = calloc(o.n, sizeof(*st)))) {
 		fprintf(stderr, "colabfs: sync: %s\n", strerror(ENOMEM));
-		return 1;
+		word = "error";
+		rc = 1;
 	}
-	rc = run(&o, st);
-	for (size_t i = 0; i < o.n; i++)
+	if (!rc) {
+		word = NULL;
+		rc = run(&o, st, &word);
+	}
+	if (o.json) {
+		char *txt = NULL;
+		/* the failed list is the last round's, where a round was read */
+		if (cfs_sync_json_done(st, st ? o.n : 0, rc ? word ? word : "error" : NULL, &txt) == 0)
+			cfs_progress_emit(stdout, NULL, txt, 0, 0, 1);
+	}
+	for (size_t i = 0; st && i < o.n; i++)
 		cfs_json_sync_cleanup(&st[i]);
 	free(st);
 	return rc;

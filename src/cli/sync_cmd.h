@@ -1,6 +1,6 @@
 /* sync_cmd: the `colabfs sync` command.
  *
- *   colabfs sync [--timeout SECONDS] [--quiet] [PATH...]
+ *   colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]
  *
  * Writes are write-back: close() returns once a file's bytes are staged on
  * local disk and its upload runs later, in the background.  sync waits until
@@ -18,8 +18,24 @@
  * on a mount whose daemon does not answer sync (read-only, older).
  *
  * Progress goes to stderr: a bar redrawn on a terminal, a plain line every
- * 5 s otherwise, nothing with --quiet (errors are still printed).  The
- * pieces below are pure, for the unit test (tests/unit/test_sync.c). */
+ * 5 s otherwise, nothing with --quiet (errors are still printed).
+ *
+ * --json: no bar and no "synced:" line; instead one JSON object a line on
+ * stdout, flushed: after each poll, when it changed and at most every 0.5 s
+ * (and at the end if it changed),
+ *   {"event":"progress","done_bytes":N,"total_bytes":N,"files":N,
+ *    "uploading":N,"waiting":N,"why":"..."}
+ * (the numbers of cfs_sync_progress; why "" when nothing waits), then
+ * always a last line:
+ *   {"event":"done","ok":true}
+ *   {"event":"done","ok":false,"failed":[{"path":"...","error":"..."},...],
+ *    "error":WORD}
+ * WORD: "failed" (failed lists them), "timeout", "not_mounted",
+ * "unsupported", "denied", "gone", "protocol" (a malformed reply),
+ * "bad_path" (a PATH that does not exist), "error" (anything else).  With
+ * --quiet only the done line.  A usage error prints no line (exit 2).
+ * Errors still go to stderr as without --json; exit statuses are the same.
+ * The pieces below are pure, for the unit test (tests/unit/test_sync.c). */
 #ifndef CFS_SYNC_CMD_H
 #define CFS_SYNC_CMD_H
 
@@ -61,6 +77,12 @@ void cfs_sync_progress_add(struct cfs_sync_progress *p, const struct cfs_json_sy
 /* The progress line, without a newline: tty, a bar for a "\r" redraw,
  * else a plain "sync: ..." line for a log. */
 void cfs_sync_progress_line(const struct cfs_sync_progress *p, int tty, char *buf, size_t cap);
+
+/* The --json lines, malloc'd into *txt without a newline: the progress of
+ * p, and the done line (error NULL: ok; else failed lists the failed
+ * entries of st[0..n), st may be NULL).  Returns 0 or -ENOMEM. */
+int cfs_sync_json_progress(const struct cfs_sync_progress *p, char **txt);
+int cfs_sync_json_done(const struct cfs_json_sync *st, size_t n, const char *error, char **txt);
 
 /* Prints "colabfs: sync: PATH: ERROR" for each failed entry, then how many
  * other files are still pending.  Paths and reasons are the daemon's, with

@@ -15,10 +15,13 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "json.h"
 #include "progress.h"
 
 #define CHUNK (64ULL << 20)
 #define THREADS 16
+#define JSON_EVERY_S 0.5
+#define USAGE "usage: colabfs warm PATH... [--list FILE] [--json]\n"
 
 struct item {
 	char *path;
@@ -35,6 +38,8 @@ struct warm {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int running;
+	int json;                      /* --json: event lines on stdout, no bar */
+	struct cfs_progress_gate gate; /* when the next one is due */
 };
 
 static struct warm *walk_state; /* nftw has no user pointer */
@@ -127,9 +132,42 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+int cfs_warm_json_progress(const struct cfs_warm_counts *c, char **txt)
+{
+	const struct cfs_json_field f[] = {
+		{ "done_bytes", CFS_JSON_INT, (int64_t)c->done_bytes, NULL, NULL, 0 },
+		{ "total_bytes", CFS_JSON_INT, (int64_t)c->total_bytes, NULL, NULL, 0 },
+		{ "files_done", CFS_JSON_INT, (int64_t)c->files_done, NULL, NULL, 0 },
+		{ "files", CFS_JSON_INT, (int64_t)c->files, NULL, NULL, 0 },
+	};
+	return cfs_json_write_event("progress", f, sizeof(f) / sizeof(f[0]), txt);
+}
+
+int cfs_warm_json_done(const char *error, char **txt)
+{
+	const struct cfs_json_field f[] = {
+		{ "ok", CFS_JSON_BOOL, !error, NULL, NULL, 0 },
+		{ "error", CFS_JSON_STR, 0, error, NULL, 0 },
+	};
+	return cfs_json_write_event("done", f, sizeof(f) / sizeof(f[0]), txt);
+}
+
+/* lock held: the --json progress line, when it is due */
+static void json_progress(struct warm *w, double elapsed, int final)
+{
+	struct cfs_warm_counts c = { w->done_bytes, w->total_bytes, w->files_done, w->files };
+	char *txt = NULL;
+	if (cfs_warm_json_progress(&c, &txt) == 0)
+		cfs_progress_emit(stdout, &w->gate, txt, elapsed, JSON_EVERY_S, final);
+}
+
 /* lock held */
 static void progress(struct warm *w, double elapsed, int tty, int final)
 {
+	if (w->json) {
+		json_progress(w, elapsed, final);
+		return;
+	}
 	char done[32], total[32];
 	cfs_progress_bytes(done, sizeof(done), (double)w->done_bytes);
 	cfs_progress_bytes(total, sizeof(total), (double)w->total_bytes);
@@ -179,6 +217,8 @@ int cfs_warm_main(int argc, char **argv)
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);
 	int bad = 0, npaths = 0;
+	for (int i = 0; i < argc; i++) /* first: a bad PATH must get its done line */
+		w.json |= strcmp(argv[i], "--json") == 0;
 	for (int i = 0; i < argc && !bad; i++) {
 		if (strcmp(argv[i], "--list") == 0 && i + 1 < argc) {
 			bad = read_list(&w, argv[++i]) != 0;
@@ -186,8 +226,10 @@ int cfs_warm_main(int argc, char **argv)
 		} else if (strncmp(argv[i], "--list=", 7) == 0) {
 			bad = read_list(&w, argv[i] + 7) != 0;
 			npaths++;
+		} else if (strcmp(argv[i], "--json") == 0) {
+			continue;
 		} else if (argv[i][0] == '-') {
-			fprintf(stderr, "usage: colabfs warm PATH... [--list FILE]\n");
+			fputs(USAGE, stderr);
 			return 2;
 		} else {
 			bad = add_path(&w, argv[i]) != 0;
@@ -195,10 +237,10 @@ int cfs_warm_main(int argc, char **argv)
 		}
 	}
 	if (!npaths) {
-		fprintf(stderr, "usage: colabfs warm PATH... [--list FILE]\n");
+		fputs(USAGE, stderr);
 		return 2;
 	}
-	int tty = isatty(2);
+	int tty = !w.json && isatty(2);
 	double t0 = cfs_progress_now(), last = 0;
 	pthread_t th[THREADS];
 	int started = 0;
@@ -210,6 +252,8 @@ int cfs_warm_main(int argc, char **argv)
 		}
 	}
 	pthread_mutex_lock(&w.lock);
+	if (w.json && !bad)
+		progress(&w, 0, tty, 0); /* the totals at once */
 	while (w.running > 0) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -220,7 +264,7 @@ int cfs_warm_main(int argc, char **argv)
 		}
 		pthread_cond_timedwait(&w.cond, &w.lock, &ts);
 		double t = cfs_progress_now() - t0;
-		if (t - last >= (tty ? 0.25 : 5.0)) {
+		if (w.json || t - last >= (tty ? 0.25 : 5.0)) {
 			progress(&w, t, tty, 0);
 			last = t;
 		}
@@ -234,10 +278,16 @@ int cfs_warm_main(int argc, char **argv)
 	char total[32], fetched[32];
 	cfs_progress_bytes(total, sizeof(total), (double)w.total_bytes);
 	cfs_progress_bytes(fetched, sizeof(fetched), (double)w.fetched);
-	if (!bad && !w.denied)
+	if (w.json) {
+		char *txt = NULL;
+		if (!cfs_warm_json_done(bad ? "bad_path" : w.denied ? "denied" : w.failed ? "failed"
+										  : NULL, &txt))
+			cfs_progress_emit(stdout, NULL, txt, 0, 0, 1);
+	} else if (!bad && !w.denied) {
 		printf("warmed %zu files, %s (%s downloaded) in %.1f s, %.1f MB/s%s\n",
 		       w.files_done, total, fetched, t, t > 0 ? (double)w.fetched / t / 1e6 : 0,
 		       w.failed ? "; some ranges failed" : "");
+	}
 	for (size_t i = 0; i < w.n; i++)
 		free(w.items[i].path);
 	free(w.items);

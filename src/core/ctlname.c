@@ -47,6 +47,13 @@ int cfs_ctlname_parse(const char *name, struct cfs_ctlname *out)
 		out->kind = CFS_CTL_EVICT;
 	} else if (strcmp(name, CFS_XATTR_SYNC) == 0) {
 		out->kind = CFS_CTL_SYNC;
+	} else if (strcmp(name, CFS_XATTR_HISTORY) == 0) {
+		out->kind = CFS_CTL_HISTORY;
+	} else if (starts(name, CFS_XATTR_HISTORY_FROM)) {
+		out->kind = CFS_CTL_HISTORY;
+		p = parse_num(name + strlen(CFS_XATTR_HISTORY_FROM), &out->off);
+		if (!p || *p)
+			return -EINVAL;
 	} else if (starts(name, CFS_XATTR_EVICT_TO)) {
 		out->kind = CFS_CTL_EVICT_TO;
 		p = parse_num(name + strlen(CFS_XATTR_EVICT_TO), &out->target);
@@ -85,6 +92,12 @@ int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap)
 	case CFS_CTL_SYNC:
 		n = snprintf(buf, cap, "%s", CFS_XATTR_SYNC);
 		break;
+	case CFS_CTL_HISTORY:
+		if (r->off > CFS_CTLNAME_NUM_MAX)
+			return -EINVAL;
+		n = r->off ? snprintf(buf, cap, "%s%" PRIu64, CFS_XATTR_HISTORY_FROM, r->off)
+			   : snprintf(buf, cap, "%s", CFS_XATTR_HISTORY);
+		break;
 	case CFS_CTL_EVICT_TO:
 		if (r->target > CFS_CTLNAME_NUM_MAX)
 			return -EINVAL;
@@ -103,7 +116,8 @@ int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap)
 
 int cfs_ctlname_allowed(enum cfs_ctlname_kind kind, uint32_t caller, uint32_t owner)
 {
-	if (kind == CFS_CTL_PID || kind == CFS_CTL_STATS || kind == CFS_CTL_CACHE_DIR)
+	if (kind == CFS_CTL_PID || kind == CFS_CTL_STATS || kind == CFS_CTL_CACHE_DIR ||
+	    kind == CFS_CTL_HISTORY)
 		return 0;
 	return caller == 0 || caller == owner ? 0 : -EPERM;
 }
@@ -118,6 +132,7 @@ const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind)
 	case CFS_CTL_WARM: return "warm";
 	case CFS_CTL_CACHE_DIR: return "cache dir";
 	case CFS_CTL_SYNC: return "sync";
+	case CFS_CTL_HISTORY: return "history";
 	}
 	return "?";
 }

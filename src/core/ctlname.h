@@ -7,6 +7,9 @@
  *
  *   user.colabfs.pid                  the daemon's pid              anyone
  *   user.colabfs.stats                its counters, one JSON object anyone
+ *   user.colabfs.history              the counters' history from     anyone
+ *   user.colabfs.history.FROM         sample FROM on (hist.h: one
+ *                                     page; the bare name is FROM 0)
  *   user.colabfs.cache_dir            the cache folder's path        anyone
  *                                     (for the GPU loader: it must not guess it)
  *   user.colabfs.evict                drop the path's cached blocks owner, root
@@ -45,6 +48,8 @@
 #define CFS_XATTR_EVICT_TO "user.colabfs.evict.to." /* + a byte count: LRU down to it */
 #define CFS_XATTR_WARM "user.colabfs.warm."         /* + OFFSET.LENGTH of a file */
 #define CFS_XATTR_SYNC "user.colabfs.sync"          /* upload now, report what is pending */
+#define CFS_XATTR_HISTORY "user.colabfs.history"    /* the history's first page, or */
+#define CFS_XATTR_HISTORY_FROM "user.colabfs.history." /* + FROM: its page from sample FROM */
 
 #define CFS_CTLNAME_NUM_MAX ((uint64_t)INT64_MAX)
 #define CFS_CTLNAME_MAX 80 /* room for any name cfs_ctlname_format writes, with its NUL */
@@ -57,12 +62,13 @@ enum cfs_ctlname_kind {
 	CFS_CTL_WARM,
 	CFS_CTL_CACHE_DIR,
 	CFS_CTL_SYNC,
+	CFS_CTL_HISTORY,
 };
 
 struct cfs_ctlname {
 	enum cfs_ctlname_kind kind;
 	uint64_t target; /* evict.to: bytes to keep */
-	uint64_t off;    /* warm: the range */
+	uint64_t off;    /* warm: the range; history: FROM */
 	uint64_t len;
 };
 
@@ -74,15 +80,17 @@ int cfs_ctlname_parse(const char *name, struct cfs_ctlname *out);
 
 /* Writes the name of r into buf, the inverse of cfs_ctlname_parse.  Returns
  * 0, -EINVAL (unknown kind or a number above CFS_CTLNAME_NUM_MAX) or
- * -ENAMETOOLONG (cap too small; CFS_CTLNAME_MAX always suffices). */
+ * -ENAMETOOLONG (cap too small; CFS_CTLNAME_MAX always suffices).  A history
+ * from 0 is the bare name. */
 int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap);
 
 /* Whether a caller may use a kind on a mount owned by owner: 0, or -EPERM
- * for evict, warm and sync by anyone but the owner and root. */
+ * for evict, warm and sync by anyone but the owner and root (pid, stats,
+ * history and cache dir are anyone's). */
 int cfs_ctlname_allowed(enum cfs_ctlname_kind kind, uint32_t caller, uint32_t owner);
 
 /* A word for log lines: "pid", "stats", "evict", "evict to", "warm",
- * "cache dir", "sync". */
+ * "cache dir", "sync", "history". */
 const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind);
 
 #endif

@@ -88,6 +88,41 @@ int cfs_staging_rename(struct cfs_staging *s, const char *from, const char *to)
 	return renameat(s->dfd, a, s->dfd, b) ? -errno : 0;
 }
 
+int cfs_staging_copy(int from, int to, int64_t off, int64_t len)
+{
+	int64_t done = 0;
+	while (done < len) { /* in the kernel where it can */
+		loff_t a = off + done, b = a;
+		size_t n = len - done > (1 << 30) ? (size_t)1 << 30 : (size_t)(len - done);
+		ssize_t got = copy_file_range(from, &a, to, &b, n, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL ||
+				errno == EOPNOTSUPP))
+			break;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return -ESTALE; /* shorter than said */
+		done += got;
+	}
+	char *buf = done < len ? malloc(1u << 20) : NULL;
+	if (done < len && !buf)
+		return -ENOMEM;
+	int rc = 0;
+	while (!rc && done < len) {
+		size_t n = len - done > (1 << 20) ? (size_t)1 << 20 : (size_t)(len - done), got = 0;
+		rc = cfs_staging_pread(from, off + done, buf, n, &got);
+		if (!rc && got != n)
+			rc = -ESTALE;
+		if (!rc)
+			rc = cfs_staging_pwrite(to, off + done, buf, n);
+		done += (int64_t)n;
+	}
+	free(buf);
+	return rc;
+}
+
 int cfs_staging_pread(int fd, int64_t off, void *buf, size_t len, size_t *got)
 {
 	size_t done = 0;

@@ -31,6 +31,9 @@ int cfs_staging_rename(struct cfs_staging *s, const char *from, const char *to);
 /* pread/pwrite of exactly len bytes (pread: short at the end of the file,
  * *got says how many).  pwrite's -ENOSPC leaves the file as it was before
  * the call but for bytes past its old end, which a truncate removes. */
+/* Copies len bytes at off of staged file from into to at the same offset
+ * (copy_file_range, else read and write). */
+int cfs_staging_copy(int from, int to, int64_t off, int64_t len);
 int cfs_staging_pread(int fd, int64_t off, void *buf, size_t len, size_t *got);
 int cfs_staging_pwrite(int fd, int64_t off, const void *buf, size_t len);
 

@@ -80,6 +80,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "cache_misses_total", r.misses },
 		{ "bytes_from_cache_total", r.bytes_cache },
 		{ "bytes_from_drive_total", r.bytes_drive },
+		{ "reads_bytes_total", s->vfs ? cfs_vfs_read_bytes(s->vfs) : 0 },
 		{ "cache_used_bytes", c.used_bytes },
 		{ "cache_budget_bytes", c.budget },
 		{ "cache_effective_budget_bytes", c.effective },
@@ -144,6 +145,8 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "uploads_bytes_total", ws.bytes },
 		{ "uploads_retries_total", ws.retries },
 		{ "uploads_conflicts_total", ws.conflicts },
+		{ "uploads_open_total", ws.snapshots },
+		{ "uploads_open_bytes_total", ws.snapshot_bytes },
 		{ "writes_bytes_total", ws.writes_bytes },
 		{ "staging_bytes", ws.staging_bytes },
 		{ "uploads_total", d.uploads },
@@ -192,6 +195,30 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 	return rc;
 }
 
+void cfs_stats_sample(const struct cfs_stats_src *s, struct cfs_hist_sample *out)
+{
+	struct cfs_drive_stats d = { 0 };
+	struct cfs_reader_stats r = { 0 };
+	struct cfs_vfs_write_stats ws = { 0 };
+	if (s->drive)
+		cfs_drive_stats(s->drive, &d);
+	if (s->reader)
+		cfs_reader_stats(s->reader, &r);
+	if (s->vfs)
+		cfs_vfs_write_stats(s->vfs, &ws);
+	*out = (struct cfs_hist_sample){
+		.read_bytes = s->vfs ? cfs_vfs_read_bytes(s->vfs) : 0,
+		.drive_bytes = d.bytes_media,
+		.drive_requests = d.requests,
+		.api_rate_milli = d.api_rate > 0 ? (uint64_t)(d.api_rate * 1000 + 0.5) : 0,
+		.cache_hits = r.hits,
+		.cache_misses = r.misses,
+		.uploads_pending = ws.pending,
+		.upload_bytes = d.upload_bytes,
+		.upload_bytes_left = ws.bytes_left,
+	};
+}
+
 const char *cfs_stats_recovery_name(uint32_t mode)
 {
 	static const char *const names[] = { "off", "resend", "forward", "none" };
@@ -233,7 +260,8 @@ static void human(char *buf, size_t cap, const char *name, double v)
 static const char *const upload_rows[] = {
 	"uploads_pending", "uploads_in_flight", "uploads_pending_bytes", "uploads_bytes_left",
 	"uploads_failed", "uploads_last_error", "uploads_done_total", "uploads_bytes_total",
-	"uploads_retries_total", "uploads_conflicts_total", "writes_bytes_total", "staging_bytes",
+	"uploads_retries_total", "uploads_conflicts_total", "uploads_open_total",
+	"uploads_open_bytes_total", "writes_bytes_total", "staging_bytes",
 	"uploads_total", "upload_bytes_total", "upload_retries_total", "create_rate_limited_total",
 	NULL,
 };

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "buf.h"
+#include "hist.h"
 
 struct cfs_drive;
 struct cfs_store;
@@ -58,6 +59,13 @@ struct cfs_stats_src {
 
 /* Appends the JSON object to out.  Returns 0 or -ENOMEM. */
 int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out);
+
+/* The counters the history keeps (hist.h), read as cfs_stats_json reads
+ * them (t_ms is left 0): reads_bytes_total, drive_media_bytes_total,
+ * drive_requests_total, api_rate (exact, not rounded), cache_hits_total,
+ * cache_misses_total, uploads_pending, upload_bytes_total and
+ * uploads_bytes_left. */
+void cfs_stats_sample(const struct cfs_stats_src *s, struct cfs_hist_sample *out);
 
 /* Renders a stats JSON document.  format: "table", "json" or "prometheus".
  * The table shows every name, bytes in binary units; the write path's names

@@ -85,6 +85,7 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	v->w.rnd = (uint64_t)cfs_clock_ns(CLOCK_MONOTONIC) | 1;
 	v->w.delay_ms = o->write_back_ms >= 0 ? o->write_back_ms : 5000;
 	v->w.nthreads = o->upload_threads > 0 ? o->upload_threads : 4;
+	v->w.open_ms = o->upload_open_ms > 0 ? o->upload_open_ms : 0;
 	if (v->w.nthreads > CFS_VFS_MAX_UPLOADERS)
 		v->w.nthreads = CFS_VFS_MAX_UPLOADERS;
 	int rc = cfs_inode_new(&v->tab);

@@ -66,6 +66,10 @@ struct cfs_vfs_opts {
 	long write_back_ms;
 	int upload_threads;
 	int fresh_mount;
+	/* upload_open_ms: a file held open for writing and changed is uploaded
+	 * (a consistent snapshot of its staged bytes) at most this often while
+	 * it stays open (vfs_snap.c); 0: only at close, fsync or sync. */
+	long upload_open_ms;
 	/* The write side's Drive calls and clocks (wdrive.h); NULL: the real
 	 * client d and the system clocks. */
 	const struct cfs_wdrive *wdrive;
@@ -185,6 +189,7 @@ int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out);
 struct cfs_vfs_write_stats {
 	uint64_t pending, in_flight, pending_bytes, bytes_left, failed;
 	uint64_t done, bytes, retries, conflicts, writes_bytes, staging_bytes;
+	uint64_t snapshots, snapshot_bytes; /* uploads of files still open (of done, bytes) */
 	int64_t last_error;
 };
 void cfs_vfs_write_stats(struct cfs_vfs *v, struct cfs_vfs_write_stats *out);
@@ -224,6 +229,10 @@ void cfs_vfs_poll_stats(struct cfs_vfs *v, uint64_t *polls, uint64_t *applied);
 /* Whole-file checks of completely cached files against Drive's md5/sha256:
  * how many passed and how many failed (and were dropped). */
 void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched);
+
+/* Bytes cfs_vfs_read has returned: from the cache, from Drive, from staged
+ * files and exports (what the kernel's page cache serves never gets here). */
+uint64_t cfs_vfs_read_bytes(struct cfs_vfs *v);
 
 /* Dataset read-ahead (see scan.h and vfs_scan.c). */
 struct cfs_vfs_scan_stats {

@@ -253,8 +253,8 @@ int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vf
 	return 0;
 }
 
-int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
-		 char *buf, size_t *got)
+static int read_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
+		     char *buf, size_t *got)
 {
 	*got = 0;
 	if (off < 0)
@@ -297,6 +297,20 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 	}
 	cfs_vfs_put_file(v, f);
 	return rc;
+}
+
+int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
+		 char *buf, size_t *got)
+{
+	int rc = read_file(v, ino, fh, off, len, buf, got);
+	if (!rc)
+		__atomic_add_fetch(&v->read_bytes, (uint64_t)*got, __ATOMIC_RELAXED);
+	return rc;
+}
+
+uint64_t cfs_vfs_read_bytes(struct cfs_vfs *v)
+{
+	return __atomic_load_n(&v->read_bytes, __ATOMIC_RELAXED);
 }
 
 /* Hashes a completely cached file and compares with Drive's checksum.

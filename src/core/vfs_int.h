@@ -89,7 +89,36 @@ struct cfs_wfile {
 	int64_t due_ms;         /* the write-back delay ends (monotonic ms) */
 	int64_t sent_bytes;     /* confirmed by Drive in the upload now sending */
 	uint64_t attempts;      /* uploads of it that ended (fsync waits for one) */
+	/* uploads while open (vfs_snap.c): writes in progress (their bytes
+	 * going into fd, the lock not held); a snapshot being copied (writes
+	 * and truncates wait); when the next snapshot is due; when `colabfs
+	 * sync` first asked for it and when the snapshot last in Drive was
+	 * taken (monotonic ms) */
+	int writing, snapping;
+	int64_t open_due_ms, ask_ms, ask_seen_ms, durable_ms;
+	/* what Drive holds stays a prefix of a snapshot: the size of Drive's
+	 * version (as far as this mount knows), the lowest offset changed
+	 * since it was sent, and since the upload running now was started
+	 * (INT64_MAX: none); cfs_vfs_snap_changed keeps them */
+	int64_t drive_size, lo_drive, lo_take;
+	struct cfs_wsnap *snap; /* NULL until the first snapshot */
 	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
+};
+
+/* A consistent copy of a staged file still open for writing, kept as
+ * staging file "ID.snap" and brought up to date from the bytes changed
+ * since (dirty_lo on) at each snapshot.  While it is complete and newer
+ * than what Drive has, and the file is being written, the journal's row is
+ * a SNAPSHOT row describing it (cfs_vfs_w_put). */
+struct cfs_wsnap {
+	int fd;
+	int sending;            /* its upload runs */
+	int valid;              /* the copy holds gen, complete (else being made) */
+	int64_t dirty_lo;       /* lowest offset changed since the copy (INT64_MAX: none) */
+	uint64_t gen;           /* w->gen it is a copy of */
+	int64_t size, mtime_ns, taken_ms;
+	int64_t confirmed;      /* its upload session (a new process resumes it) */
+	char uri[CFS_JOURNAL_URI_MAX];
 };
 
 /* w lock held: whether w waits for the user: a torn file, a refusal that
@@ -121,6 +150,7 @@ struct cfs_vfs_w {
 	pthread_cond_t cond;        /* uploaders: work; fsync waiters: a file's state changed */
 	int ready, enabled, delete_permanently, nthreads, started, stop;
 	long delay_ms;
+	long open_ms;               /* --upload-open-files (0: off) */
 	struct cfs_journal *journal;
 	struct cfs_staging *stage;
 	struct cfs_wfile *files;
@@ -161,6 +191,7 @@ struct cfs_vfs {
 	struct cfs_export_map exports;
 	char root_id[CFS_ID_MAX];
 	uint64_t files_checked, files_mismatched; /* whole-file checks (atomic) */
+	uint64_t read_bytes;        /* bytes read() returned, of every kind (atomic) */
 	/* Changes API polling */
 	struct cfs_vfs_notify notify;
 	pthread_t poller;
@@ -383,6 +414,42 @@ void cfs_vfs_w_stop(struct cfs_vfs *v);    /* the uploaders joined */
 void cfs_vfs_w_cleanup(struct cfs_vfs *v); /* after the handles: staged files closed */
 /* vfs_upload.c, w lock held: drops w (staged file, journal entry) */
 void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w);
+
+/* vfs_snap.c: uploads of files still open for writing.  All with the w
+ * lock held (snap_take drops it while copying). */
+/* Writes and truncates of w wait while a snapshot of it is being copied. */
+void cfs_vfs_snap_wait(struct cfs_vfs *v, struct cfs_wfile *w);
+/* w's bytes from off on changed (a write at off, a truncate to off). */
+void cfs_vfs_snap_changed(struct cfs_wfile *w, int64_t off);
+/* An upload of w starts (its bytes as of now), ends well (sent: its size). */
+void cfs_vfs_snap_sending(struct cfs_wfile *w);
+void cfs_vfs_snap_sent(struct cfs_wfile *w, int64_t size);
+/* Whether w, open for writing and being written, is due for a snapshot
+ * upload now; else *next is lowered to when it will be. */
+int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_t *next);
+/* Makes the snapshot (waiting for writes in progress, copying without the
+ * lock), journals its SNAPSHOT row, and gives the entry to upload (*j) and
+ * a descriptor of its bytes (*fd, the caller closes).  w->sending is set.
+ * 0 or -errno (w->sending cleared). */
+int cfs_vfs_snap_take(struct cfs_vfs *v, struct cfs_wfile *w, struct cfs_jent *j, int *fd);
+/* The snapshot's upload ended: rc 0 (in Drive), conflict (went to a copy). */
+void cfs_vfs_snap_done(struct cfs_vfs *v, struct cfs_wfile *w, int rc, int conflict);
+/* An upload of the snapshot confirmed bytes of session uri. */
+void cfs_vfs_snap_progress(struct cfs_vfs *v, struct cfs_wfile *w, const char *uri,
+			   int64_t confirmed);
+/* The snapshot's copy and state go (the last writer closed, w dropped). */
+void cfs_vfs_snap_free(struct cfs_vfs *v, struct cfs_wfile *w);
+/* `colabfs sync`: whether w still waits for an upload; one being written,
+ * for one of its bytes as of the sync's first ask (a snapshot taken since). */
+int cfs_vfs_snap_sync_pending(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now);
+/* Journals w's entry (e NULL: w->j), as a SNAPSHOT row while a snapshot is
+ * being uploaded and w is being written.  0 or a journal error. */
+int cfs_vfs_w_put(struct cfs_vfs *v, struct cfs_wfile *w, const struct cfs_jent *e);
+/* Replay: a SNAPSHOT row becomes the entry of its snapshot's bytes (a fresh
+ * mount: uploaded; the bytes written after it kept aside) or of the file
+ * being written (a restarted server); a snapshot copy left by any other
+ * row goes. */
+void cfs_vfs_snap_replay(struct cfs_vfs *v, struct cfs_jent *e, int fresh_mount);
 
 /* vfs_file.c */
 void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check);

@@ -56,6 +56,7 @@ void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w)
 		*pp = w->next;
 		__atomic_sub_fetch(&v->w.nfiles, 1, __ATOMIC_RELAXED);
 	}
+	cfs_vfs_snap_free(v, w);
 	close(w->fd);
 	int rc = cfs_staging_remove(v->w.stage, w->j.id);
 	if (rc && rc != -ENOENT)
@@ -74,6 +75,11 @@ static struct cfs_wfile *pick(struct cfs_vfs *v, int64_t now, long *wait_ms)
 	struct cfs_wfile *best = NULL;
 	int64_t next = now + 1000;
 	for (struct cfs_wfile *w = v->w.files; w; w = w->next) {
+		if (cfs_vfs_snap_due(v, w, now, &next)) { /* held open: a snapshot */
+			if (!best || w->j.seq < best->j.seq)
+				best = w;
+			continue;
+		}
 		if (!w->sending && w->due_ms <= now && cfs_upq_may(&w->rq, now, &next) &&
 		    ((w->unlinked && w->j.removed) ||
 		     (!w->unlinked && !w->j.is_new && w->gen <= w->durable && !cfs_wfile_settled(w)))) {
@@ -104,6 +110,7 @@ struct send {
 	struct cfs_wfile *w;
 	uint64_t gen;
 	int fd;
+	int snap; /* the bytes are a snapshot of a file still open (vfs_snap.c) */
 	char sent_name[CFS_JOURNAL_NAME_MAX]; /* what the file is created as */
 	char sent_parent[CFS_ID_MAX];
 	char rev[CFS_ID_MAX];  /* the content revision Drive made of the bytes sent */
@@ -118,7 +125,11 @@ static int read_staged(void *arg, int64_t off, void *buf, size_t len)
 	/* changed under us (a writer came back): these bytes may mix two
 	 * versions, which Drive must never hold; the newer one goes next */
 	pthread_mutex_lock(&s->v->w.lock);
-	int changed = s->w->gen != s->gen;
+	/* a snapshot does not change, but a close with newer bytes supersedes
+	 * it; a write still in progress (a FLUSH from another descriptor said
+	 * "complete" meanwhile) may be half done */
+	int changed = s->snap ? !s->w->writers && s->w->gen != s->gen
+			      : s->w->gen != s->gen || s->w->writing;
 	pthread_mutex_unlock(&s->v->w.lock);
 	return changed ? -ESTALE : rc ? rc : got == len ? 0 : -ESTALE;
 }
@@ -130,12 +141,14 @@ static void on_progress(void *arg, const char *uri, int64_t confirmed)
 	struct cfs_vfs *v = s->v;
 	pthread_mutex_lock(&v->w.lock);
 	s->w->sent_bytes = confirmed;
-	if (s->w->gen == s->gen && !s->w->unlinked && strlen(uri) < sizeof(s->w->j.uri)) {
+	if (s->snap)
+		cfs_vfs_snap_progress(v, s->w, uri, confirmed);
+	else if (s->w->gen == s->gen && !s->w->unlinked && strlen(uri) < sizeof(s->w->j.uri)) {
 		snprintf(s->w->j.uri, sizeof(s->w->j.uri), "%s", uri);
 		snprintf(s->w->j.sent_name, sizeof(s->w->j.sent_name), "%s", s->sent_name);
 		snprintf(s->w->j.sent_parent, sizeof(s->w->j.sent_parent), "%s", s->sent_parent);
 		s->w->j.confirmed = confirmed;
-		if (cfs_journal_put(v->w.journal, &s->w->j))
+		if (cfs_vfs_w_put(v, s->w, NULL))
 			CFS_WARN("journal: cannot record the upload session of %s", s->w->j.id);
 	}
 	pthread_mutex_unlock(&v->w.lock);
@@ -512,7 +525,7 @@ static void become_copy(struct cfs_vfs *v, struct cfs_wfile *w, const struct cfs
 	w->j.replaces[0] = '\0';
 	w->j.seq = 0;
 	w->ino = ino;
-	if (cfs_journal_put(v->w.journal, &w->j))
+	if (cfs_vfs_w_put(v, w, NULL))
 		CFS_WARN("journal: cannot record %s", w->j.id);
 }
 
@@ -536,6 +549,7 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 	if (!rc) {
 		if (gen > w->durable)
 			w->durable = gen;
+		cfs_vfs_snap_sent(w, j->size);
 		if (conflict && !w->handles)
 			w->durable = w->gen; /* ours is safe in the copy */
 		cfs_upq_ok(&w->rq);
@@ -563,14 +577,14 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 		if (!conflict && (w->j.removed || (w->gen <= w->durable && !cfs_wfile_settled(w)))) {
 			/* removed meanwhile (the tombstone is next), or what it
 			 * replaces or its name still to fix (bury): kept */
-			cfs_journal_put(v->w.journal, &w->j);
+			cfs_vfs_w_put(v, w, NULL);
 		} else if ((w->gen == w->durable && w->handles == 0) || conflict) {
 			if (conflict && w->handles) {
 				become_copy(v, w, j, s);
 			} else {
 				cfs_vfs_w_drop(v, w);
 			}
-		} else if (cfs_journal_put(v->w.journal, &w->j)) {
+		} else if (cfs_vfs_w_put(v, w, NULL)) {
 			CFS_WARN("journal: cannot record that %s is uploaded", w->j.id);
 		}
 		pthread_cond_broadcast(&v->w.cond);
@@ -662,7 +676,7 @@ static void bury(struct cfs_vfs *v, struct cfs_wfile *w)
 	if (w->handles == 0 && cfs_wfile_settled(w))
 		cfs_vfs_w_drop(v, w);
 	else
-		cfs_journal_put(v->w.journal, &w->j);
+		cfs_vfs_w_put(v, w, NULL);
 	pthread_cond_broadcast(&v->w.cond);
 }
 
@@ -681,17 +695,28 @@ static void *uploader(void *arg)
 			bury(v, w); /* picked for a tombstone or a leftover replaces */
 			continue;
 		}
-		struct send s = { .v = v, .w = w, .gen = w->gen, .fd = dup(w->fd) };
+		struct send s = { .v = v, .w = w, .gen = w->gen, .fd = -1 };
 		struct cfs_jent *j = malloc(sizeof(*j));
-		if (s.fd < 0 || !j) {
-			if (s.fd >= 0)
-				close(s.fd);
+		s.snap = j && cfs_vfs_snap_due(v, w, cfs_vfs_w_now(v), &(int64_t){ 0 });
+		if (s.snap) {
+			int rc = cfs_vfs_snap_take(v, w, j, &s.fd);
+			if (rc) { /* tried again after a backoff step, urgent or not */
+				cfs_upq_fail(&w->rq, rc, cfs_vfs_w_now(v), w_rand(v));
+				free(j);
+				continue;
+			}
+			s.gen = w->sending;
+		} else if (j && (s.fd = dup(w->fd)) >= 0) {
+			*j = w->j;
+			w->sending = s.gen;
+		}
+		if (s.fd >= 0)
+			cfs_vfs_snap_sending(w);
+		if (s.fd < 0) {
 			free(j);
 			cfs_vfs_wait_ms(&v->w.cond, &v->w.lock, 999);
 			continue;
 		}
-		*j = w->j;
-		w->sending = s.gen;
 		pthread_mutex_unlock(&v->w.lock);
 		struct cfs_file_meta out;
 		char sent_id[CFS_ID_MAX] = "";
@@ -710,6 +735,8 @@ static void *uploader(void *arg)
 		if (rc == SKIPPED) {
 			close(s.fd);
 			pthread_mutex_lock(&v->w.lock);
+			if (s.snap)
+				cfs_vfs_snap_done(v, w, rc, 0);
 			w->sending = 0;
 			if (w->handles == 0 && !w->j.removed)
 				cfs_vfs_w_drop(v, w);
@@ -732,6 +759,8 @@ static void *uploader(void *arg)
 		cfs_file_meta_cleanup(&out);
 		close(s.fd);
 		pthread_mutex_lock(&v->w.lock);
+		if (s.snap) /* first: finish journals the file's own row again */
+			cfs_vfs_snap_done(v, w, rc, conflict);
 		finish(v, w, rc, s.gen, j, conflict, &s);
 		free(j);
 	}
@@ -799,6 +828,9 @@ void cfs_vfs_w_cleanup(struct cfs_vfs *v)
 	while (v->w.files) {
 		struct cfs_wfile *w = v->w.files;
 		v->w.files = w->next;
+		if (w->snap)
+			close(w->snap->fd);
+		free(w->snap);
 		close(w->fd);
 		free(w);
 	}
@@ -881,6 +913,7 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner)
 		const char *ids[1] = { e[i].id };
 		if (!replay_sane(v, &e[i]))
 			continue;
+		cfs_vfs_snap_replay(v, &e[i], fresh_mount);
 		if (e[i].state == CFS_JSTATE_CLEAN && !e[i].removed) {
 			/* opened for writing, never changed: Drive has these bytes */
 			cfs_staging_remove(v->w.stage, e[i].id);
@@ -906,6 +939,11 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner)
 		w->j.size = st.st_size; /* the staged bytes are the truth */
 		w->unlinked = w->j.removed;
 		w->fd = fd;
+		/* what Drive has is not known here: no upload while open before
+		 * one of its own (a new file's Drive has nothing) */
+		w->drive_size = w->j.is_new ? 0 : INT64_MAX;
+		w->lo_drive = 0;
+		w->lo_take = INT64_MAX;
 		w->ino = ino;
 		w->gen = w->journaled = 1;
 		if (w->j.state == CFS_JSTATE_TORN ||
@@ -992,13 +1030,13 @@ int cfs_vfs_sync_json(struct cfs_vfs *v, uint64_t ino, struct cfs_buf *out)
 	cfs_inode_lock(v->tab);
 	pthread_mutex_lock(&v->w.lock);
 	for (struct cfs_wfile *w = v->w.files; !rc && w; w = w->next) {
-		if (w->unlinked || w->gen <= w->durable)
+		if (w->unlinked)
 			continue;
 		cfs_buf_reset(&path);
 		int below = node_path(v, w->ino, ino, &path);
 		if (below < 0)
 			rc = below;
-		if (below <= 0)
+		if (below <= 0 || !cfs_vfs_snap_sync_pending(v, w, now))
 			continue;
 		w->urgent = 1;
 		if (!w->torn && cfs_upq_ask(&w->rq, now))

@@ -364,6 +364,8 @@ static void w_changed(struct cfs_vfs *v, struct cfs_wfile *w)
 	if (w->j.state == CFS_JSTATE_CLEAN || w->j.state == CFS_JSTATE_TORN)
 		w->j.state = w->torn ? CFS_JSTATE_TORN : CFS_JSTATE_CLOSED;
 	cfs_upq_touch(&w->rq, cfs_vfs_w_now(v)); /* new bytes may be accepted */
+	if (v->w.open_ms && !w->open_due_ms) /* held open: uploaded while open (vfs_snap.c) */
+		w->open_due_ms = cfs_vfs_w_now(v) + v->w.open_ms;
 	w->j.uri[0] = '\0';
 	w->j.confirmed = 0;
 }
@@ -378,13 +380,12 @@ static int w_begin(struct cfs_vfs *v, struct cfs_wfile *w)
 	struct cfs_jent j = w->j;
 	j.state = CFS_JSTATE_WRITING;
 	j.gen = w->gen;
-	int rc = cfs_journal_put(v->w.journal, &j);
+	int rc = cfs_vfs_w_put(v, w, &j);
 	if (rc) {
 		CFS_ERROR("journal: cannot record that %s is being written: %s", w->j.id,
 			  cfs_strerror(rc));
 		return rc == -ENOSPC ? rc : -EIO;
 	}
-	w->j.seq = j.seq;
 	w->j.state = CFS_JSTATE_WRITING;
 	return 0;
 }
@@ -399,6 +400,8 @@ static int w_new(struct cfs_vfs *v, uint64_t ino, const struct cfs_jent *j, int 
 		return -ENOMEM;
 	w->j = *j;
 	w->ino = ino;
+	w->drive_size = j->is_new ? 0 : j->size; /* the caller says when it was emptied */
+	w->lo_drive = w->lo_take = INT64_MAX;
 	int rc = cfs_staging_file(v->w.stage, j->id, 1, trunc, &w->fd);
 	if (rc) {
 		free(w);
@@ -415,7 +418,7 @@ static int w_new(struct cfs_vfs *v, uint64_t ino, const struct cfs_jent *j, int 
 static int w_journal(struct cfs_vfs *v, struct cfs_wfile *w)
 {
 	w->j.gen = w->gen;
-	int rc = cfs_journal_put(v->w.journal, &w->j);
+	int rc = cfs_vfs_w_put(v, w, NULL);
 	if (rc)
 		CFS_ERROR("journal: cannot record %s: %s", w->j.id, cfs_strerror(rc));
 	else
@@ -505,6 +508,8 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	if (w) {
 		int rc = 0;
 		if (trunc && w->j.size != 0) {
+			cfs_vfs_snap_wait(v, w);
+			cfs_vfs_snap_changed(w, 0);
 			rc = w_begin(v, w);
 			if (!rc)
 				rc = ftruncate(w->fd, 0) ? -errno : 0;
@@ -544,6 +549,7 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 	pthread_mutex_lock(&v->w.lock);
 	if ((w = cfs_vfs_w_find(v, ino)) == NULL) {
 		int emptied = trunc && j.size > 0;
+		int64_t in_drive = j.size;
 		if (trunc) {
 			j.size = 0;
 			j.mtime_ns = cfs_vfs_w_wall(v);
@@ -552,6 +558,9 @@ int cfs_vfs_w_attach(struct cfs_vfs *v, uint64_t ino, int writer, int trunc,
 		j.state = emptied ? CFS_JSTATE_WRITING : CFS_JSTATE_CLEAN;
 		rc = w_new(v, ino, &j, 0, &w);
 		if (!rc) {
+			w->drive_size = in_drive;
+			if (emptied)
+				cfs_vfs_snap_changed(w, 0);
 			w->gen = emptied ? 2 : 1;
 			w->durable = 1;
 			rc = w_journal(v, w);
@@ -572,8 +581,10 @@ void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer)
 {
 	pthread_mutex_lock(&v->w.lock);
 	w->handles--;
-	if (writer && --w->writers == 0)
+	if (writer && --w->writers == 0) {
 		w->due_ms = cfs_vfs_w_now(v) + v->w.delay_ms;
+		cfs_vfs_snap_free(v, w); /* the close's upload sends the staged file */
+	}
 	/* nobody has it open: gone from the namespace, or all of it in Drive */
 	if (w->handles == 0 && !w->sending && (w->unlinked ? !w->j.removed : cfs_wfile_settled(w)))
 		cfs_vfs_w_drop(v, w);
@@ -1049,7 +1060,9 @@ int cfs_vfs_setattr(struct cfs_vfs *v, uint64_t ino, uint64_t fh,
 		if ((rc = setattr_w(v, ino, fh, s->size == 0, &w)) != 0)
 			return rc;
 		pthread_mutex_lock(&v->w.lock);
+		cfs_vfs_snap_wait(v, w);
 		if (w->j.size != s->size) {
+			cfs_vfs_snap_changed(w, s->size < w->j.size ? s->size : w->j.size);
 			rc = w_begin(v, w);
 			if (!rc)
 				rc = ftruncate(w->fd, (off_t)s->size) ? -errno : 0;
@@ -1133,11 +1146,16 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 		return -EBADF;
 	}
 	pthread_mutex_lock(&v->w.lock);
+	cfs_vfs_snap_wait(v, w); /* never a snapshot of a half-done write */
 	rc = w_begin(v, w);
+	w->writing += !rc;
 	pthread_mutex_unlock(&v->w.lock);
 	if (!rc)
 		rc = cfs_staging_pwrite(w->fd, off, buf, len);
 	pthread_mutex_lock(&v->w.lock);
+	if (w->writing && !--w->writing)
+		pthread_cond_broadcast(&v->w.cond);
+	cfs_vfs_snap_changed(w, off); /* failed too: what it did is unknown */
 	if (!rc && w->j.uri[0]) {
 		/* an upload session was started for older bytes: the journal must not
 		 * hand it to a later process for these */
@@ -1180,6 +1198,7 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w, int durable)
 	pthread_mutex_lock(&v->w.lock);
 	if (!rc && w->j.state == CFS_JSTATE_WRITING && !w->torn) {
 		w->j.state = CFS_JSTATE_CLOSED; /* complete as of this close */
+		w->open_due_ms = 0;
 		if (w->journaled == w->gen && !w->unlinked)
 			rc = w_journal(v, w);
 	}

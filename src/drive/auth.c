@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@ struct cfs_auth {
 	int rejected;      /* Drive refused the current token */
 	int64_t got_at, expires_at; /* monotonic seconds */
 	uint64_t rng;
+	int colab;         /* the source is Colab's credential endpoint */
+	char fail[256];    /* why the last token call failed (no secret) */
 };
 
 int cfs_auth_needs_refresh(int64_t now, int64_t got_at, int64_t expires_at)
@@ -151,16 +154,88 @@ static int load_file(struct cfs_auth *a, const char *path, char *why, size_t wca
 	return 0;
 }
 
-/* Where the metadata server is, if this looks like a machine that has one. */
-static int metadata_url(const struct cfs_auth_opts *o, char *out, size_t cap)
+/* ---- metadata servers: --metadata-url, Colab's endpoint, GCE's ---------- */
+
+static const char *const TBE_VARS[] = { "TBE_EPHEM_CREDS_ADDR", "TBE_CREDS_ADDR" };
+
+int cfs_auth_tbe_base(const char *var, const char *addr, char *base, size_t cap, char *why,
+		      size_t wcap)
+{
+	static const char host_ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				      "0123456789._-";
+	static const char path_ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				      "0123456789._~-/%";
+	const char *want = "it should be host:port (as Colab sets it) or http://host:port";
+	for (size_t i = 0; addr[i]; i++)
+		if ((unsigned char)addr[i] <= ' ' || (unsigned char)addr[i] >= 0x7f) {
+			snprintf(why, wcap, "%s has a space, a control character or a non-ASCII "
+				 "byte (at offset %zu); %s", var, i, want);
+			return CFS_E_CONFIG;
+		}
+	const char *p = addr, *sep = strstr(addr, "://");
+	const char *scheme = "http";
+	if (sep) {
+		size_t n = (size_t)(sep - addr);
+		if (n == 4 && strncasecmp(addr, "http", 4) == 0)
+			scheme = "http";
+		else if (n == 5 && strncasecmp(addr, "https", 5) == 0)
+			scheme = "https";
+		else {
+			snprintf(why, wcap, "%s %.200s: the scheme is not http or https; %s", var, addr,
+				 want);
+			return CFS_E_CONFIG;
+		}
+		p = sep + 3;
+	}
+	size_t alen = strcspn(p, "/"), hlen;
+	const char *path = p + alen, *port = NULL;
+	if (strpbrk(addr, "@?#") || !*addr) {
+		snprintf(why, wcap, "%s %.200s: a user name, query or fragment (or nothing) is not "
+			 "an address; %s", var, addr, want);
+		return CFS_E_CONFIG;
+	}
+	if (*p == '[') {
+		const char *rb = memchr(p, ']', alen);
+		hlen = rb ? (size_t)(rb - p) + 1 : 0;
+		if (hlen < 3 || strspn(p + 1, "0123456789abcdefABCDEF:.") != hlen - 2)
+			hlen = 0;
+	} else {
+		hlen = strspn(p, host_ok);
+		if (hlen > alen)
+			hlen = alen;
+	}
+	if (hlen < alen && p[hlen] == ':')
+		port = p + hlen + 1;
+	size_t plen = port ? alen - hlen - 1 : 0;
+	long pv = 0;
+	for (size_t i = 0; i < plen && pv <= 65535; i++)
+		pv = port[i] >= '0' && port[i] <= '9' ? pv * 10 + (port[i] - '0') : 65536;
+	int bad_port = port ? plen == 0 || plen > 5 || pv < 1 || pv > 65535 : !sep;
+	if (!hlen || (!port && hlen != alen) || bad_port || (!sep && *path) ||
+	    strspn(path, path_ok) != strlen(path)) {
+		snprintf(why, wcap, "%s %.200s: not %s; %s", var, addr,
+			 sep ? "http(s)://host[:port][/path]" : "host:port", want);
+		return CFS_E_CONFIG;
+	}
+	size_t pathlen = strlen(path);
+	while (pathlen && path[pathlen - 1] == '/')
+		pathlen--;
+	if ((size_t)snprintf(base, cap, "%s://%.*s%.*s", scheme, (int)alen, p, (int)pathlen, path) >=
+	    cap) {
+		snprintf(why, wcap, "%s is too long (%zu bytes)", var, strlen(addr));
+		return CFS_E_CONFIG;
+	}
+	return 0;
+}
+
+/* The GCE metadata server's base URL, if this looks like a machine that has one. */
+static int gce_base(char *out, size_t cap)
 {
 	const char *host = getenv("GCE_METADATA_HOST");
 	if (!host || !*host)
 		host = getenv("GCE_METADATA_ROOT");
-	if (o->metadata_url)
-		return (size_t)snprintf(out, cap, "%s" METADATA_TOKEN_PATH, o->metadata_url) < cap;
 	if (host && *host)
-		return (size_t)snprintf(out, cap, "http://%s" METADATA_TOKEN_PATH, host) < cap;
+		return (size_t)snprintf(out, cap, "http://%s", host) < cap;
 	char prod[128] = "";
 	FILE *f = fopen("/sys/class/dmi/id/product_name", "re");
 	if (f) {
@@ -170,23 +245,23 @@ static int metadata_url(const struct cfs_auth_opts *o, char *out, size_t cap)
 	}
 	if (!strstr(prod, "Google"))
 		return 0;
-	return (size_t)snprintf(out, cap, "http://metadata.google.internal" METADATA_TOKEN_PATH) <
-	       cap;
+	return (size_t)snprintf(out, cap, "http://metadata.google.internal") < cap;
 }
 
 static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in, char **scope);
 
-/* Uses the metadata server if it hands out a token now. */
-static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
+/* Uses the metadata server at base if it hands out a token now; the source
+ * is label, or "metadata server URL" when label is NULL.  On failure a->fail
+ * says why. */
+static int try_metadata(struct cfs_auth *a, const char *base, const char *label)
 {
 	char url[1024];
-	if (!metadata_url(o, url, sizeof(url)))
-		return -ENOENT;
 	/* ask for the mount's scope (GCE: ?scopes=, a comma-separated list) */
-	size_t ul = strlen(url);
-	if ((size_t)snprintf(url + ul, sizeof(url) - ul, "?scopes=%s", a->scope) >=
-	    sizeof(url) - ul)
+	if ((size_t)snprintf(url, sizeof(url), "%s" METADATA_TOKEN_PATH "?scopes=%s", base,
+			     a->scope) >= sizeof(url)) {
+		snprintf(a->fail, sizeof(a->fail), "the URL is too long");
 		return -ENAMETOOLONG;
+	}
 	a->kind = K_METADATA;
 	a->token_url = strdup(url);
 	if (!a->token_url)
@@ -195,7 +270,7 @@ static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
 	int64_t exp = 0;
 	int rc = fetch_once(a, &t, &exp, &a->granted);
 	if (rc) {
-		CFS_INFO("no token from the metadata server %s (%s)", url, cfs_strerror(rc));
+		CFS_INFO("no token from the metadata server %s (%s)", url, a->fail);
 		free(a->token_url);
 		a->token_url = NULL;
 		return rc;
@@ -209,9 +284,41 @@ static int try_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o)
 	}
 	explicit_bzero(t, strlen(t));
 	free(t);
-	snprintf(a->source, sizeof(a->source), "metadata server %.*s", (int)(ul < 480 ? ul : 480),
-		 url);
+	if (label)
+		snprintf(a->source, sizeof(a->source), "%s", label);
+	else
+		snprintf(a->source, sizeof(a->source), "metadata server %.480s", url);
 	return 0;
+}
+
+/* The metadata servers in order: --metadata-url, Colab's endpoint, GCE's.
+ * Returns 0 (a token), -ENOENT (none here: the next source), or a final
+ * failure with the reason in why (Colab's endpoint, set but unusable). */
+static int find_metadata(struct cfs_auth *a, const struct cfs_auth_opts *o, char *why,
+			 size_t wcap)
+{
+	char base[512], label[600];
+	if (o->metadata_url)
+		return try_metadata(a, o->metadata_url, NULL) ? -ENOENT : 0;
+	for (size_t i = 0; i < sizeof(TBE_VARS) / sizeof(TBE_VARS[0]); i++) {
+		const char *var = TBE_VARS[i], *val = getenv(var);
+		if (!val || !*val)
+			continue;
+		int rc = cfs_auth_tbe_base(var, val, base, sizeof(base), why, wcap);
+		if (rc)
+			return rc;
+		snprintf(label, sizeof(label), "Colab (%s %s)", var, base);
+		if (try_metadata(a, base, label) != 0) {
+			snprintf(why, wcap, "%s %s: Colab's credential endpoint gave no token (%s); "
+				 CFS_AUTH_COLAB_FIX, var, base, a->fail);
+			return CFS_E_AUTH;
+		}
+		a->colab = 1;
+		return 0;
+	}
+	if (!gce_base(base, sizeof(base)))
+		return -ENOENT;
+	return try_metadata(a, base, NULL) ? -ENOENT : 0;
 }
 
 static int file_exists(const char *p)
@@ -252,8 +359,8 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 		rc = load_file(a, gcloud, why, wcap);
 	else if (file_exists("/content/.adc/adc.json"))
 		rc = load_file(a, "/content/.adc/adc.json", why, wcap);
-	else if (try_metadata(a, o) == 0)
-		rc = 0;
+	else if ((rc = find_metadata(a, o, why, wcap)) != -ENOENT)
+		; /* a token, or Colab's endpoint failed (final) */
 	else if (env_token && *env_token) {
 		if (strlen(env_token) >= TOKEN_MAX) {
 			snprintf(why, wcap, "COLABFS_ACCESS_TOKEN is too long");
@@ -268,8 +375,11 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 	} else {
 		snprintf(why, wcap,
 			 "no credentials: tried --credentials, GOOGLE_APPLICATION_CREDENTIALS, %s, "
-			 "/content/.adc/adc.json, the metadata server and COLABFS_ACCESS_TOKEN",
-			 gcloud[0] ? gcloud : "the gcloud ADC file");
+			 "/content/.adc/adc.json, %s and COLABFS_ACCESS_TOKEN",
+			 gcloud[0] ? gcloud : "the gcloud ADC file",
+			 o->metadata_url ? "--metadata-url (no token)"
+					 : "Colab's credential endpoint (TBE_EPHEM_CREDS_ADDR, "
+					   "TBE_CREDS_ADDR: unset), the GCE metadata server");
 		rc = CFS_E_AUTH;
 	}
 	const char *url = o->token_url ? o->token_url
@@ -310,6 +420,11 @@ void cfs_auth_free(struct cfs_auth *a)
 const char *cfs_auth_source(const struct cfs_auth *a)
 {
 	return a->source;
+}
+
+int cfs_auth_from_colab(const struct cfs_auth *a)
+{
+	return a->colab;
 }
 
 int64_t cfs_auth_expires_in(struct cfs_auth *a)
@@ -445,6 +560,7 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in, char 
 	rc = cfs_http_perform(a->http, &r);
 	if (rc) {
 		CFS_WARN("token endpoint %s: %s", a->token_url, r.errmsg);
+		snprintf(a->fail, sizeof(a->fail), "%s", r.errmsg[0] ? r.errmsg : cfs_strerror(rc));
 		goto out;
 	}
 	char err[64];
@@ -452,6 +568,8 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in, char 
 		rc = cfs_json_parse_token(reply.data, reply.len, tok, expires_in, err, sizeof(err));
 		if (rc == CFS_E_PROTO)
 			CFS_WARN("token endpoint %s: malformed reply", a->token_url);
+		if (rc)
+			snprintf(a->fail, sizeof(a->fail), "HTTP 200 without a token");
 		free(*scope);
 		*scope = NULL;
 		if (!rc && cfs_json_parse_scope(reply.data, reply.len, scope) == CFS_E_PROTO)
@@ -465,6 +583,7 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in, char 
 		CFS_ERROR("token endpoint %s answered HTTP %ld, a redirect to %s; colabfs does not "
 			  "follow redirects of token requests", a->token_url, r.status,
 			  r.location[0] ? r.location : "?");
+		snprintf(a->fail, sizeof(a->fail), "HTTP %ld, a redirect", r.status);
 		rc = CFS_E_AUTH;
 	} else if (r.status == 400 || r.status == 401 || r.status == 403) {
 		char *t = NULL;
@@ -474,9 +593,11 @@ static int fetch_once(struct cfs_auth *a, char **tok, int64_t *expires_in, char 
 		free(t);
 		CFS_ERROR("token endpoint %s refused the credentials: HTTP %ld %s", a->token_url,
 			  r.status, err);
+		snprintf(a->fail, sizeof(a->fail), "HTTP %ld %s", r.status, err);
 		rc = CFS_E_AUTH;
 	} else {
 		CFS_WARN("token endpoint %s: HTTP %ld", a->token_url, r.status);
+		snprintf(a->fail, sizeof(a->fail), "HTTP %ld", r.status);
 		rc = r.status == 429 ? CFS_E_RATE : CFS_E_SERVER;
 	}
 out:

@@ -2,10 +2,21 @@
  *
  * Sources, first found wins: --credentials FILE; $GOOGLE_APPLICATION_CREDENTIALS;
  * ~/.config/gcloud/application_default_credentials.json (or
- * $CLOUDSDK_CONFIG/...); Colab's /content/.adc/adc.json; the metadata server
- * (GCE and recent Colab runtimes: asked when --metadata-url or
- * $GCE_METADATA_HOST is set, or the machine says it is a Google VM);
+ * $CLOUDSDK_CONFIG/...); Colab's /content/.adc/adc.json; a metadata server:
+ * --metadata-url when given, else Colab's credential endpoint
+ * ($TBE_EPHEM_CREDS_ADDR, else $TBE_CREDS_ADDR: host:port or
+ * http(s)://host[:port][/prefix], see cfs_auth_tbe_base), else the GCE one
+ * ($GCE_METADATA_HOST, or metadata.google.internal when the machine says it
+ * is a Google VM; on Colab that is the VM's service account, not the user);
  * $COLABFS_ACCESS_TOKEN.
+ * Every metadata server is asked the same way: GET
+ * {base}/computeMetadata/v1/instance/service-accounts/default/token?scopes=...
+ * with "Metadata-Flavor: Google"; its tokens are refreshed like any other.
+ * A metadata server that gives no token is passed over, except Colab's: its
+ * variable says where the user's token is (after the notebook's consent), so
+ * its failure is final (CFS_E_AUTH, CFS_AUTH_COLAB_FIX in the reason), never
+ * a silent fall back to the VM's account.  Tokens (from any source) are sent
+ * only to the Drive API URL (https, or plain http to this machine: config.c).
  * authorized_user files use the refresh-token grant; service_account files
  * sign an RS256 JWT (jwt-bearer grant).  A static token from the environment is
  * used as is and cannot be refreshed.
@@ -44,8 +55,32 @@ int cfs_auth_new(struct cfs_http *http, const struct cfs_auth_opts *o, struct cf
 		 char *why, size_t wcap);
 void cfs_auth_free(struct cfs_auth *a);
 
-/* A short description of the source in use ("credentials file /x (authorized_user)"). */
+/* A short description of the source in use ("credentials file /x (authorized_user)",
+ * "Colab (TBE_EPHEM_CREDS_ADDR http://172.28.0.1:8009)"); never a secret. */
 const char *cfs_auth_source(const struct cfs_auth *a);
+
+/* What a notebook user does when Colab's endpoint gives no token, or one
+ * without Drive: the consent Colab asks before it hands out the user's
+ * Drive token.  cfs_auth_new's reason ends with it when Colab's endpoint
+ * failed. */
+#define CFS_AUTH_COLAB_FIX                                                                 \
+	"run colabfs.mount(\"/content/data\") in the notebook, which asks for your consent " \
+	"to Drive (or once: from google.colab import drive; drive.mount(\"/content/drive\"))"
+
+/* 1 when the token comes from Colab's credential endpoint ($TBE_*), else 0. */
+int cfs_auth_from_colab(const struct cfs_auth *a);
+
+/* Pure: the base URL of Colab's credential endpoint from the value addr of
+ * the variable var ("TBE_EPHEM_CREDS_ADDR"): "host:port" (as Colab sets it,
+ * e.g. 172.28.0.1:8009) gives "http://host:port"; a URL
+ * "http(s)://host[:port][/prefix]" is kept, the scheme lowercased and
+ * trailing slashes dropped.  host is a name or dotted address of
+ * [A-Za-z0-9._-], or [IPv6]; port 1 to 65535.  Returns 0, or CFS_E_CONFIG
+ * with a reason naming var in why: another scheme, a space, a control or
+ * non-ASCII byte, a user name, query or fragment, no port in the bare
+ * form, a result longer than cap. */
+int cfs_auth_tbe_base(const char *var, const char *addr, char *base, size_t cap, char *why,
+		      size_t wcap);
 
 /* Seconds until the current token expires, or -1 when that is not known
  * (no token fetched yet, or a static one from the environment). */

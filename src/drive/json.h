@@ -1,4 +1,5 @@
-/* json: every JSON document colabfs reads, parsed in one place (owns jansson).
+/* json: every JSON document colabfs reads, parsed in one place (owns jansson;
+ * json.c parses Drive's documents, json_cmd.c those of the command line).
  *
  * Drive file resources, file lists, error bodies, OAuth token replies and
  * credential files.  Parsers validate what they need: a required field that is
@@ -193,5 +194,27 @@ struct cfs_json_check {
 	const char *name, *status, *detail, *fix;
 };
 int cfs_json_write_checks(int ok, const struct cfs_json_check *c, size_t n, char **txt);
+
+/* `colabfs sync --json` and `colabfs warm --json` print one JSON object a
+ * line: {"event":EVENT, then the fields in order} (sync_cmd.h, warm.h say
+ * which).  A string field may hold any bytes: those that are not UTF-8
+ * become '?' (a file name is any bytes but '/' and NUL), and NULL is null.
+ * The line, compact and without a newline, is malloc'd into *txt.  Returns
+ * 0 or -ENOMEM. */
+enum cfs_json_kind {
+	CFS_JSON_INT,    /* i */
+	CFS_JSON_BOOL,   /* i: 0 false, else true */
+	CFS_JSON_STR,    /* s */
+	CFS_JSON_FAILED, /* the failed entries of st[0..n) as [{"path":..,"error":..},...] */
+};
+struct cfs_json_field {
+	const char *key;
+	enum cfs_json_kind kind;
+	int64_t i;
+	const char *s;
+	const struct cfs_json_sync *st;
+	size_t n;
+};
+int cfs_json_write_event(const char *event, const struct cfs_json_field *f, size_t n, char **txt);
 
 #endif

@@ -506,7 +506,7 @@ def run_cmd(argv, timeout, env=None, cwd=None):
 
 def clean_env(extra=None, home=None):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("COLABFS_", "GOOGLE_", "GCE_", "CLOUDSDK_"))}
+           if not k.startswith(("COLABFS_", "GOOGLE_", "GCE_", "CLOUDSDK_", "TBE_"))}
     env["NO_GCE_CHECK"] = "True"
     env["GCE_METADATA_HOST"] = "127.0.0.1:9"      # never the real metadata server
     env["GCE_METADATA_IP"] = "127.0.0.1:9"

@@ -133,4 +133,4 @@ def test_sync_outside_a_mount(colabfs, tmp_path):
         assert want in err, (argv, err)
         assert out == "", (argv, out)
     rc, out, err = H.run_cmd([colabfs, "--help"], 20, env=env)
-    assert "colabfs sync [--timeout SECONDS] [--quiet] [PATH...]" in out, out
+    assert "colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]" in out, out

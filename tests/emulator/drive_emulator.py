@@ -51,6 +51,9 @@ Auth:
                          certificate PEM) with iss EMAIL
   --readonly-token TOK   a bearer token accepted forever with only the drive.readonly scope
                          (repeatable): every write answers 403 insufficientPermissions
+  --metadata-scope SCOPE the scope of every metadata-server token, whatever ?scopes= asks (a Colab
+                         credential endpoint before the notebook's consent: e.g. cloud-platform,
+                         no Drive; every Drive call then answers 403 insufficientPermissions)
   With none of these, any non-empty bearer token is accepted (full scope).
   GET /oauth2/v3/tokeninfo?access_token=T (also /tokeninfo; or POST with the form body
   access_token=T, as Google takes it) answers {"scope", "expires_in"}.
@@ -898,6 +901,8 @@ def parse_args(argv):
     _add_bucket_flags(p, "user", "Drive API requests")
     p.add_argument("--readonly-token", action="append", default=[], metavar="TOK",
                    help="a bearer token valid forever with only the drive.readonly scope (repeatable)")
+    p.add_argument("--metadata-scope", metavar="SCOPE",
+                   help="the scope of metadata-server tokens, whatever ?scopes= asks")
     _add_bucket_flags(p, "write", "creations and uploads (files.create, media and multipart uploads, "
                                   "resumable session starts)")
     p.add_argument("--storage-limit", type=int, default=emudrive.QUOTA_LIMIT, metavar="BYTES",
@@ -978,7 +983,7 @@ def main(argv=None):
         drive = build_drive(args)
         auth = emuauth.Auth(args.access_token, args.client_id, args.client_secret, args.refresh_token,
                             args.token_lifetime, args.sa_public_key, args.sa_email, args.seed,
-                            args.grant_scope)
+                            args.grant_scope, args.metadata_scope)
         for token in args.readonly_token:
             auth.add_token(token, emuauth.READONLY_SCOPE)
         uploads = {"session_lifetime": args.upload_session_lifetime,

@@ -9,7 +9,9 @@ lifetime. With no way to get a token configured at all, any non-empty bearer tok
 Scopes: a static token has the full ``drive`` scope unless it was added with another one
 (``--readonly-token TOK``: ``drive.readonly``; ``Auth.add_token(TOK, SCOPE)``, reached by
 ``POST /_emu/tokens``); an issued token has the scope of its grant (the refresh grant's ``scope``
-field, the JWT's ``scope`` claim, the metadata server's ``?scopes=``). Reads need any Drive scope
+field, the JWT's ``scope`` claim, the metadata server's ``?scopes=``, or whatever that asks,
+``--metadata-scope SCOPE``: ``Auth(metadata_scope=...)``, a Colab credential endpoint before the
+notebook's consent hands out a token without Drive). Reads need any Drive scope
 (content: drive, drive.readonly or drive.file); writes need ``drive`` or ``drive.file``
 (``scope_allows_write``), metadata-only writes also ``drive.metadata``; others get 403
 insufficientPermissions (emuwrite.py).
@@ -102,11 +104,13 @@ def public_key_pem(path):
 
 class Auth:
     def __init__(self, access_tokens=(), client_id=None, client_secret=None, refresh_token=None,
-                 token_lifetime=3600, sa_public_key=None, sa_email=None, seed=0, grant_scope=None):
+                 token_lifetime=3600, sa_public_key=None, sa_email=None, seed=0, grant_scope=None,
+                 metadata_scope=None):
         self.static_tokens = {token: DEFAULT_SCOPE for token in access_tokens}
         self.client_id, self.client_secret, self.refresh_token = client_id, client_secret, refresh_token
         self.token_lifetime = token_lifetime
         self.grant_scope = grant_scope or DEFAULT_SCOPE   # what the refresh token was consented for
+        self.metadata_scope = metadata_scope              # None: the metadata server grants what is asked
         self.sa_email = sa_email
         self.sa_key_pem = public_key_pem(sa_public_key) if sa_public_key else None
         self.open = not (self.static_tokens or refresh_token or self.sa_key_pem)
@@ -171,8 +175,9 @@ class Auth:
         raise GrantError(400, "unsupported_grant_type", f"Invalid grant_type: {grant_type}")
 
     def issue(self, scope):
-        """A fresh token for the metadata server (no scope field in the reply, as on GCE)."""
-        return self._issue(scope, with_scope=False)
+        """A fresh token for the metadata server (no scope field in the reply, as on GCE): the scope
+        asked for, or ``metadata_scope`` when set."""
+        return self._issue(self.metadata_scope or scope, with_scope=False)
 
     def _issue(self, scope, with_scope=True, user=DRIVE_USER):
         token = "ya29." + "".join(self._rng.choice(_TOKEN_CHARS) for _ in range(120))

@@ -1121,6 +1121,28 @@ def test_metadata_server_token(basic):
     assert st == 200
 
 
+def test_metadata_scope_forced():
+    """--metadata-scope: the metadata server's tokens have that scope whatever ?scopes= asks (the
+    reply says none, as on GCE); one without Drive gets 403 insufficientPermissions from Drive."""
+    cloud = "https://www.googleapis.com/auth/cloud-platform"
+    args = drive_emulator.parse_args(["--access-token", "t", "--metadata-scope", cloud])
+    assert args.metadata_scope == cloud
+    path = "/computeMetadata/v1/instance/service-accounts/default/token"
+    with serve(auth=emuauth.Auth(["t"], metadata_scope=cloud)) as client:
+        st, _, body = client.call(path, {"scopes": emuauth.DEFAULT_SCOPE},
+                                  headers={"Metadata-Flavor": "Google"}, token="")
+        assert st == 200 and "scope" not in json.loads(body), body
+        tok = json.loads(body)["access_token"]
+        st, _, body = client.call("/drive/v3/about", {"fields": "user"}, token=tok)
+        assert st == 403 and b"insufficientPermissions" in body, body
+    # without it: the scope asked for
+    with serve(auth=emuauth.Auth(["t"])) as client:
+        st, _, body = client.call(path, {"scopes": emuauth.DEFAULT_SCOPE},
+                                  headers={"Metadata-Flavor": "Google"}, token="")
+        tok = json.loads(body)["access_token"]
+        assert client.call("/drive/v3/about", {"fields": "user"}, token=tok)[0] == 200
+
+
 # ---------------------------------------------------------------------------------------------------
 # shared drives and "Shared with me" (drive-api-v3.md §1.9, §1.1)
 

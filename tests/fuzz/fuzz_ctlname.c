@@ -6,9 +6,10 @@
  * numbers are at most CFS_CTLNAME_NUM_MAX, so a warm's OFFSET + LENGTH
  * cannot wrap; formatting what was parsed gives a name of at most
  * CFS_CTLNAME_MAX bytes that parses to the same request and is never longer
- * than the input (it only drops leading zeros); and who may use it follows
- * the rule (reads for anyone, evict, warm and sync for the owner and root), for
- * caller and owner uids taken from the input's first bytes. */
+ * than the input (it only drops leading zeros, and a history's ".0"); and
+ * who may use it follows the rule (reads, the history among them, for
+ * anyone; evict, warm and sync for the owner and root), for caller and
+ * owner uids taken from the input's first bytes. */
 #include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t at = nul ? len + 1 : size;
 		uint32_t caller = take_u32(data, size, at), owner = take_u32(data, size, at + 4);
 		int reads = got.kind == CFS_CTL_PID || got.kind == CFS_CTL_STATS ||
-			    got.kind == CFS_CTL_CACHE_DIR;
+			    got.kind == CFS_CTL_CACHE_DIR || got.kind == CFS_CTL_HISTORY;
 		int may = cfs_ctlname_allowed(got.kind, caller, owner);
 		assert(may == 0 || may == -EPERM);
 		assert((may == 0) == (reads || caller == 0 || caller == owner));

@@ -34,7 +34,8 @@ static int oracle_num(const char *s, size_t n, uint64_t *v)
 /* Same contract as cfs_ctlname_parse. */
 static int oracle_parse(const char *name, struct cfs_ctlname *r)
 {
-	static const char evict_to[] = "user.colabfs.evict.to.", warm[] = "user.colabfs.warm.";
+	static const char evict_to[] = "user.colabfs.evict.to.", warm[] = "user.colabfs.warm.",
+			  history[] = "user.colabfs.history.";
 	memset(r, 0, sizeof(*r));
 	if (!strcmp(name, "user.colabfs.pid"))
 		r->kind = CFS_CTL_PID;
@@ -46,6 +47,14 @@ static int oracle_parse(const char *name, struct cfs_ctlname *r)
 		r->kind = CFS_CTL_EVICT;
 	else if (!strcmp(name, "user.colabfs.sync"))
 		r->kind = CFS_CTL_SYNC;
+	else if (!strcmp(name, "user.colabfs.history"))
+		r->kind = CFS_CTL_HISTORY;
+	else if (!strncmp(name, history, sizeof(history) - 1)) {
+		const char *t = name + sizeof(history) - 1;
+		r->kind = CFS_CTL_HISTORY;
+		if (oracle_num(t, strlen(t), &r->off))
+			return -EINVAL;
+	}
 	else if (!strncmp(name, evict_to, sizeof(evict_to) - 1)) {
 		const char *t = name + sizeof(evict_to) - 1;
 		r->kind = CFS_CTL_EVICT_TO;

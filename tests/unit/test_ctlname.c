@@ -12,6 +12,7 @@
 
 #define W "user.colabfs.warm."
 #define ET "user.colabfs.evict.to."
+#define H "user.colabfs.history."
 
 static int parse(const char *name, struct cfs_ctlname *r)
 {
@@ -32,6 +33,12 @@ static void fixed_cases(void)
 	CHECK_EQ(parse("user.colabfs.sync", &r), 0);
 	CHECK_EQ(r.kind, CFS_CTL_SYNC);
 	CHECK(r.target == 0 && r.off == 0 && r.len == 0);
+	CHECK_EQ(parse("user.colabfs.history", &r), 0);
+	CHECK(r.kind == CFS_CTL_HISTORY && r.off == 0);
+	CHECK_EQ(parse(H "0", &r), 0);
+	CHECK(r.kind == CFS_CTL_HISTORY && r.off == 0);
+	CHECK_EQ(parse(H "9223372036854775807", &r), 0);
+	CHECK(r.kind == CFS_CTL_HISTORY && r.off == (uint64_t)INT64_MAX);
 	CHECK_EQ(parse(ET "0", &r), 0);
 	CHECK_EQ(r.kind, CFS_CTL_EVICT_TO);
 	CHECK(r.target == 0);
@@ -52,6 +59,7 @@ static void fixed_cases(void)
 		W ".", W "", W "1.", W ".1", W "1", W "1.2.", W "1.2.3", W "+1.2", W "1.+2",
 		W " 1.2", W "1. 2", W "1.2 ", W "0x10.1", W "00000000000000000001.1",
 		ET "-1", ET "", ET "1K", ET " 1", ET "+1", ET "18446744073709551616", ET "1.",
+		H "", H "-1", H "1.2", H "x", H "9223372036854775808", H " 1", H "1 ",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = parse(bad[i], &r);
@@ -65,7 +73,8 @@ static void fixed_cases(void)
 		"user.colabfs.", "user.colabfs.pid2", "user.colabfs.statsx", "security.selinux",
 		"user.xdg.origin.url", "", "USER.COLABFS.PID", "user.colabfs.sync.",
 		"user.colabfs.sync.0", "user.colabfs.syncx", "user.colabfs.syn", "USER.COLABFS.SYNC",
-		"user.colabfs.sync ",
+		"user.colabfs.sync ", "user.colabfs.historyx", "user.colabfs.histor",
+		"USER.COLABFS.HISTORY", "user.colabfs.history ",
 	};
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
 		CHECK_EQ(parse(other[i], &r), -ENODATA);
@@ -95,6 +104,15 @@ static void formatting(void)
 	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), 0);
 	CHECK_STR(buf, CFS_XATTR_SYNC);
 	CHECK_STR(cfs_ctlname_verb(CFS_CTL_SYNC), "sync");
+	r = (struct cfs_ctlname){ .kind = CFS_CTL_HISTORY };
+	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, CFS_XATTR_HISTORY); /* from 0: the bare name */
+	r.off = 600;
+	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, H "600");
+	r.off = (uint64_t)INT64_MAX + 1;
+	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), -EINVAL);
+	CHECK_STR(cfs_ctlname_verb(CFS_CTL_HISTORY), "history");
 	r.kind = (enum cfs_ctlname_kind)0;
 	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), -EINVAL);
 }
@@ -102,10 +120,11 @@ static void formatting(void)
 static void permissions(void)
 {
 	const uint32_t owner = 1000, other = 65534;
-	static const enum cfs_ctlname_kind reads[] = { CFS_CTL_PID, CFS_CTL_STATS, CFS_CTL_CACHE_DIR };
+	static const enum cfs_ctlname_kind reads[] = { CFS_CTL_PID, CFS_CTL_STATS, CFS_CTL_CACHE_DIR,
+						       CFS_CTL_HISTORY };
 	static const enum cfs_ctlname_kind controls[] = { CFS_CTL_EVICT, CFS_CTL_EVICT_TO,
 							  CFS_CTL_WARM, CFS_CTL_SYNC };
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], other, owner), 0);
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], owner, owner), 0);
 	}
@@ -156,8 +175,9 @@ static size_t gen_part(char *p, size_t cap)
 static void property(void)
 {
 	static const char *const prefixes[] = {
-		W, ET, "user.colabfs.evict", "user.colabfs.pid", "user.colabfs.stats",
-		"user.colabfs.sync", "user.colabfs.", "user.colabfs.warm", "user.colabfs.evict.to", "user.", "",
+		W, ET, H, "user.colabfs.evict", "user.colabfs.pid", "user.colabfs.stats",
+		"user.colabfs.sync", "user.colabfs.history", "user.colabfs.", "user.colabfs.warm",
+		"user.colabfs.evict.to", "user.", "",
 	};
 	char name[160], again[CFS_CTLNAME_MAX];
 	int accepted = 0, invalid = 0, nodata = 0;

@@ -41,6 +41,7 @@
 #include "cluster.h"
 #include "err.h"
 #include "log.h"
+#include "loopback.h"
 #include "redis.h"
 
 /* --- a fake server: one connection, a scripted answer ---------------------- */
@@ -96,20 +97,6 @@ static void *fake_main(void *arg)
 	return NULL;
 }
 
-static int listener(int backlog, int *port)
-{
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(a);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, backlog) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-		perror("test_redis: listener");
-		exit(1);
-	}
-	*port = ntohs(a.sin_port);
-	return fd;
-}
-
 static void fake_start(struct fake *f, const char *reply, size_t replylen, size_t expect,
 		       int close_after, int chunk)
 {
@@ -119,7 +106,7 @@ static void fake_start(struct fake *f, const char *reply, size_t replylen, size_
 	f->expect = expect;
 	f->close_after = close_after;
 	f->chunk = chunk;
-	f->lfd = listener(8, &f->port);
+	f->lfd = test_loopback(8, &f->port);
 	pthread_create(&f->th, NULL, fake_main, f);
 }
 
@@ -321,7 +308,7 @@ static void test_net_failures(void)
 
 	/* a closed port: refused, at once */
 	int port = 0;
-	close(listener(1, &port));
+	close(test_loopback(1, &port));
 	int64_t t0 = cfs_clock_mono_ms();
 	c = NULL;
 	CHECK_EQ(cfs_redis_connect("127.0.0.1", port, NULL, &c), CFS_E_NET);
@@ -332,7 +319,7 @@ static void test_net_failures(void)
 	/* a listener whose accept queue is full: the SYN goes unanswered and
 	 * the connect deadline ends the wait (should the kernel accept it
 	 * anyway, only the bound on the time is checked) */
-	int lfd = listener(0, &port);
+	int lfd = test_loopback(0, &port);
 	int filler[4];
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -484,7 +471,7 @@ static int in_path(const char *prog)
 static int free_port(void)
 {
 	int port = 0;
-	close(listener(1, &port));
+	close(test_loopback(1, &port));
 	return port;
 }
 

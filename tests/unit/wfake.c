@@ -15,6 +15,7 @@ void wfake_init(struct wfake *w)
 {
 	memset(w, 0, sizeof(*w));
 	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
 	w->now_ms = 1000000;
 	w->wall_ns = 1700000000ll * 1000000000ll;
 }
@@ -24,6 +25,23 @@ void wfake_cleanup(struct wfake *w)
 	for (int i = 0; i < w->n; i++)
 		free(w->f[i].data);
 	pthread_mutex_destroy(&w->lock);
+	pthread_cond_destroy(&w->cond);
+}
+
+void wfake_hold(struct wfake *w, int on)
+{
+	pthread_mutex_lock(&w->lock);
+	w->hold = on;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int wfake_held(struct wfake *w)
+{
+	pthread_mutex_lock(&w->lock);
+	int n = w->held;
+	pthread_mutex_unlock(&w->lock);
+	return n;
 }
 
 /* lock held */
@@ -246,6 +264,14 @@ static int upload(void *a, const struct cfs_drive_upload *u, struct cfs_file_met
 	int rc = begin(w, WF_UPLOAD);
 	if (rc)
 		return rc;
+	pthread_mutex_lock(&w->lock);
+	if (w->hold) {
+		w->held++;
+		while (w->hold)
+			pthread_cond_wait(&w->cond, &w->lock);
+		w->held--;
+	}
+	pthread_mutex_unlock(&w->lock);
 	if (u->total < 0 || !u->read || (!u->id && (!u->meta || !u->meta->id)))
 		return -EINVAL;
 	const char *target = u->id ? u->id : u->meta->id;

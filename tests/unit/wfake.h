@@ -57,6 +57,9 @@ struct wfake {
 	int cut_after_chunks; /* > 0: a resumable upload fails (CFS_E_NET) after these */
 	int resumed;          /* uploads that went on from a stored session */
 	int foreign_resumes;  /* resume URIs not under WFAKE_API that reached us */
+	pthread_cond_t cond;
+	int hold;             /* uploads wait at their start while set (wfake_hold) */
+	int held;             /* uploads waiting so */
 };
 
 void wfake_init(struct wfake *w);
@@ -78,5 +81,9 @@ struct wfake_file *wfake_get(struct wfake *w, const char *id);
 void wfake_fail(struct wfake *w, enum wfake_kind k, int rc);
 int wfake_calls(struct wfake *w, enum wfake_kind k);
 void wfake_advance(struct wfake *w, int64_t ms);
+/* on: uploads that start from now wait (before reading a byte) until it is
+ * called with 0.  wfake_held: how many wait now. */
+void wfake_hold(struct wfake *w, int on);
+int wfake_held(struct wfake *w);
 
 #endif

@@ -47,6 +47,7 @@ struct rig {
 	struct cfs_staging *st;
 	struct cfs_vfs *v;
 	long write_back_ms;
+	long open_ms;      /* --upload-open-files, ms (0: off) */
 	const char *owner; /* the API URL the journal is for (NULL: WFAKE_API) */
 	char old[OLD_LEN];
 	uint64_t unique;
@@ -138,7 +139,7 @@ static inline void rig_start(struct rig *r, int fresh)
 	struct cfs_vfs_opts o = {
 		.journal_owner = r->owner ? r->owner : WFAKE_API,
 		.dir_ttl_s = 3600, .journal = r->j, .stage = r->st, .write_back_ms = r->write_back_ms,
-		.upload_threads = 2, .fresh_mount = fresh, .wdrive = &r->tab, .no_fh_rows = 1,
+		.upload_open_ms = r->open_ms, .upload_threads = 2, .fresh_mount = fresh, .wdrive = &r->tab, .no_fh_rows = 1,
 		.no_dataset_readahead = 1,
 		.reader = { .workers = 2, .fetch = wfake_fetch, .io = &r->fk },
 	};

@@ -1,0 +1,431 @@
+/* Unit tests: files held open for writing are uploaded while open
+ * (--upload-open-files, src/core/vfs_snap.c), over the fake Drive (wfake.h)
+ * with its clock: the interval, consistent snapshots while writes go on,
+ * the close's final upload, `colabfs sync` with a file open, and a server
+ * that dies with a snapshot not yet in Drive. */
+#include "wrig.h"
+
+#include <pthread.h>
+
+#define MIN_MS (60 * 1000)
+
+static int held_one(struct rig *r, void *arg)
+{
+	(void)arg;
+	return wfake_held(&r->fk) >= 1;
+}
+
+static int idle(struct rig *r, void *arg)
+{
+	(void)arg;
+	return cfs_vfs_w_idle(r->v);
+}
+
+/* Appends line k ("line NNNN\n", 10 bytes) at its place. */
+static void append_line(struct rig *r, uint64_t ino, uint64_t fh, int k, char *log)
+{
+	char b[16];
+	snprintf(b, sizeof(b), "line %04d\n", k);
+	CHECK_EQ(rig_write(r, ino, fh, 10 * k, b, 10), 0);
+	memcpy(log + 10 * k, b, 10);
+}
+
+static void test_log_reaches_drive_while_open(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, ino, fh, k, log);
+	rig_advance(&r, MIN_MS - 1000);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0); /* not before the interval */
+	rig_advance(&r, 2000);
+	CHECK(rig_wait_uploads(&r, 1));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 100));
+	/* more lines: the next one an interval after the first change since */
+	for (int k = 10; k < 20; k++)
+		append_line(&r, ino, fh, k, log);
+	rig_advance(&r, MIN_MS / 2);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 1);
+	rig_advance(&r, MIN_MS / 2 + 1000);
+	CHECK(rig_wait_uploads(&r, 2));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 200));
+	/* nothing changed: nothing sent */
+	rig_advance(&r, 3 * MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 2);
+	/* the close sends the final bytes; one file in Drive, no conflict */
+	for (int k = 20; k < 25; k++)
+		append_line(&r, ino, fh, k, log);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 250));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 3);
+	CHECK_EQ(rig_count_named(&r, "ROOT", "train"), 1);
+	struct cfs_vfs_write_stats st = rig_stats(&r);
+	CHECK_EQ(st.conflicts, 0);
+	CHECK_EQ(st.snapshots, 2);
+	CHECK_EQ(st.snapshot_bytes, 300);
+	/* and no snapshot copy left in the staging folder */
+	char p[300];
+	snprintf(p, sizeof(p), "%s/w-%s.snap", r.staging, wfake_find(&r.fk, "ROOT", "train.log")->id);
+	CHECK(access(p, F_OK) != 0);
+	rig_down(&r);
+}
+
+static void test_off_means_at_close(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	rig_start(&r, 1); /* open_ms 0 */
+	char log[10 * 10];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, ino, fh, k, log);
+	rig_advance(&r, 10 * MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 100));
+	rig_down(&r);
+}
+
+/* Writes go on while a snapshot is being uploaded; the upload sends the
+ * snapshot (not superseded), the next one the rest. */
+static void test_writes_go_on_during_the_upload(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, ino, fh, k, log);
+	wfake_hold(&r.fk, 1);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait(&r, held_one, NULL));
+	for (int k = 10; k < 30; k++) /* not blocked by the upload */
+		append_line(&r, ino, fh, k, log);
+	wfake_hold(&r.fk, 0);
+	CHECK(rig_wait_uploads(&r, 1));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 100)); /* the snapshot's bytes */
+	CHECK_EQ(rig_stats(&r).snapshots, 1);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait_uploads(&r, 2));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 300));
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 2); /* nothing new at close */
+	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
+	rig_down(&r);
+}
+
+/* `colabfs sync` with a file open and being written: done once a snapshot
+ * taken after the ask is in Drive, without waiting for the interval. */
+static void test_sync_with_a_file_open(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = 10 * MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "events.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 7; k++)
+		append_line(&r, ino, fh, k, log);
+	char *js = rig_sync_json(&r);
+	CHECK(strstr(js, "\"files\":1") != NULL);
+	free(js);
+	CHECK(rig_wait_uploads(&r, 1));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "events.log", log, 70));
+	js = rig_sync_json(&r);
+	CHECK(strstr(js, "\"files\":0") != NULL);
+	free(js);
+	/* written again: pending again, until the next snapshot is in */
+	append_line(&r, ino, fh, 7, log);
+	js = rig_sync_json(&r);
+	CHECK(strstr(js, "\"files\":1") != NULL);
+	free(js);
+	CHECK(rig_wait_uploads(&r, 2));
+	CHECK(rig_wait(&r, idle, NULL));
+	js = rig_sync_json(&r);
+	CHECK(strstr(js, "\"files\":0") != NULL);
+	free(js);
+	CHECK(rig_drive_has(&r, "ROOT", "events.log", log, 80));
+	/* nothing asked, nothing due: no upload in a loop */
+	rig_advance(&r, 1000);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 2);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
+	rig_down(&r);
+}
+
+/* A snapshot Drive refused: kept (its row says SNAPSHOT); the server dies
+ * with more bytes written; a fresh mount uploads the snapshot and keeps
+ * the bytes written after it aside, never uploading them. */
+static void test_fresh_mount_uploads_the_snapshot(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, ino, fh, k, log);
+	wfake_fail(&r.fk, WF_UPLOAD, CFS_E_NET);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait_uploads(&r, 1));
+	CHECK(rig_wait(&r, idle, NULL));
+	for (int k = 10; k < 15; k++)
+		append_line(&r, ino, fh, k, log);
+	char id[CFS_ID_MAX];
+	struct cfs_jent e;
+	{
+		struct cfs_jent *all;
+		size_t n;
+		CHECK_EQ(cfs_journal_load(r.j, &all, &n, NULL), 0);
+		CHECK_EQ(n, 1);
+		snprintf(id, sizeof(id), "%s", n ? all[0].id : "");
+		e = n ? all[0] : e;
+		free(all);
+	}
+	CHECK_EQ(e.state, CFS_JSTATE_SNAPSHOT);
+	CHECK_EQ(e.size, 100);
+	rig_kill(&r);
+	rig_start(&r, 1);
+	rig_advance(&r, 3000);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 100));
+	char p[300];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/w-%s.unsent", r.staging, id);
+	CHECK_EQ(stat(p, &st), 0);
+	CHECK_EQ(st.st_size, 150);
+	snprintf(p, sizeof(p), "%s/w-%s.snap", r.staging, id);
+	CHECK(access(p, F_OK) != 0);
+	rig_down(&r);
+}
+
+/* A server restarted under a live mount: the writer goes on with the
+ * staged file; the snapshot's copy goes and nothing is uploaded early. */
+static void test_restart_under_a_live_mount_keeps_writing(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, ino, fh, k, log);
+	wfake_fail(&r.fk, WF_UPLOAD, CFS_E_NET);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait_uploads(&r, 1));
+	CHECK(rig_wait(&r, idle, NULL));
+	rig_kill(&r);
+	rig_start(&r, 0);
+	rig_advance(&r, 10 * 1000);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 1);
+	CHECK(wfake_find(&r.fk, "ROOT", "train.log") == NULL);
+	struct cfs_jent *all;
+	size_t n;
+	CHECK_EQ(cfs_journal_load(r.j, &all, &n, NULL), 0);
+	CHECK_EQ(n, 1);
+	if (n) {
+		char p[300];
+		snprintf(p, sizeof(p), "%s/w-%s.snap", r.staging, all[0].id);
+		CHECK(access(p, F_OK) != 0);
+	}
+	free(all);
+	rig_down(&r);
+}
+
+/* A writer rewrites the whole file in place, each time with one byte
+ * value in one write, while snapshots are taken every (fake) second: every version
+ * Drive receives is one byte value throughout (never half a write). */
+struct rewriter {
+	struct rig *r;
+	uint64_t ino, fh;
+	int stop, rounds;
+};
+
+#define REWRITE_LEN (256 << 10)
+
+static void *rewrite_loop(void *arg)
+{
+	struct rewriter *w = arg;
+	char *buf = malloc(REWRITE_LEN);
+	for (int k = 0; buf && !__atomic_load_n(&w->stop, __ATOMIC_RELAXED); k++) {
+		memset(buf, 'A' + k % 26, REWRITE_LEN);
+		if (rig_write(w->r, w->ino, w->fh, 0, buf, REWRITE_LEN)) /* one write, one version */
+			break;
+		__atomic_add_fetch(&w->rounds, 1, __ATOMIC_RELAXED);
+	}
+	free(buf);
+	return NULL;
+}
+
+static int uniform(struct rig *r, const char *name)
+{
+	pthread_mutex_lock(&r->fk.lock);
+	int ok = 1;
+	for (int i = 0; i < r->fk.n; i++) {
+		struct wfake_file *f = &r->fk.f[i];
+		if (f->trashed || strcmp(f->name, name) != 0)
+			continue;
+		for (size_t b = 1; b < f->len && ok; b++)
+			ok = f->data[b] == f->data[0];
+	}
+	pthread_mutex_unlock(&r->fk.lock);
+	return ok;
+}
+
+static void test_snapshots_never_hold_half_a_write(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = 1000;
+	rig_start(&r, 1);
+	int bad = 0, sent = 0;
+	char *first = malloc(REWRITE_LEN);
+	memset(first, 'z', REWRITE_LEN);
+	/* a new file is sent while open even when rewritten in place (Drive
+	 * has nothing of it): its first snapshot, taken while a writer
+	 * rewrites it as fast as it can */
+	for (int i = 0; i < 12 && !bad; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "state%d.bin", i);
+		struct rewriter w = { .r = &r };
+		CHECK_EQ(rig_open(&r, name, O_CREAT | O_RDWR, &w.ino, &w.fh), 0);
+		CHECK_EQ(rig_write(&r, w.ino, w.fh, 0, first, REWRITE_LEN), 0);
+		pthread_t t;
+		CHECK_EQ(pthread_create(&t, NULL, rewrite_loop, &w), 0);
+		while (__atomic_load_n(&w.rounds, __ATOMIC_RELAXED) < 2)
+			rig_pause_ms(1);
+		int before = wfake_calls(&r.fk, WF_UPLOAD);
+		rig_advance(&r, 1001);
+		sent += rig_wait_uploads(&r, before + 1);
+		CHECK(rig_wait(&r, idle, NULL));
+		bad = !uniform(&r, name);
+		__atomic_store_n(&w.stop, 1, __ATOMIC_RELAXED);
+		pthread_join(t, NULL);
+		CHECK_EQ(rig_close(&r, w.ino, w.fh), 0);
+	}
+	free(first);
+	CHECK(!bad);
+	CHECK_EQ(sent, 12);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
+	rig_down(&r);
+}
+
+/* A file Drive has, rewritten in place (a checkpoint saved over the old
+ * one, O_TRUNC): never sent while open, whatever the interval; Drive keeps
+ * the old bytes until the close.  Appended to (a log reopened with
+ * O_APPEND): sent while open, Drive's bytes a prefix of every version. */
+static void test_rewrite_waits_for_close_append_does_not(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	uint64_t ino, fh;
+	char buf[OLD_LEN + 100];
+	CHECK_EQ(rig_open(&r, "old.bin", O_WRONLY | O_TRUNC, &ino, &fh), 0);
+	memset(buf, 'n', sizeof(buf));
+	CHECK_EQ(rig_write(&r, ino, fh, 0, buf, 1000), 0);
+	rig_advance(&r, 5 * MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	char *js = rig_sync_json(&r); /* sync asks: still not sent half written */
+	free(js);
+	rig_advance(&r, MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0);
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", r.old, OLD_LEN));
+	CHECK_EQ(rig_write(&r, ino, fh, 1000, buf, 1000), 0);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", buf, 2000));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 1);
+	/* appends to what Drive has: sent while open */
+	CHECK_EQ(rig_open(&r, "old.bin", O_WRONLY, &ino, &fh), 0);
+	CHECK_EQ(rig_write(&r, ino, fh, 2000, "tail", 4), 0);
+	memcpy(buf + 2000, "tail", 4);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait_uploads(&r, 2));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", buf, 2004));
+	/* then a change inside what Drive has: no more while open */
+	CHECK_EQ(rig_write(&r, ino, fh, 10, "X", 1), 0);
+	buf[10] = 'X';
+	rig_advance(&r, 3 * MIN_MS);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 2);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "old.bin", buf, 2004));
+	CHECK_EQ(rig_count_named(&r, "ROOT", "conflict"), 0);
+	rig_down(&r);
+}
+
+/* A snapshot's upload still running when the file is closed with newer
+ * bytes stops: the close's upload goes next, not after it. */
+static void test_close_supersedes_a_snapshot_upload(void)
+{
+	struct rig r;
+	rig_up(&r, 0);
+	r.open_ms = MIN_MS;
+	rig_start(&r, 1);
+	char log[10 * 100];
+	uint64_t ino, fh;
+	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(&r, ino, fh, k, log);
+	wfake_hold(&r.fk, 1);
+	rig_advance(&r, MIN_MS + 1);
+	CHECK(rig_wait(&r, held_one, NULL));
+	for (int k = 10; k < 20; k++)
+		append_line(&r, ino, fh, k, log);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	wfake_hold(&r.fk, 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 200));
+	CHECK_EQ(rig_stats(&r).snapshots, 0); /* the snapshot never landed */
+	CHECK_EQ(rig_stats(&r).retries, 0);   /* superseded is not a failure */
+	rig_down(&r);
+}
+
+int main(void)
+{
+	test_log_reaches_drive_while_open();
+	test_off_means_at_close();
+	test_writes_go_on_during_the_upload();
+	test_sync_with_a_file_open();
+	test_fresh_mount_uploads_the_snapshot();
+	test_restart_under_a_live_mount_keeps_writing();
+	test_snapshots_never_hold_half_a_write();
+	test_rewrite_waits_for_close_append_does_not();
+	test_close_supersedes_a_snapshot_upload();
+	return check_done("test_wopen");
+}
