@@ -1,6 +1,6 @@
 """colabfs.plot: the mount's last minutes in four small panels.
 
-The numbers come from `colabfs stats MOUNTPOINT --history --json`:
+The numbers come from `colabfs stats MOUNTPOINT --history[=SECONDS] --json`:
     {"interval_s": 1, "samples": [{"t": unix_s, "read_bytes", "drive_bytes",
       "drive_requests", "api_rate", "cache_hits", "cache_misses",
       "uploads_pending", "upload_bytes", "upload_bytes_left"}, ...]}
@@ -142,9 +142,10 @@ def figure(s, seconds, pyplot=False):
     return fig
 
 
-def history(mountpoint):
-    """The samples of `colabfs stats MOUNTPOINT --history --json`."""
-    rc, out, err = _cli.run(["stats", mountpoint, "--history", "--json"], timeout=60)
+def history(mountpoint, seconds=None):
+    """The samples of `colabfs stats MOUNTPOINT --history[=SECONDS] --json`."""
+    arg = "--history" if seconds is None else "--history=%d" % max(1, int(seconds))
+    rc, out, err = _cli.run(["stats", mountpoint, arg, "--json"], timeout=60)
     if rc != 0:
         if rc == 2:
             raise Error("this colabfs keeps no stats history (colabfs stats --history): %s"
@@ -160,7 +161,7 @@ def plot(mountpoint=None, seconds=300):
     pending.  With matplotlib: returns the Figure (in a notebook it is also
     shown); without: prints a text summary and returns it."""
     from .drive import _resolve
-    s = series(history(_resolve(mountpoint)), seconds)
+    s = series(history(_resolve(mountpoint), seconds + 1), seconds)
     try:
         import matplotlib  # noqa: F401
     except ImportError:

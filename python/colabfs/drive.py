@@ -99,10 +99,12 @@ def _needs_consent(options):
     """True inside Colab when the token will come from Colab's ephemeral
     credentials endpoint ($TBE_EPHEM_CREDS_ADDR): no credentials source found
     before it (colabfs(1), CREDENTIALS: --credentials,
-    GOOGLE_APPLICATION_CREDENTIALS, gcloud's ADC file, Colab's ADC file)."""
+    GOOGLE_APPLICATION_CREDENTIALS, gcloud's ADC file, Colab's ADC file,
+    --metadata-url)."""
     if not os.environ.get("TBE_EPHEM_CREDS_ADDR"):
         return False
-    if options.get("credentials") or os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
+    if options.get("credentials") or options.get("metadata_url") or \
+            os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"):
         return False
     if os.path.exists(_gcloud_adc()) or os.path.exists(COLAB_ADC):
         return False

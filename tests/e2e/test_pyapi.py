@@ -292,11 +292,9 @@ def test_stats_warm_sync(api, emu, ptree, tmp_path, capsys):
     got = cfs.warm(os.path.join(mnt, "Data"))
     assert got["files"] == N_FILES, got
     out = capsys.readouterr().out
-    if (_cli.binary(), "warm") in _cli._no_json:
-        assert out == ""  # this colabfs has no warm --json yet: no bar, nothing raw
-    else:
-        assert "\r" in out and out.count("\n") == 1 and "warm 100%" in out.rsplit("\r", 1)[1], out
-        assert got["bytes"] == ptree.total
+    assert (_cli.binary(), "warm") not in _cli._no_json  # this colabfs has warm --json
+    assert "\r" in out and out.count("\n") == 1 and "warm 100%" in out.rsplit("\r", 1)[1], out
+    assert got["bytes"] == ptree.total
     outside = tmp_path / "outside.bin"
     outside.write_bytes(b"x")
     with pytest.raises(cfs.Error, match="not on a colabfs mount") as ei:
@@ -316,8 +314,8 @@ def test_stats_warm_sync(api, emu, ptree, tmp_path, capsys):
             f.write(d)
     cfs.sync(os.path.join(mnt, "ckpt"), timeout_ms=60000)
     out = capsys.readouterr().out
-    if (_cli.binary(), "sync") not in _cli._no_json:
-        assert "\r" in out and out.count("\n") == 1 and "sync 100%" in out, out
+    assert (_cli.binary(), "sync") not in _cli._no_json
+    assert "\r" in out and out.count("\n") == 1 and "sync 100%" in out.rsplit("\r", 1)[1], out
     for rel, d in blobs.items():
         assert drive_bytes(emu, "/" + rel) == d, rel
     assert cfs.stats(mnt)["uploads_pending"] == 0
@@ -352,6 +350,10 @@ def test_flush_and_unmount_leaves_every_byte_in_drive(api, emu, tmp_path):
 
 @pytest.mark.deadline(180)
 def test_flush_with_a_file_still_open_detaches(api, emu, tmp_path):
+    """flush_and_unmount with a log still open: the sync uploads its bytes so far, the
+    mount is detached with a warning, the daemon serves the file until its close, and
+    what was written after the flush is uploaded by the next mount of the cache folder,
+    as the warning says."""
     mnt = str(tmp_path / "mnt")
     api.mount(mnt, emu, quiet=True)
     closed = os.path.join(mnt, "ckpt", "done.bin")
@@ -366,9 +368,62 @@ def test_flush_with_a_file_still_open_detaches(api, emu, tmp_path):
             cfs.flush_and_unmount(mnt, quiet=True)
         assert not H.is_fuse_mounted(mnt)
         assert drive_bytes(emu, "/ckpt/done.bin") == b"closed before the flush\n"
+        assert drive_bytes(emu, "/ckpt/train.log") == b"epoch 1\n"  # sync sent the open file's bytes
         f.write(b"epoch 2\n")  # the daemon still serves the open file
         f.flush()
         assert not H.pid_gone(pid)
     finally:
         f.close()
     H.wait_until(lambda: H.pid_gone(pid), 30, what="the daemon's exit once the file closed")
+    api.mount(mnt, emu, quiet=True)  # the same cache folder
+    cfs.sync(mnt, timeout_ms=60000, quiet=True)
+    assert drive_bytes(emu, "/ckpt/train.log") == b"epoch 1\nepoch 2\n"
+    cfs.flush_and_unmount(mnt, quiet=True)
+
+
+@pytest.mark.deadline(120)
+def test_a_log_held_open_reaches_drive(api, emu, tmp_path, capsys):
+    """upload_open_files=1 (--upload-open-files=1): a log never closed is in Drive within
+    seconds of each write."""
+    mnt = str(tmp_path / "mnt")
+    api.mount(mnt, emu, quiet=True, upload_open_files=1)
+    lags = []
+    with open(os.path.join(mnt, "ckpt", "run.log"), "wb") as f:
+        want = b""
+        for epoch in range(1, 4):
+            line = b"epoch %d loss %.3f\n" % (epoch, 1.0 / epoch)
+            f.write(line)
+            f.flush()
+            want += line
+            t0 = time.monotonic()
+            H.wait_until(lambda: at_path(emu, "/ckpt/run.log") and
+                         drive_bytes(emu, "/ckpt/run.log") == want, 30, interval=0.1,
+                         what="epoch %d of the open log in Drive" % epoch)
+            lags.append(time.monotonic() - t0)
+    H.report(capsys, "pyapi", "a log held open, upload_open_files=1: in Drive %s s after each write"
+             % ", ".join("%.1f" % x for x in lags))
+    cfs.flush_and_unmount(mnt, quiet=True)
+
+
+@pytest.mark.deadline(120)
+def test_plot_of_the_history(api, emu, ptree, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    mnt = str(tmp_path / "mnt")
+    api.mount(mnt, emu, quiet=True)
+    read_all(mnt, ptree)
+
+    def shows_the_reads():
+        s = cfs._plot.series(cfs._plot.history(mnt, 60), 60)
+        return s if len(s["t"]) >= 3 and sum(s["read_mbps"]) > 0 else None
+    H.wait_until(shows_the_reads, 30, interval=0.3, what="the reads in the history")
+    fig = cfs.plot(mnt, seconds=60)
+    axes = fig.get_axes()
+    assert [a.get_ylabel() for a in axes] == ["MB/s", "per s", "cache hits %", "uploads pending"]
+    read = axes[0].get_lines()[0].get_ydata()
+    assert max(read) > 0 and len(read) >= 3
+    assert max(axes[1].get_lines()[1].get_ydata()) > 0  # the pacer's rate
+    # without matplotlib: the numbers as text
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    text = cfs.plot(mnt, seconds=60)
+    assert "read" in text and "cache hits" in text and capsys.readouterr().out.strip() == text.strip()
+    cfs.flush_and_unmount(mnt, quiet=True)

@@ -151,10 +151,9 @@ def test_colab_cells_run_against_the_emulator(emulator_factory, tmp_path, fuse_o
         if tag != "colab":
             continue
         body = runnable(body).replace("/content", str(content))
-        # until colabfs reads $TBE_EPHEM_CREDS_ADDR itself (branch creds), metadata_url names the
-        # same endpoint; the emulator stands in for Drive
-        body = re.sub(r"(colabfs\.mount\(\"[^\"]*\")", r'\1, api_url="%s", metadata_url="%s", log_file="%s"'
-                      % (emu.url, emu.url, tmp_path / "m.log"), body)
+        # the emulator stands in for Drive; the token comes from $TBE_EPHEM_CREDS_ADDR alone
+        body = re.sub(r"(colabfs\.mount\(\"[^\"]*\")", r'\1, api_url="%s", log_file="%s"'
+                      % (emu.url, tmp_path / "m.log"), body)
         if "colabfs.flush_and_unmount(" in body:
             run.append(("python", CHECK % (str(tmp_path / "sums.json"), str(mnt / "Data"))))
         run.append((lang, body))

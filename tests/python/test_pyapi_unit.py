@@ -318,6 +318,7 @@ def fake_colab(tmp_path, monkeypatch):
 def test_consent_rule(fake_colab, monkeypatch):
     assert drive._needs_consent({})
     assert not drive._needs_consent({"credentials": "/sa.json"})
+    assert not drive._needs_consent({"metadata_url": "http://127.0.0.1:2"})
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/sa.json")
     assert not drive._needs_consent({})
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
@@ -434,7 +435,7 @@ def test_history_figure_has_four_panels():
 
 
 def test_plot_prints_text_without_matplotlib(monkeypatch, capsys):
-    monkeypatch.setattr(_plot, "history", lambda mp: _plot.parse_history(HISTORY))
+    monkeypatch.setattr(_plot, "history", lambda mp, seconds: _plot.parse_history(HISTORY))
     monkeypatch.setattr(drive, "_resolve", lambda mp: "/content/data")
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with warnings.catch_warnings():
