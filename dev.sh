@@ -10,7 +10,7 @@ top=$(pwd)
 
 PACKAGES="build-essential autoconf automake libtool pkg-config fuse3 libfuse3-dev \
 libcurl4-openssl-dev libssl-dev libjansson-dev liblmdb-dev openssl curl ca-certificates \
-python3 python3-pytest python3-numpy python3-torch clang libclang-rt-14-dev rsync \
+python3 python3-pytest python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev rsync \
 libhiredis-dev redis-server redis-tools"
 
 install_packages() {

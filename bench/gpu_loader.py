@@ -37,23 +37,23 @@ for p in big + imgs:
             pass
 
 stage = colabfs.Stage.get(mnt, cache)
-lib = colabfs._load()
+lib = colabfs._gpu._load()
 
 
 def staging(ranges, reps=5):
     """GB/s of ring_copy (whatever path the ring takes) for the ranges."""
     import ctypes
     ring, st = ctypes.c_void_p(), ctypes.c_void_p()
-    colabfs._check(lib.cfs_stage_ring_new(stage._h, 0, 64 << 20, 4, ctypes.byref(ring)), "ring")
-    colabfs._check(lib.cfs_gpu_stream_new(0, ctypes.byref(st)), "stream")
+    colabfs._gpu._check(lib.cfs_stage_ring_new(stage._h, 0, 64 << 20, 4, ctypes.byref(ring)), "ring")
+    colabfs._gpu._check(lib.cfs_gpu_stream_new(0, ctypes.byref(st)), "stream")
     p = stage.plan(ranges)
     dev = colabfs.DeviceArray(p.nbytes, (p.nbytes,), "|u1")
     best = 0.0
     for _ in range(reps):
         t = time.perf_counter()
-        colabfs._check(lib.cfs_stage_ring_copy(ring, p.h, ctypes.c_void_p(dev.ptr), p.nbytes, st),
+        colabfs._gpu._check(lib.cfs_stage_ring_copy(ring, p.h, ctypes.c_void_p(dev.ptr), p.nbytes, st),
                        "ring copy")
-        colabfs._check(lib.cfs_gpu_stream_sync(st), "sync")
+        colabfs._gpu._check(lib.cfs_gpu_stream_sync(st), "sync")
         best = max(best, p.nbytes / (time.perf_counter() - t) / 1e9)
     host = dev.to_host()
     ok = True

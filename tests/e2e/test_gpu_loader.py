@@ -73,7 +73,7 @@ def mnt(mount_factory, emulator_factory, gtree):
     m = mount_factory.new(emu, name="gpu", extra=["--no-dataset-readahead"])
     m.cache_dir = str(m.workdir / "cache")
     yield m
-    for s in list(colabfs._stages.values()):  # the LMDB reader must go before the unmount
+    for s in list(colabfs._gpu._stages.values()):  # the LMDB reader must go before the unmount
         s.close()
 
 

@@ -1,21 +1,26 @@
-"""The README's Colab recipe, run as the shell and Python cells it shows (issue 14).
+"""The README's Colab recipe, run as the notebook cells it shows (issues 14, 23).
 
 The cells are the README's fenced blocks tagged ``colab*``, taken in order:
-  colab-packages   its apt-get list must be in dev.sh's PACKAGES (what CI installs)
-  colab-build      `make install` of this tree into a scratch DESTDIR puts the binary and the man page
-  colab-auth       replaced by COLABFS_ACCESS_TOKEN (the sign-in is Colab's own)
-  colab            run: ``sh`` with bash -e, ``python`` with /usr/bin/python3, /content mapped to a
-                   scratch folder, ``colabfs mount`` pointed at the emulator (--api-url)
-Then Drive must hold the checkpoint the cells saved, and the mount must be gone.
+  colab-packages   its apt-get list must be in dev.sh's PACKAGES (what CI installs), without fuse3
+  colab-build      `make install` of this tree into a scratch DESTDIR puts the binary, the man page
+                   and every module of the Python package
+  colab            run in ONE Python process, as a notebook's kernel runs its cells (a ``sh`` cell
+                   with bash -e, as %%bash does), /content mapped to a scratch folder, against the
+                   emulator: colabfs.mount, the training cell, colabfs.flush_and_unmount
+Inside Colab colabfs.mount asks the notebook for the user's consent and the token comes from
+Colab's credentials endpoint ($TBE_EPHEM_CREDS_ADDR): here a stand-in google.colab package records
+each blocking_request, and the emulator's metadata server is that endpoint.  Then: the consent
+request was sent, every byte read was right, the checkpoint reached Drive, and the mount is gone.
 """
 
+import hashlib
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
 import urllib.parse
-from pathlib import Path
 
 import pytest
 
@@ -29,17 +34,28 @@ def cells():
     return [(m.group(1), m.group(2), m.group(3)) for m in CELL.finditer((H.REPO / "README.md").read_text())]
 
 
+def runnable(body):
+    """A cell as it runs: a %%bash cell's first line is the notebook's, not bash's."""
+    return body[len("%%bash\n"):] if body.startswith("%%bash\n") else body
+
+
 def test_readme_has_the_recipe():
-    tags = [t for _, t, _ in cells()]
-    assert tags[:3] == ["colab-packages", "colab-build", "colab-auth"], tags
-    assert tags.count("colab") >= 3, tags
+    cs = cells()
+    tags = [t for _, t, _ in cs]
+    assert tags[:2] == ["colab-packages", "colab-build"], tags
+    run = [(lang, b) for lang, t, b in cs if t == "colab"]
+    assert len(run) >= 3 and all(lang == "python" for lang, _ in run), run
+    assert "colabfs.mount(" in run[0][1] and "colabfs.flush_and_unmount()" in run[-1][1], run
 
 
 def test_packages_cell_matches_what_ci_installs():
     pkgs = re.search(r'^PACKAGES="(.*?)"', (H.REPO / "dev.sh").read_text(), re.M | re.S).group(1).split()
     body = [b for _, t, b in cells() if t == "colab-packages"][0]
-    wanted = body.split("install -y", 1)[1].replace("\\\n", " ").split()
+    wanted = [w for w in runnable(body).split("install -y", 1)[1].replace("\\\n", " ").split()
+              if not w.startswith("-")]
     assert wanted and not set(wanted) - set(pkgs), set(wanted) - set(pkgs)
+    # fuse3 replaces Ubuntu's fuse package, which Colab's own Drive mount needs
+    assert "fuse3" not in wanted and "fuse" not in wanted, wanted
 
 
 def test_build_cell_installs(tmp_path):
@@ -51,42 +67,113 @@ def test_build_cell_installs(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert list(dest.rglob("bin/colabfs")) and list(dest.rglob("man1/colabfs.1")), \
         sorted(str(p) for p in dest.rglob("*"))
+    pkg = [p.parent for p in dest.rglob("colabfs/drive.py")]
+    assert len(pkg) == 1, sorted(str(p) for p in dest.rglob("*.py"))
+    modules = {p.name for p in (H.REPO / "python" / "colabfs").glob("*.py") if p.name != "_paths.py"}
+    assert modules <= {p.name for p in pkg[0].glob("*.py")}, modules
+    assert "BINDIR = " in (pkg[0] / "_paths.py").read_text()
+
+
+FAKE_MESSAGE = """import json, os
+def blocking_request(request_type, request=None, timeout_sec=5, parent=None):
+    with open(os.environ["FAKE_COLAB_LOG"], "a") as f:
+        f.write(json.dumps({"type": request_type, "request": request, "timeout_sec": timeout_sec}) + "\\n")
+    return {}
+"""
+
+# a notebook kernel: every cell in one namespace, in order; stops at the first that fails
+KERNEL = """import json, subprocess, sys, traceback
+ns = {"__name__": "__main__"}
+for i, (lang, body) in enumerate(json.load(open(sys.argv[1]))):
+    print("=== cell %d (%s)" % (i, lang), flush=True)
+    if lang == "sh":
+        rc = subprocess.run(["bash", "-e", "-c", body]).returncode
+        if rc:
+            sys.exit("cell %d: bash exited %d" % (i, rc))
+        continue
+    try:
+        exec(compile(body, "<cell %d>" % i, "exec"), ns)
+    except BaseException:
+        traceback.print_exc()
+        sys.exit("cell %d failed" % i)
+    sys.stdout.flush()
+"""
+
+# run before the unmount cell: every byte read through the mount against the source
+CHECK = """import hashlib, json, os
+want = json.load(open(%r))
+got = {n: hashlib.sha256(open(os.path.join(%r, n), "rb").read()).hexdigest() for n in want}
+bad = sorted(n for n in want if got[n] != want[n])
+assert not bad, bad
+print("checked", len(want), "files byte for byte")
+"""
+
+
+def fake_colab(base):
+    pkg = base / "google" / "colab"
+    pkg.mkdir(parents=True)
+    (base / "google" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_message.py").write_text(FAKE_MESSAGE)
+    return base
 
 
 @pytest.mark.deadline(240)
 def test_colab_cells_run_against_the_emulator(emulator_factory, tmp_path, fuse_ok, colabfs):
-    spec = tmp_path / "spec.json"
+    src = tmp_path / "src"
+    src.mkdir()
+    rng = random.Random(14)
     items = [{"name": "Data", "mimeType": "application/vnd.google-apps.folder", "id": H.mkid("readme-data")}]
-    items += [{"name": "img%03d.bin" % i, "parent": H.mkid("readme-data"), "size": 1000 + 97 * i, "seed": i}
-              for i in range(40)]
+    sums = {}
+    for i in range(40):
+        name = "img%03d.bin" % i
+        (src / name).write_bytes(rng.randbytes(1000 + 97 * i))
+        sums[name] = hashlib.sha256((src / name).read_bytes()).hexdigest()
+        items.append({"name": name, "parent": H.mkid("readme-data"), "path": str(src / name)})
+    spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"items": items}))
+    (tmp_path / "sums.json").write_text(json.dumps(sums))
+    # the token comes only from the metadata server standing in for Colab's endpoint
     emu = emulator_factory(spec, "emu-readme", access_token=SESSION_TOKEN)
     content = tmp_path / "content"
     content.mkdir()
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    (bindir / "colabfs").symlink_to(H.colabfs_bin())
-    env = H.clean_env(home=tmp_path, extra={"COLABFS_ACCESS_TOKEN": SESSION_TOKEN,
-                                             "PATH": "%s:%s" % (bindir, os.environ.get("PATH", ""))})
+    (bindir / "colabfs").symlink_to(H.colabfs_bin())  # found on PATH, as after make install
+    consent_log = tmp_path / "consent.jsonl"
+    env = H.clean_env(home=tmp_path, extra={
+        "PATH": "%s:%s" % (bindir, os.environ.get("PATH", "")),
+        "PYTHONPATH": "%s:%s" % (fake_colab(tmp_path / "fakecolab"), H.REPO / "python"),
+        "TBE_EPHEM_CREDS_ADDR": "127.0.0.1:%d" % emu.port, "FAKE_COLAB_LOG": str(consent_log)})
     mnt = content / "data"
-    outs = []
+    run = []
+    for lang, tag, body in cells():
+        if tag != "colab":
+            continue
+        body = runnable(body).replace("/content", str(content))
+        # the emulator stands in for Drive; the token comes from $TBE_EPHEM_CREDS_ADDR alone
+        body = re.sub(r"(colabfs\.mount\(\"[^\"]*\")", r'\1, api_url="%s", log_file="%s"'
+                      % (emu.url, tmp_path / "m.log"), body)
+        if "colabfs.flush_and_unmount(" in body:
+            run.append(("python", CHECK % (str(tmp_path / "sums.json"), str(mnt / "Data"))))
+        run.append((lang, body))
+    (tmp_path / "cells.json").write_text(json.dumps(run))
+    (tmp_path / "kernel.py").write_text(KERNEL)
     try:
-        for lang, tag, body in cells():
-            if tag != "colab":
-                continue
-            body = body.replace("/content", str(content))
-            body = re.sub(r"^(colabfs mount )", r"\1--api-url=%s --log-file=%s " % (emu.url, tmp_path / "m.log"),
-                          body, flags=re.M)
-            body = re.sub(r"^(colabfs doctor )", r"\1--api-url=%s " % emu.url, body, flags=re.M)
-            argv = ["bash", "-e", "-c", body] if lang == "sh" else [H.PYTHON, "-c", body]
-            rc, out, err = H.run_cmd(argv, timeout=180, env=env, cwd=str(tmp_path))
-            assert rc == 0, (tag, body[:300], out[-2000:], err[-2000:])
-            outs.append(out)
-        assert any("read 40 files, %d bytes" % sum(1000 + 97 * i for i in range(40)) in o for o in outs), outs
+        rc, out, err = H.run_cmd([H.PYTHON, str(tmp_path / "kernel.py"), str(tmp_path / "cells.json")],
+                                 timeout=180, env=env, cwd=str(tmp_path))
+        assert rc == 0, (out[-3000:], err[-3000:])
+        calls = [json.loads(ln) for ln in consent_log.read_text().splitlines()]
+        assert calls == [{"type": "request_auth", "request": {"authType": "dfs_ephemeral"},
+                          "timeout_sec": None}], calls
+        assert "Mounted at %s\n" % mnt in out, out
+        assert "read 40 files, %d bytes" % sum(1000 + 97 * i for i in range(40)) in out, out
+        assert "checked 40 files byte for byte" in out, out
         st, _, body = emu.request("GET", "/_emu/find?path=" + urllib.parse.quote("/ckpt/model.pt"))
         found = [i for i in json.loads(body)["items"] if not i["trashed"]]
         assert len(found) == 1 and found[0]["size"] > 1000, found
         assert not H.is_fuse_mounted(str(mnt)), "the last cell unmounts"
+        assert SESSION_TOKEN not in out + err
     finally:
         if H.is_fuse_mounted(str(mnt)):
             subprocess.run([H.colabfs_bin(), "umount", str(mnt)], timeout=60)

@@ -6,17 +6,8 @@
 set -u
 build=$(dirname "${COLABFS_BIN:?}")
 src=${top_srcdir:-.}
-py=""
-for p in /usr/bin/python3 python3; do
-	if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import pytest, numpy' 2>/dev/null; then
-		py=$p
-		break
-	fi
-done
-if [ -z "$py" ]; then
-	echo "SKIP: no python3 with pytest and numpy (apt-get install python3-pytest python3-numpy)"
-	exit 77
-fi
+. "$src/tests/find_python.sh"
+find_python "pytest, numpy" || exit 77
 export COLABFS_GPU_LIB="$build/libcolabfs-gpu.so"
 export COLABFS_TEST_MKCACHE="$build/tests/unit/test_stage"
 export PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"

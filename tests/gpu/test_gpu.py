@@ -7,7 +7,7 @@ import pytest
 
 import colabfs
 
-lib = colabfs._load()
+lib = colabfs._gpu._load()
 if not lib.cfs_gpu_built():
     pytest.skip("libcolabfs-gpu built without CUDA (configure found no nvcc)",
                 allow_module_level=True)

@@ -107,7 +107,7 @@ def test_dlpack_bit_exact(fake_mount, stage):
     assert bytes(t.numpy()) == bytes(buf)
     del t
     gc.collect()
-    assert not colabfs._dl_live or all(v[0] is not None for v in colabfs._dl_live.values())
+    assert not colabfs._gpu._dl_live or all(v[0] is not None for v in colabfs._gpu._dl_live.values())
 
 
 def test_pinned_hot_cache(fake_mount):
