@@ -24,23 +24,50 @@ static int idle(struct rig *r, void *arg)
 /* Appends line k ("line NNNN\n", 10 bytes) at its place. */
 static void append_line(struct rig *r, uint64_t ino, uint64_t fh, int k, char *log)
 {
-	char b[16];
-	snprintf(b, sizeof(b), "line %04d\n", k);
+	char b[24];
+	snprintf(b, sizeof(b), "line %04d\n", k % 10000);
 	CHECK_EQ(rig_write(r, ino, fh, 10 * k, b, 10), 0);
 	memcpy(log + 10 * k, b, 10);
+}
+
+/* A mount uploading open files every minute, with train.log created and
+ * its first 10 lines written (log: its bytes). */
+static void log_rig(struct rig *r, char *log, uint64_t *ino, uint64_t *fh)
+{
+	rig_up(r, 0);
+	r->open_ms = MIN_MS;
+	rig_start(r, 1);
+	CHECK_EQ(rig_open(r, "train.log", O_CREAT | O_WRONLY, ino, fh), 0);
+	for (int k = 0; k < 10; k++)
+		append_line(r, *ino, *fh, k, log);
+}
+
+/* The interval passes; Drive refuses the snapshot's upload (kept, retried). */
+static void first_snapshot_fails(struct rig *r)
+{
+	wfake_fail(&r->fk, WF_UPLOAD, CFS_E_NET);
+	rig_advance(r, MIN_MS + 1);
+	CHECK(rig_wait_uploads(r, 1));
+	CHECK(rig_wait(r, idle, NULL));
+}
+
+/* The interval passes; the snapshot's upload is held at its start, and
+ * lines 10 to end-1 are written meanwhile (never blocked by the upload). */
+static void snapshot_held(struct rig *r, uint64_t ino, uint64_t fh, char *log, int end)
+{
+	wfake_hold(&r->fk, 1);
+	rig_advance(r, MIN_MS + 1);
+	CHECK(rig_wait(r, held_one, NULL));
+	for (int k = 10; k < end; k++)
+		append_line(r, ino, fh, k, log);
 }
 
 static void test_log_reaches_drive_while_open(void)
 {
 	struct rig r;
-	rig_up(&r, 0);
-	r.open_ms = MIN_MS;
-	rig_start(&r, 1);
 	char log[10 * 100];
 	uint64_t ino, fh;
-	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
-	for (int k = 0; k < 10; k++)
-		append_line(&r, ino, fh, k, log);
+	log_rig(&r, log, &ino, &fh);
 	rig_advance(&r, MIN_MS - 1000);
 	CHECK(rig_wait(&r, idle, NULL));
 	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0); /* not before the interval */
@@ -105,19 +132,10 @@ static void test_off_means_at_close(void)
 static void test_writes_go_on_during_the_upload(void)
 {
 	struct rig r;
-	rig_up(&r, 0);
-	r.open_ms = MIN_MS;
-	rig_start(&r, 1);
 	char log[10 * 100];
 	uint64_t ino, fh;
-	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
-	for (int k = 0; k < 10; k++)
-		append_line(&r, ino, fh, k, log);
-	wfake_hold(&r.fk, 1);
-	rig_advance(&r, MIN_MS + 1);
-	CHECK(rig_wait(&r, held_one, NULL));
-	for (int k = 10; k < 30; k++) /* not blocked by the upload */
-		append_line(&r, ino, fh, k, log);
+	log_rig(&r, log, &ino, &fh);
+	snapshot_held(&r, ino, fh, log, 30);
 	wfake_hold(&r.fk, 0);
 	CHECK(rig_wait_uploads(&r, 1));
 	CHECK(rig_wait(&r, idle, NULL));
@@ -183,18 +201,10 @@ static void test_sync_with_a_file_open(void)
 static void test_fresh_mount_uploads_the_snapshot(void)
 {
 	struct rig r;
-	rig_up(&r, 0);
-	r.open_ms = MIN_MS;
-	rig_start(&r, 1);
 	char log[10 * 100];
 	uint64_t ino, fh;
-	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
-	for (int k = 0; k < 10; k++)
-		append_line(&r, ino, fh, k, log);
-	wfake_fail(&r.fk, WF_UPLOAD, CFS_E_NET);
-	rig_advance(&r, MIN_MS + 1);
-	CHECK(rig_wait_uploads(&r, 1));
-	CHECK(rig_wait(&r, idle, NULL));
+	log_rig(&r, log, &ino, &fh);
+	first_snapshot_fails(&r);
 	for (int k = 10; k < 15; k++)
 		append_line(&r, ino, fh, k, log);
 	char id[CFS_ID_MAX];
@@ -230,18 +240,10 @@ static void test_fresh_mount_uploads_the_snapshot(void)
 static void test_restart_under_a_live_mount_keeps_writing(void)
 {
 	struct rig r;
-	rig_up(&r, 0);
-	r.open_ms = MIN_MS;
-	rig_start(&r, 1);
 	char log[10 * 100];
 	uint64_t ino, fh;
-	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
-	for (int k = 0; k < 10; k++)
-		append_line(&r, ino, fh, k, log);
-	wfake_fail(&r.fk, WF_UPLOAD, CFS_E_NET);
-	rig_advance(&r, MIN_MS + 1);
-	CHECK(rig_wait_uploads(&r, 1));
-	CHECK(rig_wait(&r, idle, NULL));
+	log_rig(&r, log, &ino, &fh);
+	first_snapshot_fails(&r);
 	rig_kill(&r);
 	rig_start(&r, 0);
 	rig_advance(&r, 10 * 1000);
@@ -394,19 +396,10 @@ static void test_rewrite_waits_for_close_append_does_not(void)
 static void test_close_supersedes_a_snapshot_upload(void)
 {
 	struct rig r;
-	rig_up(&r, 0);
-	r.open_ms = MIN_MS;
-	rig_start(&r, 1);
 	char log[10 * 100];
 	uint64_t ino, fh;
-	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &ino, &fh), 0);
-	for (int k = 0; k < 10; k++)
-		append_line(&r, ino, fh, k, log);
-	wfake_hold(&r.fk, 1);
-	rig_advance(&r, MIN_MS + 1);
-	CHECK(rig_wait(&r, held_one, NULL));
-	for (int k = 10; k < 20; k++)
-		append_line(&r, ino, fh, k, log);
+	log_rig(&r, log, &ino, &fh);
+	snapshot_held(&r, ino, fh, log, 20);
 	CHECK_EQ(rig_close(&r, ino, fh), 0);
 	wfake_hold(&r.fk, 0);
 	CHECK(rig_wait(&r, rig_no_pending, NULL));
@@ -464,11 +457,7 @@ static void test_fsync_during_a_snapshot_upload(void)
 	CHECK_EQ(rig_open(&r, "train.log", O_CREAT | O_WRONLY, &c.ino, &c.fh), 0);
 	for (int k = 0; k < 10; k++)
 		append_line(&r, c.ino, c.fh, k, log);
-	wfake_hold(&r.fk, 1);
-	rig_advance(&r, MIN_MS + 1);
-	CHECK(rig_wait(&r, held_one, NULL));
-	for (int k = 10; k < 20; k++)
-		append_line(&r, c.ino, c.fh, k, log);
+	snapshot_held(&r, c.ino, c.fh, log, 20);
 	pthread_t t;
 	CHECK_EQ(pthread_create(&t, NULL, fsync_thread, &c), 0);
 	CHECK(rig_wait(&r, row_closed, NULL)); /* the fsync waits for its upload */
