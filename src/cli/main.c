@@ -372,10 +372,14 @@ static int reopen_core(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *st
 	return 0;
 }
 
+/* The session is ending (unmounted, or a signal): no download and no call
+ * to the shared cache may hold the server's exit up (tier.h, drive.h). */
 static void stop_downloads(void *arg)
 {
 	struct mount *m = arg;
 	cfs_drive_cancel(m->drive);
+	if (m->tiered)
+		cfs_tiered_cancel(m->tiered);
 }
 
 /* A mount that may write needs a token that may: one whose granted scopes

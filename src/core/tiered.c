@@ -108,6 +108,7 @@ void cfs_tiered_cancel(void *io)
 {
 	struct cfs_tiered *t = io;
 	__atomic_store_n(&t->cancelled, 1, __ATOMIC_RELAXED);
+	cfs_tier_cancel(t->tier);
 }
 
 struct cfs_tier *cfs_tiered_tier(struct cfs_tiered *t)

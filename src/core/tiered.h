@@ -65,7 +65,9 @@ void cfs_tiered_free(struct cfs_tiered *t);
 /* cfs_reader_fetch_fn, io = the cfs_tiered. */
 int cfs_tiered_fetch(void *io, const char *id, const char *rev, int64_t size, int64_t off,
 		     size_t len, cfs_drive_sink_fn sink, void *arg, size_t *got, int prio);
-/* Ends lease waits (they fail with -ECANCELED); for cfs_reader_opts.cancel. */
+/* Ends lease waits (they fail with -ECANCELED) and every tier call
+ * (cfs_tier_cancel), so the downloads in flight go on from Drive or end;
+ * for cfs_reader_opts.cancel and a server that is stopping. */
 void cfs_tiered_cancel(void *io);
 
 struct cfs_tiered_stats {

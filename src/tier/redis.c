@@ -42,6 +42,7 @@ struct cfs_redis {
 	size_t olen, ocap;
 	size_t pending;            /* commands whose replies are not read yet */
 	int io_ms;
+	int64_t deadline;          /* cfs_redis_set_deadline's, 0: none */
 	int broken;
 	char peer[CFS_CLUSTER_HOST_MAX + 8]; /* host:port, for log lines */
 };
@@ -384,7 +385,19 @@ static int reply_by(struct cfs_redis *c, int64_t deadline, struct cfs_redis_repl
 
 int cfs_redis_reply(struct cfs_redis *c, struct cfs_redis_reply **out)
 {
-	return reply_by(c, cfs_clock_mono_ms() + c->io_ms, out);
+	int64_t by = cfs_clock_mono_ms() + c->io_ms;
+	return reply_by(c, c->deadline && c->deadline < by ? c->deadline : by, out);
+}
+
+void cfs_redis_set_deadline(struct cfs_redis *c, int64_t deadline_ms)
+{
+	c->deadline = deadline_ms;
+}
+
+void cfs_redis_abort(struct cfs_redis *c)
+{
+	if (c && c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
 }
 
 int cfs_redis_command(struct cfs_redis *c, int argc, const char *const *argv,

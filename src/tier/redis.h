@@ -36,6 +36,7 @@
 #define CFS_REDIS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cluster.h"
 
@@ -84,6 +85,17 @@ void cfs_redis_reply_free(struct cfs_redis_reply *r); /* NULL is safe */
 
 /* 1 when an I/O or protocol error made the connection unusable (close it). */
 int cfs_redis_broken(const struct cfs_redis *c);
+
+/* A deadline for the replies to come (an absolute cfs_clock_mono_ms time;
+ * 0: none): a reply waits until it or io_ms, whichever is first.  The
+ * cluster client sets its call's deadline here. */
+void cfs_redis_set_deadline(struct cfs_redis *c, int64_t deadline_ms);
+
+/* Ends the connection's I/O from another thread (shutdown(2) of its socket):
+ * a call waiting in it returns CFS_E_NET at once, later ones too; the
+ * owner still closes it.  Safe while the owner uses it, not after it is
+ * closed. */
+void cfs_redis_abort(struct cfs_redis *c);
 
 /* How many commands are queued or sent whose replies are not read yet. */
 size_t cfs_redis_pending(const struct cfs_redis *c);

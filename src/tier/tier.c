@@ -23,6 +23,7 @@
 #define DOWN_BACKOFF_MS 250
 #define DOWN_BACKOFF_MAX_MS 10000
 #define NO_NODE 0xffff
+#define BUSY_MAX 256       /* connections in use that cfs_tier_cancel can end */
 
 struct node {
 	char host[CFS_CLUSTER_HOST_MAX];
@@ -51,6 +52,10 @@ struct cfs_tier {
 	int64_t down_until;
 	int down_backoff_ms;
 	int down; /* the last map read found no node answering */
+	int call_ms;   /* a whole call's deadline (tier.h) */
+	int cancelled; /* cfs_tier_cancel: every call fails at once */
+	struct cfs_redis *busy[BUSY_MAX]; /* connections in use by calls */
+	unsigned nbusy;
 	struct cfs_tier_stats st;
 };
 
@@ -206,15 +211,40 @@ static unsigned node_index(struct cfs_tier *t, const char *host, int port)
 	return t->nnodes++;
 }
 
-/* A connection to node i: an idle one (*reused = 1) or a new one. */
-static int conn_take(struct cfs_tier *t, unsigned i, struct cfs_redis **c, int *reused)
+/* lock held.  c is in use by a call until conn_give or conn_close: a
+ * cancel ends its I/O (at once when cancelled already). */
+static void busy_add(struct cfs_tier *t, struct cfs_redis *c)
+{
+	if (t->nbusy < BUSY_MAX)
+		t->busy[t->nbusy++] = c;
+	if (t->cancelled)
+		cfs_redis_abort(c);
+}
+
+static void busy_del(struct cfs_tier *t, struct cfs_redis *c)
+{
+	pthread_mutex_lock(&t->lock);
+	for (unsigned k = 0; k < t->nbusy; k++)
+		if (t->busy[k] == c) {
+			t->busy[k] = t->busy[--t->nbusy];
+			break;
+		}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* A connection to node i: an idle one (*reused = 1) or a new one, its
+ * replies due by deadline. */
+static int conn_take(struct cfs_tier *t, unsigned i, int64_t deadline, struct cfs_redis **c,
+		     int *reused)
 {
 	pthread_mutex_lock(&t->lock);
 	struct node *n = t->node[i];
 	if (n->nidle) {
 		*c = n->idle[--n->nidle];
 		*reused = 1;
+		busy_add(t, *c);
 		pthread_mutex_unlock(&t->lock);
+		cfs_redis_set_deadline(*c, deadline);
 		return 0;
 	}
 	char host[CFS_CLUSTER_HOST_MAX];
@@ -223,17 +253,33 @@ static int conn_take(struct cfs_tier *t, unsigned i, struct cfs_redis **c, int *
 	pthread_mutex_unlock(&t->lock);
 	*reused = 0;
 	int rc = cfs_redis_connect(host, port, &t->ro, c);
-	if (!rc)
+	if (!rc) {
 		BUMP(t, connects, 1);
-	else
+		pthread_mutex_lock(&t->lock);
+		busy_add(t, *c);
+		pthread_mutex_unlock(&t->lock);
+		cfs_redis_set_deadline(*c, deadline);
+	} else {
 		CFS_DEBUG("shared cache: %s:%d: %s", host, port, cfs_tier_strerror(rc));
+	}
 	return rc;
+}
+
+/* Closes a connection conn_take gave (NULL is safe). */
+static void conn_close(struct cfs_tier *t, struct cfs_redis *c)
+{
+	if (!c)
+		return;
+	busy_del(t, c);
+	cfs_redis_close(c);
 }
 
 static void conn_give(struct cfs_tier *t, unsigned i, struct cfs_redis *c)
 {
 	if (!c)
 		return;
+	busy_del(t, c);
+	cfs_redis_set_deadline(c, 0);
 	if (!cfs_redis_broken(c)) {
 		pthread_mutex_lock(&t->lock);
 		struct node *n = t->node[i];
@@ -321,8 +367,16 @@ static int roundtrip(struct cfs_tier *t, struct cfs_redis *c, int asking, int re
 
 /* ---- the slot map ---- */
 
-/* Reads CLUSTER SLOTS from node i into m.  0 or an error. */
-static int read_map_from(struct cfs_tier *t, unsigned i, struct cfs_cluster_map *m)
+/* An idle connection the node closed fails with CFS_E_NET: worth one more
+ * try on a new one.  One that timed out is a node that does not answer. */
+static int retry_fresh(int rc, int reused)
+{
+	return rc == CFS_E_NET && reused;
+}
+
+/* Reads CLUSTER SLOTS from node i into m, by deadline.  0 or an error. */
+static int read_map_from(struct cfs_tier *t, unsigned i, int64_t deadline,
+			 struct cfs_cluster_map *m)
 {
 	static const char *const argv[] = { "CLUSTER", "SLOTS" };
 	static const size_t len[] = { 7, 5 };
@@ -330,13 +384,13 @@ static int read_map_from(struct cfs_tier *t, unsigned i, struct cfs_cluster_map 
 	struct cfs_redis *c = NULL;
 	struct cfs_redis_reply *r = NULL;
 	int reused = 0;
-	int rc = conn_take(t, i, &c, &reused);
+	int rc = conn_take(t, i, deadline, &c, &reused);
 	if (!rc) {
 		rc = roundtrip(t, c, 0, 0, 1, &cmd, &r);
-		if (rc && reused) { /* an idle connection the node had closed */
-			cfs_redis_close(c);
+		if (retry_fresh(rc, reused)) { /* an idle connection the node had closed */
+			conn_close(t, c);
 			c = NULL;
-			rc = conn_take(t, i, &c, &reused);
+			rc = conn_take(t, i, deadline, &c, &reused);
 			if (!rc)
 				rc = roundtrip(t, c, 0, 0, 1, &cmd, &r);
 		}
@@ -352,16 +406,16 @@ static int read_map_from(struct cfs_tier *t, unsigned i, struct cfs_cluster_map 
 	}
 	cfs_redis_reply_free(r);
 	if (rc && c)
-		cfs_redis_close(c);
+		conn_close(t, c);
 	else
 		conn_give(t, i, c);
 	return rc;
 }
 
 /* Reads the map from the first node that answers (known masters, then the
- * seeds) and installs it.  One thread at a time; the others go on with the
- * old map. */
-static int refresh(struct cfs_tier *t)
+ * seeds) by deadline, and installs it.  One thread at a time; the others go
+ * on with the old map. */
+static int refresh(struct cfs_tier *t, int64_t deadline)
 {
 	pthread_mutex_lock(&t->lock);
 	if (t->refreshing) {
@@ -387,7 +441,15 @@ static int refresh(struct cfs_tier *t)
 	int rc = m ? CFS_E_NET : -ENOMEM;
 	unsigned from = NO_NODE;
 	for (unsigned j = 0; m && j < k && rc; j++) {
-		rc = read_map_from(t, order[j], m);
+		if (__atomic_load_n(&t->cancelled, __ATOMIC_RELAXED)) {
+			rc = -ECANCELED;
+			break;
+		}
+		if (j && now_ms() >= deadline) {
+			rc = -ETIMEDOUT; /* the nodes not tried yet: at the next probe */
+			break;
+		}
+		rc = read_map_from(t, order[j], deadline, m);
 		if (rc && rc != -ENOMEM)
 			node_failed(t, order[j]);
 		else if (!rc)
@@ -423,7 +485,7 @@ static int refresh(struct cfs_tier *t)
 		t->down = 0;
 		t->down_backoff_ms = 0;
 		t->down_until = 0;
-	} else if (rc != -ENOMEM) {
+	} else if (rc != -ENOMEM && rc != -ECANCELED) {
 		if (!t->down)
 			CFS_WARN("shared cache: no node answers (%s); reading from Drive until it "
 				 "is back", cfs_tier_strerror(rc));
@@ -456,6 +518,7 @@ int cfs_tier_new(const struct cfs_tier_opts *o, struct cfs_tier **out)
 	t->ro.password = t->password;
 	t->ro.connect_ms = o->connect_ms > 0 ? o->connect_ms : 500;
 	t->ro.io_ms = o->io_ms > 0 ? o->io_ms : 1000;
+	t->call_ms = 2 * t->ro.io_ms;
 	for (unsigned s = 0; s < CFS_CLUSTER_SLOTS; s++)
 		t->route[s] = t->rroute[s] = NO_NODE;
 	for (unsigned s = 0; s < t->seeds.n; s++) /* the first nodes a map is read from */
@@ -487,7 +550,16 @@ void cfs_tier_free(struct cfs_tier *t)
 
 int cfs_tier_probe(struct cfs_tier *t)
 {
-	return refresh(t);
+	return refresh(t, now_ms() + t->call_ms);
+}
+
+void cfs_tier_cancel(struct cfs_tier *t)
+{
+	pthread_mutex_lock(&t->lock);
+	__atomic_store_n(&t->cancelled, 1, __ATOMIC_RELAXED);
+	for (unsigned k = 0; k < t->nbusy; k++)
+		cfs_redis_abort(t->busy[k]);
+	pthread_mutex_unlock(&t->lock);
 }
 
 int cfs_tier_up(struct cfs_tier *t)
@@ -536,7 +608,9 @@ static int classify(struct cfs_tier *t, unsigned at, const struct cfs_cluster_re
 static int run(struct cfs_tier *t, const char *key, size_t klen, int n,
 	       const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out, int read)
 {
-	int64_t now = now_ms();
+	int64_t now = now_ms(), deadline = now + t->call_ms;
+	if (__atomic_load_n(&t->cancelled, __ATOMIC_RELAXED))
+		return -ECANCELED;
 	pthread_mutex_lock(&t->lock);
 	if (t->down && now < t->down_until) {
 		pthread_mutex_unlock(&t->lock);
@@ -546,7 +620,7 @@ static int run(struct cfs_tier *t, const char *key, size_t klen, int n,
 		t->want_refresh = 1;
 	int need = !t->have_map || t->down || (t->want_refresh && now >= t->refresh_after);
 	pthread_mutex_unlock(&t->lock);
-	if (need && refresh(t) && !cfs_tier_up(t)) {
+	if (need && refresh(t, deadline) && !cfs_tier_up(t)) {
 		BUMP(t, errors, 1);
 		return -EAGAIN;
 	}
@@ -560,25 +634,33 @@ static int run(struct cfs_tier *t, const char *key, size_t klen, int n,
 			rc = -EAGAIN;
 			break;
 		}
+		if (hop && now_ms() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
 		pthread_mutex_lock(&t->lock);
 		int resting = t->node[at]->down_until > now_ms();
 		pthread_mutex_unlock(&t->lock);
 		struct cfs_redis *c = NULL;
 		int reused = 0;
-		rc = resting ? -EAGAIN : conn_take(t, at, &c, &reused);
+		rc = resting ? -EAGAIN : conn_take(t, at, deadline, &c, &reused);
 		if (!rc) {
 			rc = roundtrip(t, c, asking, readonly, n, cmds, out);
-			if (rc && reused && rc != CFS_E_PROTO) {
+			if (retry_fresh(rc, reused)) {
 				/* an idle connection the node had closed: once more */
-				cfs_redis_close(c);
+				conn_close(t, c);
 				c = NULL;
-				rc = conn_take(t, at, &c, &reused);
+				rc = conn_take(t, at, deadline, &c, &reused);
 				if (!rc)
 					rc = roundtrip(t, c, asking, readonly, n, cmds, out);
 			}
 		}
 		if (rc) {
-			cfs_redis_close(c);
+			conn_close(t, c);
+			if (rc == -ECANCELED || __atomic_load_n(&t->cancelled, __ATOMIC_RELAXED)) {
+				rc = -ECANCELED;
+				break;
+			}
 			if (!resting)
 				node_failed(t, at);
 			if (replica != NO_NODE && !readonly && !asking) {
@@ -639,7 +721,7 @@ void cfs_tier_stats(struct cfs_tier *t, struct cfs_tier_stats *out)
 
 int cfs_tier_check(struct cfs_tier *t, char *msg, size_t cap)
 {
-	int rc = refresh(t);
+	int rc = refresh(t, now_ms() + t->call_ms);
 	if (rc) {
 		snprintf(msg, cap, "no node of %s:%d%s answers: %s", t->seeds.seed[0].host,
 			 t->seeds.seed[0].port, t->seeds.n > 1 ? " (and the other seeds)" : "",
@@ -670,7 +752,7 @@ int cfs_tier_check(struct cfs_tier *t, char *msg, size_t cap)
 		struct cfs_redis *c = NULL;
 		struct cfs_redis_reply *r = NULL;
 		int reused = 0;
-		int e = conn_take(t, masters[j], &c, &reused);
+		int e = conn_take(t, masters[j], now_ms() + t->ro.io_ms, &c, &reused);
 		if (!e)
 			e = roundtrip(t, c, 0, 0, 1, &cmd, &r);
 		if (!e) {
@@ -681,7 +763,7 @@ int cfs_tier_check(struct cfs_tier *t, char *msg, size_t cap)
 		}
 		cfs_redis_reply_free(r);
 		if (e) {
-			cfs_redis_close(c);
+			conn_close(t, c);
 			if (!first) {
 				first = e;
 				pthread_mutex_lock(&t->lock);

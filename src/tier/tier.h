@@ -13,6 +13,16 @@
  * which comes after a backoff doubling from 250 ms to 10 s.  Callers treat
  * every failure as a miss.
  *
+ * Deadlines.  A connect (TLS and AUTH included) has connect_ms, each reply
+ * io_ms, and a whole call -- a map read, the master, its replica,
+ * redirects -- 2 x io_ms: a call that does not get its answer in time
+ * fails (CFS_E_NET, -ETIMEDOUT) whatever the nodes do (a node that accepts
+ * connections and never answers, a SIGSTOPped one, costs a caller at most
+ * that).  An idle connection that fails is tried again once on a new one
+ * only when the node closed it, not when it did not answer.
+ * cfs_tier_cancel ends every call at once, those waiting for a node too
+ * (their sockets are shut down), for a server that is stopping.
+ *
  * Connections are made when first needed: a mount starts (and keeps
  * serving from Drive) whether or not the cluster is up.  The password is
  * kept in memory only, given to AUTH and never logged.
@@ -74,6 +84,11 @@ struct cfs_tier_cmd {
  * to the first command), with no reply left in out. */
 int cfs_tier_exec(struct cfs_tier *t, const char *key, size_t klen, int n,
 		  const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out);
+
+/* Every call from now on fails at once with -ECANCELED, and the calls in
+ * flight end now (their connections are shut down): for shutdown, so that
+ * nothing waits on the cluster.  Thread-safe; cannot be undone. */
+void cfs_tier_cancel(struct cfs_tier *t);
 
 /* Reads the slot map now (a mount does at start, so the log and
  * `colabfs stats` say at once whether the cluster is there).  0 or the
