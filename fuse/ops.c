@@ -503,6 +503,12 @@ static int may_control(fuse_req_t req, struct cfs_fs *fs, const struct cfs_ctlna
 	return rc;
 }
 
+int cfs_ops_mount_pid(const struct cfs_fs *fs)
+{
+	const struct cfs_stats_recovery *rec = fs->stats.recovery;
+	return rec && rec->super_pid ? (int)rec->super_pid : (int)getpid();
+}
+
 /* Control attributes (src/core/ctlname.h): the daemon's pid, its stats and
  * their history, and evictions and warms, which are reads with an effect. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -516,10 +522,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	if (rc) {
 		reply_status(req, rc);
 	} else if (c.kind == CFS_CTL_PID) {
-		/* supervised: the supervisor, whose exit ends the mount */
-		const struct cfs_stats_recovery *rec = fs->stats.recovery;
-		int pid = rec && rec->super_pid ? (int)rec->super_pid : (int)getpid();
-		int n = snprintf(val, sizeof(val), "%d", pid);
+		int n = snprintf(val, sizeof(val), "%d", cfs_ops_mount_pid(fs));
 		reply_xattr_value(req, val, (size_t)n, size);
 	} else if (c.kind == CFS_CTL_CACHE_DIR) {
 		if (fs->cache_dir)
