@@ -343,7 +343,9 @@ static int open_core(struct mount *m)
 
 static void close_core(struct mount *m)
 {
+	cfs_session_stopping("the file system's threads (uploads, read-ahead, polling)");
 	cfs_vfs_free(m->vfs);
+	cfs_session_stopping("the block cache and the journal");
 	cfs_tiered_free(m->tiered);
 	cfs_store_close(m->store);
 	cfs_journal_close(m->journal);
@@ -478,6 +480,7 @@ static void session_opts(struct mount *m, const char *log_path, struct cfs_sessi
 		.after_fork_arg = m,
 		.on_exit = stop_downloads,
 		.on_exit_arg = m,
+		.mount_dev = cfs_mnt_dev,
 	};
 }
 
@@ -702,6 +705,7 @@ static int cmd_serve(int argc, char **argv)
 	struct served sv = { .m = &m, .shm = shm, .log_path = log_path, .ready_fd = a.ready_fd };
 	struct cfs_session_opts so;
 	session_opts(&m, log_path, &so);
+	so.stuck_exit = CFS_SERVE_EXIT_OK; /* unmounted: the supervisor must not start another */
 	so.foreground = 1;
 	so.after_fork = NULL;
 	so.stats.recovery = &shm->rec;
@@ -713,6 +717,7 @@ static int cmd_serve(int argc, char **argv)
 	so.on_serving = on_serving;
 	so.on_serving_arg = &sv;
 	rc = cfs_session_run(m.vfs, &so);
+	cfs_serve_slow_stop_hook();
 	cfs_drive_cancel(m.drive);
 	if (sv.ready_fd >= 0)
 		cfs_serve_report(sv.ready_fd, "ERR the server could not complete FUSE_INIT\n");
@@ -729,8 +734,8 @@ static int cmd_umount(int argc, char **argv)
 {
 	if (argc != 1)
 		return usage_error("usage: colabfs umount MOUNTPOINT");
-	char why[512];
-	int rc = cfs_ctl_umount(argv[0], 30000, why, sizeof(why));
+	char why[1024];
+	int rc = cfs_ctl_umount(argv[0], CFS_UMOUNT_MS, why, sizeof(why));
 	if (rc) {
 		fprintf(stderr, "colabfs: %s\n", why);
 		return 1;
