@@ -50,7 +50,7 @@ static void *tune_readahead(void *arg)
 	return NULL;
 }
 
-static const char *stop_step = "the FUSE workers' last requests";
+static const char *stop_step;
 
 void cfs_session_stopping(const char *step)
 {
@@ -122,6 +122,7 @@ static void *watch_exit(void *arg)
 		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 	}
 	pthread_mutex_unlock(&w->lock);
+	cfs_session_stopping("the FUSE workers' last requests");
 	pthread_t dog;
 	int e = pthread_create(&dog, NULL, stop_watchdog, (void *)(intptr_t)w->o->stuck_exit);
 	if (e == 0)
