@@ -99,8 +99,11 @@ struct cfs_wfile {
 	/* what Drive holds stays a prefix of a snapshot: the size of Drive's
 	 * version (as far as this mount knows), the lowest offset changed
 	 * since it was sent, and since the upload running now was started
-	 * (INT64_MAX: none); cfs_vfs_snap_changed keeps them */
+	 * (INT64_MAX: none); and whether bytes were rewritten (a write or
+	 * truncate below the end: not a log) since each; kept by
+	 * cfs_vfs_snap_changed */
 	int64_t drive_size, lo_drive, lo_take;
+	int rw_drive, rw_take;
 	struct cfs_wsnap *snap; /* NULL until the first snapshot */
 	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
 };
@@ -419,7 +422,8 @@ void cfs_vfs_w_drop(struct cfs_vfs *v, struct cfs_wfile *w);
  * lock held (snap_take drops it while copying). */
 /* Writes and truncates of w wait while a snapshot of it is being copied. */
 void cfs_vfs_snap_wait(struct cfs_vfs *v, struct cfs_wfile *w);
-/* w's bytes from off on changed (a write at off, a truncate to off). */
+/* w's bytes from off on are about to change (a write at off, a truncate
+ * to off), w->j.size still the size before. */
 void cfs_vfs_snap_changed(struct cfs_wfile *w, int64_t off);
 /* An upload of w starts (its bytes as of now), ends well (sent: its size). */
 void cfs_vfs_snap_sending(struct cfs_wfile *w);
