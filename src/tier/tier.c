@@ -483,10 +483,17 @@ static size_t reply_cap(const struct cfs_tier *t, const struct cfs_tier_cmd *c)
 	return SMALL_REPLY;
 }
 
+/* A reply's deadline: io_ms from now, and not past the call's. */
+static int64_t reply_by(const struct cfs_tier *t, int64_t deadline)
+{
+	int64_t own = now_ms() + t->ro.io_ms;
+	return own < deadline ? own : deadline;
+}
+
 /* Sends cmds on c, each after ASKING when asking (ASKING covers the one
  * command after it), all after READONLY when readonly (c is a replica's),
- * and reads every reply into out (ASKING's and READONLY's dropped), all by
- * deadline.  I/O errors leave nothing in out. */
+ * and reads every reply into out (ASKING's and READONLY's dropped), each
+ * within io_ms and all by deadline.  I/O errors leave nothing in out. */
 static int roundtrip(struct cfs_tier *t, struct cfs_redis *c, int asking, int readonly, int n,
 		     const struct cfs_tier_cmd *cmds, struct cfs_redis_reply **out, int64_t deadline)
 {
@@ -499,7 +506,7 @@ static int roundtrip(struct cfs_tier *t, struct cfs_redis *c, int asking, int re
 		struct cfs_redis_reply *a = NULL;
 		rc = cfs_redis_append_max(c, 1, ro, rolen, SMALL_REPLY);
 		if (!rc)
-			rc = cfs_redis_reply_by(c, deadline, &a);
+			rc = cfs_redis_reply_by(c, reply_by(t, deadline), &a);
 		cfs_redis_reply_free(a);
 	}
 	for (int i = 0; !rc && i < n; i++) {
@@ -512,11 +519,11 @@ static int roundtrip(struct cfs_tier *t, struct cfs_redis *c, int asking, int re
 	for (int i = 0; !rc && i < n; i++) {
 		if (asking) {
 			struct cfs_redis_reply *a = NULL;
-			rc = cfs_redis_reply_by(c, deadline, &a);
+			rc = cfs_redis_reply_by(c, reply_by(t, deadline), &a);
 			cfs_redis_reply_free(a);
 		}
 		struct cfs_redis_reply *r = NULL;
-		if (!rc && !(rc = cfs_redis_reply_by(c, deadline, &r)))
+		if (!rc && !(rc = cfs_redis_reply_by(c, reply_by(t, deadline), &r)))
 			out[i] = r;
 	}
 	if (rc)
@@ -541,7 +548,7 @@ static int read_map_from(struct cfs_tier *t, struct node *n, struct cfs_cluster_
 	int rc = conn_take(t, n, deadline, &c, &reused);
 	if (!rc) {
 		rc = roundtrip(t, c, 0, 0, 1, &cmd, &r, deadline);
-		if (rc && reused) { /* an idle connection the node had closed */
+		if (rc == CFS_E_NET && reused) { /* an idle connection the node had closed */
 			cfs_redis_close(c);
 			c = NULL;
 			rc = conn_take(t, n, deadline, &c, &reused);
@@ -841,8 +848,9 @@ static int run(struct cfs_tier *t, const char *key, size_t klen, int n,
 		rc = resting ? -EAGAIN : conn_take(t, at, deadline, &c, &reused);
 		if (!rc) {
 			rc = roundtrip(t, c, asking, readonly, n, cmds, out, deadline);
-			if (rc && reused && rc != CFS_E_PROTO) {
-				/* an idle connection the node had closed: once more */
+			if (rc == CFS_E_NET && reused) {
+				/* an idle connection the node had closed: once more
+				 * (not after a timeout: that is the node's time up) */
 				cfs_redis_close(c);
 				c = NULL;
 				rc = conn_take(t, at, deadline, &c, &reused);

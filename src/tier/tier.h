@@ -25,8 +25,9 @@
  * node that names one leaves that node's slots unserved; both count in
  * redirects_refused, the first is logged.
  *
- * Bounds: a call -- the map read it may need, every connect, hop and reply
- * included -- ends within 2 x (connect_ms + io_ms) (3 s by default); every
+ * Bounds: each reply comes within io_ms and a call -- the map read it may
+ * need, every connect, hop and reply included -- ends within
+ * 2 x (connect_ms + io_ms) (3 s by default); every
  * reply is capped while it arrives (redis.h), by its command: a GET at one
  * value of value_max bytes, an MGET of k keys at k values, CLUSTER SLOTS
  * at 32 MiB, anything else at 64 KiB (cfs_tier_cmd.reply_max overrides);
