@@ -314,8 +314,10 @@ static unsigned node_index(struct cfs_tier *t, const char *host, int port, int b
 				free_at = i;
 			continue;
 		}
-		if (n->port == port && strcmp(n->host, host) == 0)
+		if (n->port == port && strcmp(n->host, host) == 0) {
+			n->by_name |= by_name; /* a seed may announce a name met before */
 			return i;
+		}
 		if (may_leave(n) && (lru == NO_NODE || n->used_at < t->node[lru]->used_at))
 			lru = i;
 	}
