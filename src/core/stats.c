@@ -272,7 +272,8 @@ static const char *const tier_rows[] = {
 	"tier_bytes_written_total", "tier_published_total", "tier_lease_waits_total",
 	"tier_lease_wait_hits_total", "tier_lease_timeouts_total", "tier_corrupt_total",
 	"tier_errors_total", "tier_bypassed_total", "tier_redirects_total",
-	"tier_redirects_refused_total", "tier_map_refreshes_total", "tier_replica_reads_total", NULL,
+	"tier_redirects_refused_total", "tier_map_refreshes_total", "tier_replica_reads_total",
+	NULL,
 };
 
 static const struct section {

@@ -10,8 +10,9 @@
  *
  * fake_node_start(n, ip, answer, arg) / fake_node_stop(n): a failure to
  * listen ends the test (exit 1); stop closes every connection and joins
- * every thread; fake_node_kill(n) is the node's death (refused from then on).  Helpers for answers: fake_send(fd, text),
- * fake_send_slots(fd, ranges...) for a CLUSTER SLOTS reply. */
+ * every thread; fake_node_kill(n) is the node's death (refused from then
+ * on).  Helpers for answers: fake_send(fd, text), fake_send_slots(fd,
+ * ranges...) for a CLUSTER SLOTS reply. */
 #ifndef CFS_TEST_FAKE_REDIS_H
 #define CFS_TEST_FAKE_REDIS_H
 
