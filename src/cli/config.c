@@ -13,6 +13,7 @@
 #include "hedge.h"
 #include "log.h"
 #include "size.h"
+#include "cluster.h"
 #include "tier.h"
 #include "wire.h"
 
@@ -135,6 +136,9 @@ static const struct opt opts[] = {
 	  "in the URL)" },
 	{ "shared-cache-ca-file", 0, T_STR, O(shared_cache_ca_file), "FILE",
 	  "CA certificates to verify the cluster's TLS with (default: the system's)" },
+	{ "shared-cache-nodes", 0, T_STR, O(shared_cache_nodes), "CIDR,...",
+	  "networks whose nodes also belong to the cluster, e.g. 10.0.0.0/8 (default: only the "
+	  "seeds' hosts and the nodes they announce; redirects elsewhere are refused)" },
 	{ "shared-cache-lease", 0, T_LONG, O(shared_cache_lease_s), "SECONDS",
 	  "how long one mount's claim to download a block lasts, and the longest the others "
 	  "wait for it (default 10)", 1, 3600 },
@@ -418,6 +422,18 @@ static int validate(struct cfs_config *c, unsigned flags, char *why, size_t wcap
 		if ((rc = cfs_tier_parse(c->shared_cache, &seeds, why, wcap)))
 			return rc;
 	}
+	if (c->shared_cache_nodes) {
+		struct cfs_cluster_cidr cidr[CFS_CLUSTER_CIDRS_MAX];
+		int n = cfs_cluster_cidrs_parse(c->shared_cache_nodes, cidr, CFS_CLUSTER_CIDRS_MAX,
+						why, wcap);
+		if (n < 0)
+			return n;
+		if (!c->shared_cache) {
+			snprintf(why, wcap, "--shared-cache-nodes widens the cluster of --shared-cache, "
+				 "which is not given");
+			return CFS_E_CONFIG;
+		}
+	}
 	if (c->shared_cache_password_file && access(c->shared_cache_password_file, R_OK) != 0) {
 		snprintf(why, wcap, "--shared-cache-password-file %s: %s",
 			 c->shared_cache_password_file, strerror(errno));
@@ -577,7 +593,7 @@ void cfs_config_cleanup(struct cfs_config *c)
 		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url,
 		       &c->recovery, &c->drive_id, &c->scope, &c->staging_dir,
 		       &c->shared_cache, &c->shared_cache_password_file,
-		       &c->shared_cache_ca_file };
+		       &c->shared_cache_ca_file, &c->shared_cache_nodes };
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);
 		*s[i] = NULL;

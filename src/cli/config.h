@@ -71,6 +71,7 @@ struct cfs_config {
 	char *shared_cache;          /* redis://... seeds, NULL: none */
 	char *shared_cache_password_file;
 	char *shared_cache_ca_file;
+	char *shared_cache_nodes;    /* --shared-cache-nodes: CIDRs also in the cluster */
 	long shared_cache_lease_s;
 	long shared_cache_ttl_s;
 	int mountpoint_argi;  /* argv index the mountpoint came from */

@@ -151,7 +151,8 @@ static int check_mountpoint(struct cfs_config *c)
 {
 	char why[1024];
 	char **paths[] = { &c->mountpoint, &c->cache_dir, &c->log_file, &c->credentials,
-			   &c->ca_file, &c->staging_dir };
+			   &c->ca_file, &c->staging_dir, &c->shared_cache_password_file,
+			   &c->shared_cache_ca_file };
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		int rc = cfs_mnt_abs_dup(paths[i]);
 		if (rc) {
@@ -546,15 +547,18 @@ static int mount_single(struct mount *m, const char *log_path)
  * server must not resolve).  *n gets the count. */
 static char **server_argv(struct cfs_config *c, int argc, char **argv, int *n)
 {
-	char **sa = calloc((size_t)argc + 9, sizeof(*sa));
+	const char *names[] = { "--cache-dir", "--log-file", "--credentials", "--ca-file",
+				"--shared-cache-password-file", "--shared-cache-ca-file" };
+	char *vals[] = { c->cache_dir, c->log_file, c->credentials, c->ca_file,
+			 c->shared_cache_password_file, c->shared_cache_ca_file };
+	size_t nv = sizeof(vals) / sizeof(vals[0]);
+	char **sa = calloc((size_t)argc + 2 * nv + 1, sizeof(*sa));
 	if (!sa)
 		return NULL;
 	memcpy(sa, argv, (size_t)argc * sizeof(*sa));
 	sa[c->mountpoint_argi] = c->mountpoint;
 	*n = argc;
-	const char *names[] = { "--cache-dir", "--log-file", "--credentials", "--ca-file" };
-	char *vals[] = { c->cache_dir, c->log_file, c->credentials, c->ca_file };
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < nv; i++)
 		if (vals[i]) {
 			sa[(*n)++] = (char *)names[i];
 			sa[(*n)++] = vals[i];
@@ -592,6 +596,12 @@ static int cmd_mount(int argc, char **argv)
 	struct mount m = { .c = &c, .fresh = 1 };
 	char log_path[PATH_MAX];
 	int rc = mount_setup(argc, argv, &m, log_path, sizeof(log_path), 0);
+	/* COLABFS_SHARED_CACHE_PASSWORD: out of the environment before any
+	 * process is started (tiercfg.h) */
+	if (rc == 0 && cfs_tiercfg_stash_password(&c, m.why, sizeof(m.why))) {
+		fprintf(stderr, "colabfs: %s\n", m.why);
+		rc = 1;
+	}
 	if (rc == 0) {
 		struct cfs_session_opts chk = { .fuse_opts = c.fuse_opts };
 		if (cfs_session_check(&chk)) {

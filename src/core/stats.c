@@ -180,6 +180,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "tier_errors_total", ts.errors },
 		{ "tier_bypassed_total", ts.bypassed },
 		{ "tier_redirects_total", ts.redirects },
+		{ "tier_redirects_refused_total", ts.redirects_refused },
 		{ "tier_map_refreshes_total", ts.refreshes },
 		{ "tier_replica_reads_total", ts.replica_reads },
 	};
@@ -271,7 +272,8 @@ static const char *const tier_rows[] = {
 	"tier_bytes_written_total", "tier_published_total", "tier_lease_waits_total",
 	"tier_lease_wait_hits_total", "tier_lease_timeouts_total", "tier_corrupt_total",
 	"tier_errors_total", "tier_bypassed_total", "tier_redirects_total",
-	"tier_map_refreshes_total", "tier_replica_reads_total", NULL,
+	"tier_redirects_refused_total", "tier_map_refreshes_total", "tier_replica_reads_total",
+	NULL,
 };
 
 static const struct section {

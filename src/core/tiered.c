@@ -593,4 +593,5 @@ void cfs_tiered_stats(struct cfs_tiered *t, struct cfs_tiered_stats *out)
 	out->redirects = ts.redirects;
 	out->refreshes = ts.refreshes;
 	out->replica_reads = ts.replica_reads;
+	out->redirects_refused = ts.redirects_refused;
 }

@@ -81,6 +81,7 @@ struct cfs_tiered_stats {
 	uint64_t bypassed;                  /* requests sent to Drive for want of the tier */
 	uint64_t redirects, refreshes;      /* tier.h */
 	uint64_t replica_reads;             /* tier.h: reads a replica answered for its master */
+	uint64_t redirects_refused;         /* tier.h: redirects and map nodes outside the cluster */
 };
 void cfs_tiered_stats(struct cfs_tiered *t, struct cfs_tiered_stats *out);
 

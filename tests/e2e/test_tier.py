@@ -63,7 +63,8 @@ TIER_KEYS = ["tier_up", "tier_hits_total", "tier_misses_total", "tier_bytes_read
              "tier_bytes_written_total", "tier_published_total", "tier_lease_waits_total",
              "tier_lease_wait_hits_total", "tier_lease_timeouts_total", "tier_corrupt_total",
              "tier_errors_total", "tier_bypassed_total", "tier_redirects_total",
-             "tier_map_refreshes_total", "tier_replica_reads_total"]
+             "tier_redirects_refused_total", "tier_map_refreshes_total",
+             "tier_replica_reads_total"]
 
 KEY_RE = re.compile(r"^cfs1:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+)$")
 LEASE_RE = re.compile(r"^cfs1:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+):lease$")

@@ -133,6 +133,7 @@ def test_tier_over_tls_with_a_password(tls_cluster, emulator_factory, mount_fact
     # no CA for the cluster, and a wrong password: Drive serves, the log says why
     bad = tmp_path / "wrong-password"
     bad.write_text("not-" + PASSWORD + "\n")
+    bad.chmod(0o600)  # a password file others may read is refused (issue 24)
     m3 = mount_factory.new(emu, name="tls3", extra=opts)  # the system CAs: no trust
     m4 = mount_factory.new(emu, name="tls4", extra=["--shared-cache=" + url,
                                                       "--shared-cache-ca-file=" + ca,
