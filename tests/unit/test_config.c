@@ -159,8 +159,8 @@ int main(void)
 
 	/* the shared cache tier: seeds checked at parse time, no password in argv */
 	const char *sc[] = { "--shared-cache=redis://10.1.2.3:6379,10.1.2.4:6379",
-			     "--shared-cache-lease=3", "/m" };
-	CHECK_EQ(parse(sc, 3, &c, why, sizeof(why)), 0);
+			     "--shared-cache-lease=3", "--shared-cache-trusted", "/m" };
+	CHECK_EQ(parse(sc, 4, &c, why, sizeof(why)), 0);
 	CHECK_STR(c.shared_cache, "redis://10.1.2.3:6379,10.1.2.4:6379");
 	CHECK_EQ(c.shared_cache_lease_s, 3);
 	CHECK_EQ(c.shared_cache_ttl_s, 604800);
