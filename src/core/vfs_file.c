@@ -351,12 +351,17 @@ void cfs_vfs_node_checksum(const struct cfs_node *n, const char **alg, char want
 	}
 }
 
-void cfs_vfs_checksum_failed(struct cfs_vfs *v, const struct blob_ref *b, const char *alg,
-			     const char *what)
+void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_ref *b,
+			     const char *alg, const char *what)
 {
 	char prefix[sizeof(b->key) + 1];
 	uint64_t bytes, blocks;
 	__atomic_add_fetch(&v->files_mismatched, 1, __ATOMIC_RELAXED);
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (n)
+		n->opened_rev = 0; /* the next open drops the kernel's pages of it */
+	cfs_inode_unlock(v->tab);
 	CFS_ERROR("%s of %s does not match Drive's %s checksum; dropping every cached copy "
 		  "(the shared cache's too): it is read from Drive again", what, b->key, alg);
 	struct cfs_reader_file rf = cfs_vfs_reader_file(b);
@@ -387,7 +392,7 @@ static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 	if (r == 0)
 		return;
 	if (r < 0) {
-		cfs_vfs_checksum_failed(v, &f->b, alg, "cached copy");
+		cfs_vfs_checksum_failed(v, f->ino, &f->b, alg, "cached copy");
 		return;
 	}
 	__atomic_add_fetch(&v->files_checked, 1, __ATOMIC_RELAXED);

@@ -483,7 +483,7 @@ static int copy_in(struct cfs_vfs *v, uint64_t ino, int fd)
 		rc = copy_bytes(v, &b, fd, alg, got);
 		if (rc || !alg[0] || strcmp(got, want) == 0)
 			break;
-		cfs_vfs_checksum_failed(v, &b, alg, "the content read to be written over");
+		cfs_vfs_checksum_failed(v, ino, &b, alg, "the content read to be written over");
 		if (round == 1) {
 			CFS_ERROR("%s: the bytes read twice do not match Drive's %s checksum; the "
 				  "write is refused (EIO) rather than upload wrong bytes", b.key, alg);
