@@ -294,7 +294,7 @@ struct req {
 	int prio;
 	int tier_ok;    /* 0 once the tier failed: the rest goes to Drive */
 	int drive_only; /* a forgotten revision: read from Drive, published over the tier */
-	char tag[KEY_MAX - 64]; /* "cfs1:BS:{ID@REV:G}" of the current group */
+	char tag[KEY_MAX - 64]; /* "cfsV:BS:{ID@REV:G}" of the current group */
 	size_t tlen;
 };
 
@@ -661,8 +661,9 @@ static int download(struct req *q, uint64_t b, unsigned n, const uint8_t *mine)
 }
 
 /* Waits for another's lease on block b: 1 delivered (or the sink failed:
- * *rc), 0 download it here (*leased: with the lease now ours). */
-static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased)
+ * *rc), 0 download it here (*leased: with the lease now ours).  seen_bad:
+ * the caller counted b's value as bad already. */
+static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased, int seen_bad)
 {
 	struct cfs_tiered *t = q->t;
 	int64_t deadline = cfs_clock_mono_ms() + t->wait_ms;
@@ -674,7 +675,7 @@ static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased)
 	struct cfs_tier_cmd c = { 3, argv, len };
 	BUMP(t, lease_waits, 1);
 	*leased = 0;
-	int counted = 0; /* a bad value seen here is counted once */
+	int counted = seen_bad; /* a bad value is counted once */
 	for (;;) {
 		if (__atomic_load_n(&t->cancelled, __ATOMIC_RELAXED)) {
 			*rc = -ECANCELED;
@@ -731,6 +732,9 @@ static int group(struct req *q, uint64_t b, unsigned n)
 	unsigned missing = 0;
 	for (unsigned k = 0; k < n; k++)
 		missing += !(have[k] = (uint8_t)valid(q, b + k, el(r, k), 1));
+	uint8_t bad[GROUP_MAX]; /* a value there, refused (and counted) */
+	for (unsigned k = 0; k < n; k++)
+		bad[k] = !have[k] && el(r, k) && el(r, k)->type == CFS_RESP_STRING;
 	BUMP(q->t, misses, missing);
 	if (missing && lease(q, b, n, have, mine, late))
 		memset(mine, 0, n);
@@ -753,7 +757,7 @@ static int group(struct req *q, uint64_t b, unsigned n)
 			continue;
 		}
 		uint8_t leased = 0;
-		if (!await(q, b + i, &rc, &leased)) {
+		if (!await(q, b + i, &rc, &leased, bad[i])) {
 			mine[i] = leased;
 			rc = download(q, b + i, 1, mine + i);
 		}

@@ -52,7 +52,6 @@ import pytest
 
 import helpers as H
 import chaos_helpers as X
-import redis_cluster as RC
 import tier_values as TV
 from conftest import SEED, SESSION_TOKEN
 
@@ -296,16 +295,6 @@ def settled(m):
         st["dataset_scans_running"] == 0
 
 
-def head_revisions(emu, ids):
-    """{id: headRevisionId} from the emulator's control endpoint (not counted)."""
-    out = {}
-    for i in ids:
-        st, _, body = emu.request("GET", "/_emu/items/" + i)
-        assert st == 200, (i, st, body[:200])
-        out[i] = json.loads(body)["headRevisionId"]
-    return out
-
-
 def block_keys(cluster):
     """(block keys, lease keys) in the cluster."""
     ks = cluster.keys("cfs2:*")
@@ -380,7 +369,7 @@ def test_three_mounts_share_through_tier(tier_tree, emulator_factory, mount_fact
     assert tot["tier_bytes_read_total"] > 0, tot
 
     # every block under its documented key
-    revs = head_revisions(emu, sorted(ids))
+    revs = TV.head_revisions(emu, sorted(ids))
     by_id = {t.ids[r]: r for r in rels}
     seen = set()
     for k in keys:

@@ -86,15 +86,6 @@ def trusted(cluster):
     return ["--shared-cache=" + cluster.seeds, "--shared-cache-trusted"]
 
 
-def revs(emu, ids):
-    out = {}
-    for i in ids:
-        st, _, body = emu.request("GET", "/_emu/items/" + i)
-        assert st == 200, (i, st, body[:200])
-        out[i] = json.loads(body)["headRevisionId"]
-    return out
-
-
 def media_by_id(emu):
     n = collections.Counter()
     for r in emu.log():
@@ -209,7 +200,7 @@ def test_forged_values_never_served(sec_tree, emulator_factory, mount_factory, r
     emu = make_emu(emulator_factory, t, "emu-tiersec2")
     rels = t.files_under("s")
     ids = {t.ids[r]: r for r in rels}
-    rev = revs(emu, sorted(ids))
+    rev = TV.head_revisions(emu, sorted(ids))
     opts = keyed(mount_factory, c)
 
     m1 = mount(mount_factory, emu, "sec1", opts)
@@ -303,7 +294,7 @@ def test_append_never_uploads_forged_bytes(sec_tree, emulator_factory, mount_fac
     t, c = sec_tree, redis_cluster
     emu = make_emu(emulator_factory, t, "emu-tiersec3")
     files = {k: "w/" + k for k in ("keyed.log", "trusted.log", "trusted-read.bin")}
-    rev = revs(emu, [t.ids[r] for r in files.values()])
+    rev = TV.head_revisions(emu, [t.ids[r] for r in files.values()])
     kopts, topts = keyed(mount_factory, c), trusted(c)
     # publish: a keyed and a trusted mount read everything once
     read_all(mount(mount_factory, emu, "pubk", kopts), t, list(files.values()))

@@ -14,6 +14,7 @@ with it (issue 24).
 
 import hashlib
 import hmac
+import json
 import os
 import re
 import struct
@@ -27,6 +28,17 @@ HEADER1 = struct.Struct("<4sIII")
 HEADER2 = struct.Struct("<4sII8s32s")
 KEY2_RE = re.compile(r"^cfs2:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+)$")
 KEY1_RE = re.compile(r"^cfs1:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+)$")
+
+
+def head_revisions(emu, ids):
+    """{id: headRevisionId} (the REV of the keys) from the emulator's control endpoint (not
+    counted)."""
+    out = {}
+    for i in ids:
+        st, _, body = emu.request("GET", "/_emu/items/" + i)
+        assert st == 200, (i, st, body[:200])
+        out[i] = json.loads(body)["headRevisionId"]
+    return out
 
 
 def key_file(d, key=KEY, mode=0o600, name="tier.key"):

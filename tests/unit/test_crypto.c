@@ -1,7 +1,8 @@
-/* Unit tests: digests, HMAC-SHA256 (RFC 4231's vectors) and RS256 signing with
- * a fixed test key. */
+/* Unit tests: digests, HMAC-SHA256 (RFC 4231's vectors; one keyed state signed
+ * with by 4 threads at once) and RS256 signing with a fixed test key. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/uio.h>
 
@@ -67,6 +68,43 @@ static void mac_hex(const unsigned char *mac, char *out)
 		snprintf(out + 2 * i, 3, "%02x", mac[i]);
 }
 
+/* Threads signing with one cfs_mac at once all get the one right MAC. */
+struct signer {
+	const struct cfs_mac *m;
+	const unsigned char *want;
+	int wrong;
+};
+
+static void *sign_many(void *arg)
+{
+	struct signer *s = arg;
+	const char *msg = "what do ya want for nothing?";
+	struct iovec v = { (void *)msg, strlen(msg) };
+	for (int i = 0; i < 2000; i++) {
+		unsigned char mac[CFS_MAC_LEN];
+		if (cfs_mac_sign(s->m, &v, 1, mac) || !cfs_crypto_equal(mac, s->want, CFS_MAC_LEN))
+			s->wrong++;
+	}
+	return NULL;
+}
+
+static void test_hmac_threads(const unsigned char *want)
+{
+	struct cfs_mac *m = NULL;
+	CHECK_EQ(cfs_mac_new("Jefe", 4, &m), 0);
+	pthread_t th[4];
+	struct signer s[4];
+	for (int i = 0; i < 4; i++) {
+		s[i] = (struct signer){ m, want, 0 };
+		pthread_create(&th[i], NULL, sign_many, &s[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(s[i].wrong, 0);
+	}
+	cfs_mac_free(m);
+}
+
 /* RFC 4231 test cases 1 and 2, one-shot and through a keyed cfs_mac in
  * parts; the constant-time compare. */
 static void test_hmac(void)
@@ -92,6 +130,7 @@ static void test_hmac(void)
 	}
 	mac2[31] ^= 1;
 	CHECK(!cfs_crypto_equal(mac, mac2, CFS_MAC_LEN));
+	test_hmac_threads(mac);
 	cfs_mac_free(m);
 	cfs_mac_free(NULL);
 	CHECK_EQ(cfs_mac_new("", 0, &m), -EINVAL);
