@@ -13,6 +13,7 @@ is never shown raw.  sync, warm and flush_and_unmount draw one progress bar
 import ctypes
 import errno
 import json
+import math
 import os
 import re
 import time
@@ -284,7 +285,8 @@ def _sync_legacy(rc, out, err):
 
 
 def _sync(mp, timeout_s, quiet, what="sync"):
-    args = (["--timeout", "%g" % timeout_s] if timeout_s is not None else []) + [mp]
+    # whole seconds, rounded up: the time left of a deadline is never a round number
+    args = (["--timeout", "%d" % math.ceil(timeout_s)] if timeout_s is not None else []) + [mp]
     # our own limit a little past the command's, for one that hangs
     limit = None if timeout_s is None else timeout_s + 30
     p, rc, err = _run_progress("sync", args, quiet, timeout=limit, legacy=_sync_legacy,

@@ -15,12 +15,14 @@
 #include "config.h"
 #include "err.h"
 #include "hash.h"
+#include "log.h"
 #include "reader.h"
 #include "secret.h"
 #include "tier.h"
 #include "tiered.h"
 
 #define PASSWORD_MAX 4096
+#define KEY_FILE_MAX 4096
 
 /* This mount's lease owner: the same for every server a supervisor starts
  * (its pid is the servers' parent), different for every other mount (the
@@ -181,6 +183,34 @@ int cfs_tiercfg_stash_password(const struct cfs_config *c, char *why, size_t wca
 	return rc;
 }
 
+int cfs_tiercfg_key(const struct cfs_config *c, struct cfs_tiered_key **out, char *why,
+		    size_t wcap)
+{
+	char *key = NULL;
+	size_t n = 0;
+	*out = NULL;
+	if (!c->shared_cache_key_file)
+		return 0;
+	int rc = cfs_secret_read(c->shared_cache_key_file, "--shared-cache-key-file", KEY_FILE_MAX,
+				 CFS_SECRET_PRIVATE, &key, &n, why, wcap);
+	if (rc)
+		return rc;
+	/* `openssl rand -hex 32 > FILE` ends in a newline: not part of the key */
+	if (n && key[n - 1] == '\n')
+		n--;
+	if (n && key[n - 1] == '\r')
+		n--;
+	rc = cfs_tiered_key_new(key, n, out);
+	explicit_bzero(key, n);
+	free(key);
+	if (rc == -EINVAL) {
+		snprintf(why, wcap, "--shared-cache-key-file %s: %zu bytes of key, too short: at "
+			 "least %d (make one with `openssl rand -hex 32 > FILE; chmod 600 FILE`)",
+			 c->shared_cache_key_file, n, CFS_TIERED_KEY_MIN);
+		return CFS_E_CONFIG;
+	}
+	return rc;
+}
 
 static int tier_new(const struct cfs_config *c, size_t value_max, struct cfs_tier **out,
 		    char *why, size_t wcap)
@@ -214,15 +244,26 @@ int cfs_tiercfg_tiered(const struct cfs_config *c, struct cfs_drive *d, uint32_t
 	if (!c->shared_cache)
 		return 0;
 	struct cfs_tier *t = NULL;
-	/* a value is a block and its header (room for a MAC too) */
-	int rc = tier_new(c, (size_t)block_size + 4096, &t, why, wcap);
-	if (rc)
+	struct cfs_tiered_key *key = NULL;
+	int rc = cfs_tiercfg_key(c, &key, why, wcap);
+	/* a value is a block and its header (room for the MAC) */
+	if (!rc)
+		rc = tier_new(c, (size_t)block_size + 4096, &t, why, wcap);
+	if (rc) {
+		cfs_tiered_key_free(key);
 		return rc;
+	}
+	if (!key)
+		CFS_WARN("--shared-cache-trusted: the shared cache's values are not authenticated "
+			 "(crc32c only); anyone who can write to the cluster decides what this mount "
+			 "reads. Give every mount --shared-cache-key-file unless only trusted "
+			 "writers can reach it");
 	char owner[32];
 	owner_of(c, owner, sizeof(owner));
 	struct cfs_tiered_opts o = {
 		.owner = owner,
 		.tier = t,
+		.key = key,
 		.fetch = cfs_reader_drive_fetch,
 		.io = d,
 		.block_size = block_size,
@@ -232,6 +273,7 @@ int cfs_tiercfg_tiered(const struct cfs_config *c, struct cfs_drive *d, uint32_t
 	rc = cfs_tiered_new(&o, out);
 	if (rc) {
 		cfs_tier_free(t);
+		cfs_tiered_key_free(key);
 		snprintf(why, wcap, "--shared-cache: %s", cfs_strerror(rc));
 		return rc;
 	}

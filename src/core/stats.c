@@ -177,6 +177,8 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "tier_lease_wait_hits_total", ts.lease_wait_hits },
 		{ "tier_lease_timeouts_total", ts.lease_timeouts },
 		{ "tier_corrupt_total", ts.corrupt },
+		{ "tier_forged_total", ts.forged },
+		{ "tier_dropped_total", ts.dropped },
 		{ "tier_errors_total", ts.errors },
 		{ "tier_bypassed_total", ts.bypassed },
 		{ "tier_redirects_total", ts.redirects },
@@ -271,9 +273,9 @@ static const char *const tier_rows[] = {
 	"tier_up", "tier_nodes", "tier_hits_total", "tier_misses_total", "tier_bytes_read_total",
 	"tier_bytes_written_total", "tier_published_total", "tier_lease_waits_total",
 	"tier_lease_wait_hits_total", "tier_lease_timeouts_total", "tier_corrupt_total",
-	"tier_errors_total", "tier_bypassed_total", "tier_redirects_total",
-	"tier_redirects_refused_total", "tier_map_refreshes_total", "tier_replica_reads_total",
-	NULL,
+	"tier_forged_total", "tier_dropped_total", "tier_errors_total", "tier_bypassed_total",
+	"tier_redirects_total", "tier_redirects_refused_total", "tier_map_refreshes_total",
+	"tier_replica_reads_total", NULL,
 };
 
 static const struct section {

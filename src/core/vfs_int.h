@@ -411,6 +411,16 @@ void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st);
  * restart), given back with cfs_vfs_put_file.  -EBADF: no such handle. */
 int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);
 void cfs_vfs_put_file(struct cfs_vfs *v, struct cfs_vfs_file *f);
+/* vfs_file.c: Drive's checksum of n's content (table lock held): sha256
+ * when Drive gave one, else md5; *alg "" when it gave neither. */
+void cfs_vfs_node_checksum(const struct cfs_node *n, const char **alg, char want[65]);
+/* vfs_file.c: b's bytes (of node ino), as the cache gave them (whole, or
+ * read for a copy: what), differ from Drive's alg checksum: counted, logged,
+ * and every copy of them dropped -- the shared tier's first
+ * (cfs_reader_forget: a read after this reaches Drive), then the local
+ * blocks, and the kernel's pages at the next open (no keep_cache). */
+void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_ref *b,
+			     const char *alg, const char *what);
 /* vfs_upload.c: start (at open), resume the journal, stop (at free). */
 int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner);
 void cfs_vfs_w_stop(struct cfs_vfs *v);    /* the uploaders joined */

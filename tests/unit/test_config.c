@@ -49,8 +49,9 @@ static int environ_child(const char *how)
 	}
 	struct cfs_config c;
 	char why[256];
-	const char *argv[] = { "--shared-cache=redis://10.1.2.3:6379", "/m" };
-	if (cfs_config_parse(2, (char **)argv, &c, why, sizeof(why)) ||
+	const char *argv[] = { "--shared-cache=redis://10.1.2.3:6379", "--shared-cache-trusted",
+			       "/m" };
+	if (cfs_config_parse(3, (char **)argv, &c, why, sizeof(why)) ||
 	    cfs_tiercfg_stash_password(&c, why, sizeof(why)))
 		return 4;
 	cfs_config_cleanup(&c);
@@ -254,8 +255,8 @@ int main(int argc, char **argv)
 
 	/* the shared cache tier: seeds checked at parse time, no password in argv */
 	const char *sc[] = { "--shared-cache=redis://10.1.2.3:6379,10.1.2.4:6379",
-			     "--shared-cache-lease=3", "/m" };
-	CHECK_EQ(parse(sc, 3, &c, why, sizeof(why)), 0);
+			     "--shared-cache-lease=3", "--shared-cache-trusted", "/m" };
+	CHECK_EQ(parse(sc, 4, &c, why, sizeof(why)), 0);
 	CHECK_STR(c.shared_cache, "redis://10.1.2.3:6379,10.1.2.4:6379");
 	CHECK_EQ(c.shared_cache_lease_s, 3);
 	CHECK_EQ(c.shared_cache_ttl_s, 604800);
@@ -274,9 +275,9 @@ int main(int argc, char **argv)
 		cfs_config_cleanup(&c);
 	}
 	/* --shared-cache-nodes: CIDRs, strictly, and only with --shared-cache */
-	const char *sn[] = { "--shared-cache=redis://10.1.2.3:6379",
+	const char *sn[] = { "--shared-cache=redis://10.1.2.3:6379", "--shared-cache-trusted",
 			     "--shared-cache-nodes=10.0.0.0/8,fd00::/8", "/m" };
-	CHECK_EQ(parse(sn, 3, &c, why, sizeof(why)), 0);
+	CHECK_EQ(parse(sn, 4, &c, why, sizeof(why)), 0);
 	CHECK_STR(c.shared_cache_nodes, "10.0.0.0/8,fd00::/8");
 	cfs_config_cleanup(&c);
 	const char *sn_bad[][3] = {
