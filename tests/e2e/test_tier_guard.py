@@ -42,7 +42,7 @@ from fake_redis import FakeNode
 KiB = H.KiB
 MiB = H.MiB
 PASSWORD = "guard-pw-" + os.urandom(6).hex()
-OPTS = ["--block-size=1M", "--hedge-budget=0"]
+OPTS = ["--block-size=1M", "--hedge-budget=0", "--shared-cache-trusted"]  # the client, not values
 
 
 @pytest.fixture
