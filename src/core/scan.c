@@ -264,6 +264,14 @@ int cfs_scan_running(const struct cfs_scan *s, uint64_t root)
 	return 0;
 }
 
+int cfs_scan_sibling_scan(const struct cfs_scan *s, uint64_t root)
+{
+	for (int t = 0; t < CFS_SCAN_TREES; t++)
+		if (root && s->trees[t].root == root)
+			return s->trees[t].siblings;
+	return 0;
+}
+
 int cfs_scan_count(const struct cfs_scan *s)
 {
 	int n = 0;

@@ -145,6 +145,8 @@ int cfs_scan_siblings(const struct cfs_scan *s, uint64_t parent, int64_t now_ms,
 uint64_t cfs_scan_expire(struct cfs_scan *s, int64_t now_ms);
 /* 1 if a scan of root is running. */
 int cfs_scan_running(const struct cfs_scan *s, uint64_t root);
+/* 1 if a sibling scan of root is running (not widened). */
+int cfs_scan_sibling_scan(const struct cfs_scan *s, uint64_t root);
 /* Number of running scans. */
 int cfs_scan_count(const struct cfs_scan *s);
 
