@@ -30,7 +30,9 @@
  * hits and misses, `diverge` misses mean the reader follows another order:
  * cfs_hint_diverged says so and the caller drops the hint.
  *
- * Memory: about 30 bytes a position. */
+ * Memory: 21 bytes a position and, for the map from a file to its
+ * positions, 24 to 48 bytes a distinct file (about 80 MB for ImageNet's
+ * 1.28 million files). */
 #ifndef CFS_HINT_H
 #define CFS_HINT_H
 

@@ -103,8 +103,9 @@ static unsigned need_of(const struct cfs_scan *s, const struct cfs_scan_slot *x)
 	return x->overlaps >= s->o.overlap_min ? (s->o.trigger + 1) / 2 : s->o.trigger;
 }
 
-/* The children of parent with a file opened within the window: how many
- * (the first cap of them into out). */
+/* The children of parent with a file opened within sib_window_ms (a file
+ * read a while before a dataset started does not bring its folder in): how
+ * many (the first cap of them into out). */
 static int siblings(const struct cfs_scan *s, uint64_t parent, int64_t now_ms, uint64_t *out,
 		    int cap)
 {
@@ -112,7 +113,7 @@ static int siblings(const struct cfs_scan *s, uint64_t parent, int64_t now_ms, u
 	for (int i = 0; i < CFS_SCAN_SLOTS; i++) {
 		const struct cfs_scan_slot *x = &s->slots[i];
 		if (parent && x->folder && x->parent == parent && x->count &&
-		    now_ms - x->last_ms <= s->o.window_ms) {
+		    now_ms - x->last_ms <= s->o.sib_window_ms) {
 			if (n < cap)
 				out[n] = x->folder;
 			n++;

@@ -35,11 +35,12 @@
  * - Sibling folders (issue 25).  An ImageFolder whose class folders sit
  *   beside unrelated ones (at the top of My Drive, where no tree may be
  *   scanned, or anywhere else) spreads its opens over many folders, each
- *   crossing the count late.  When files of at least `sib_min` child folders
- *   of one folder P were opened lately and half the tree count of distinct
- *   files below P were opened within `sib_window_ms` (a reader, not a person
- *   opening a file now and then), a *sibling scan* of P starts: only the children of P with
- *   an opened file are scanned (cfs_scan_siblings lists them at the start),
+ *   crossing the count late.  When, within `sib_window_ms`, files of at
+ *   least `sib_min` child folders of one folder P were opened, and half the
+ *   tree count of distinct files below P (a reader, not a person opening a
+ *   file now and then), a *sibling scan* of P starts: only the children of
+ *   P with a file opened in that time are scanned (cfs_scan_siblings lists
+ *   them at the start),
  *   and every later open in another child of P joins that child to the
  *   scan (the advice's `join`: the child's files are fetched from its first
  *   opened file on).  A child none of whose files was opened is never
@@ -136,7 +137,7 @@ void cfs_scan_close(struct cfs_scan *s, const uint64_t *anc, int nanc);
 /* The caller could not hand out positions [pos, ...) of folder's advice:
  * they will be offered again. */
 void cfs_scan_ahead_undo(struct cfs_scan *s, uint64_t folder, size_t pos);
-/* The children of folder parent with a file opened within the window at
+/* The children of folder parent with a file opened within sib_window_ms of
  * now_ms (those the detector still follows), into out (at most cap);
  * returns how many. */
 int cfs_scan_siblings(const struct cfs_scan *s, uint64_t parent, int64_t now_ms, uint64_t *out,

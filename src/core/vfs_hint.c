@@ -99,10 +99,15 @@ static int read_spool(const char *cache_dir, uint64_t id, char **buf, size_t *le
 
 /* ---- resolving the paths -------------------------------------------------------- */
 
+/* Folders are resolved once each: a map from the 64-bit hash of a folder's
+ * path to its inode.  Not the path itself: two paths of the same hash
+ * (about one chance in 30 million for a million folders) would share a
+ * folder, and the second's files would be "not found" or others; a hint
+ * only ever changes speed. */
 struct resolver {
 	struct cfs_vfs *v;
 	uint64_t top;            /* the folder paths are relative to */
-	struct cfs_u64map dirs;  /* hash of a folder's path -> index in inos */
+	struct cfs_u64map dirs;  /* hash of a folder's path -> index in dir_inos */
 	uint64_t *dir_inos;
 	size_t ndirs, cap;
 };

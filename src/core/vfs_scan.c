@@ -581,6 +581,8 @@ void cfs_vfs_scan_cleanup(struct cfs_vfs *v)
 	pthread_mutex_unlock(&s->lock);
 	if (s->started)
 		pthread_join(s->thread, NULL);
+	cfs_hint_free(s->hint); /* NULL unless the thread never started */
+	s->hint = NULL;
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 }
