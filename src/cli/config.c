@@ -176,7 +176,7 @@ void cfs_config_usage(FILE *out)
 		     "       colabfs stats [PATH] [--json | --prometheus | --watch[=SECONDS]]\n"
 		     "       colabfs stats [PATH] --history[=SECONDS] [--json]\n"
 		     "       colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT\n"
-		     "       colabfs warm PATH... [--list FILE] [--json]\n"
+		     "       colabfs warm PATH... [--list FILE] [--ordered] [--json]\n"
 		     "       colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]\n"
 		     "       colabfs doctor [MOUNTPOINT] [--json] [OPTIONS]\n"
 		     "       colabfs --version | --help\n\nmount options:\n");

@@ -4,7 +4,7 @@
  *   colabfs umount MOUNTPOINT            unmount and wait for the daemon
  *   colabfs stats [PATH] [--json|--prometheus|--watch[=SECONDS]|--history[=SECONDS]]
  *   colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT
- *   colabfs warm PATH... [--list FILE] [--json]
+ *   colabfs warm PATH... [--list FILE] [--ordered] [--json]
  *   colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]
  *   colabfs doctor [MOUNTPOINT] [--json] [mount options]
  *   colabfs --help | --version

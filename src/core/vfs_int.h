@@ -35,6 +35,14 @@
 #define RESOLVE_DEPTH 64
 
 struct scan_run;
+struct cfs_hint;
+
+/* A child of a sibling scan's root to add to its run, and the file whose
+ * open joined it (vfs_scan.c). */
+struct cfs_vfs_join {
+	uint64_t root, child, opened;
+};
+#define CFS_VFS_JOINQ 256
 
 /* The folders an open file was counted in by the detector (vfs_scan.c). */
 struct cfs_vfs_scan_ref {
@@ -54,6 +62,15 @@ struct cfs_vfs_scanner {
 	uint64_t pending[CFS_SCAN_TREES]; /* roots whose run the scanner has to build */
 	uint64_t small_max;           /* largest file read ahead whole */
 	uint64_t ahead_max;           /* bytes queued and not opened yet, per scan */
+	struct cfs_vfs_join joinq[CFS_VFS_JOINQ]; /* children joining sibling scans */
+	int njoin;
+	/* files opened below a scan whose run was being built (root, opened):
+	 * the reader's */
+	struct cfs_vfs_join early[CFS_VFS_JOINQ];
+	unsigned nearly;
+	struct cfs_hint *hint;        /* the order hint (vfs_hint.c), or NULL */
+	uint64_t hint_gen;            /* bumped when it is replaced or dropped */
+	uint64_t hint_ahead_max;      /* its window's ceiling: half the cache budget */
 	struct cfs_vfs_scan_stats st;
 };
 
@@ -339,6 +356,20 @@ void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref);
  * the files a run had queued and nobody opened are handed out again when
  * it resumes (those that did arrive are skipped then, being cached). */
 void cfs_vfs_scan_rewind(struct cfs_vfs *v);
+/* vfs_scan.c: queues a whole file for download behind readers' misses (a
+ * small one on the scan queue; any_size: a larger one as read-ahead): 1
+ * queued, 0 nothing to do, -EBUSY the queue is full.  And, scan lock held:
+ * starts the scanner thread if it is not running, and wakes it. */
+int cfs_vfs_scan_queue(struct cfs_vfs *v, uint64_t ino, int any_size);
+void cfs_vfs_scan_thread(struct cfs_vfs *v);
+/* vfs_hint.c, scan lock held: an open of ino; 1 when it follows the order
+ * hint (the detector is not told), 0 otherwise (a hint that diverged is
+ * dropped).  The scanner's turn: queue what the hint's window allows.
+ * Rewind: the reader dropped its queue, hand out again.  End: drop it. */
+int cfs_vfs_hint_open(struct cfs_vfs *v, uint64_t ino);
+void cfs_vfs_hint_fill(struct cfs_vfs *v);
+void cfs_vfs_hint_rewind(struct cfs_vfs *v);
+void cfs_vfs_hint_end(struct cfs_vfs *v, const char *why);
 /* vfs_mem.c: stops the watcher (at free). */
 void cfs_vfs_memwatch_stop(struct cfs_vfs *v);
 
