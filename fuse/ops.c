@@ -472,6 +472,12 @@ static void do_control(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino,
 	if (c->kind == CFS_CTL_WARM) {
 		rc = cfs_vfs_warm(fs->vfs, ino, (int64_t)c->off, c->len, &bytes);
 		n = snprintf(val, sizeof(val), "{\"fetched_bytes\":%" PRIu64 "}", bytes);
+	} else if (c->kind == CFS_CTL_ORDER) { /* an order hint: what was found of its list */
+		struct cfs_vfs_hint_result h;
+		rc = cfs_vfs_hint_spool(fs->vfs, ino, fs->cache_dir, c->off, &h);
+		n = snprintf(val, sizeof(val),
+			     "{\"files\":%" PRIu64 ",\"unknown\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+			     h.files, h.unknown, h.bytes);
 	} else {
 		rc = c->kind == CFS_CTL_EVICT	   ? cfs_vfs_evict(fs->vfs, ino, &bytes, &blocks, inval_cb, fs)
 		     : c->kind == CFS_CTL_EVICT_TO ? cfs_vfs_evict_to(fs->vfs, c->target, &bytes, &blocks)

@@ -6,10 +6,11 @@
  * writing and changed is uploaded at most every upload_open_ms (and at once
  * when `colabfs sync` asks), as a snapshot: a copy of its staged bytes
  * taken while no write is half done (writes and truncates wait for the
- * copy; a write in progress is waited for).  Only a file whose bytes in
- * Drive stay a prefix of the snapshot goes so (a new file, a log appended
- * to): a file rewritten in place (a checkpoint saved over the old one) is
- * never sent half written over Drive's good copy; it waits for its close.
+ * copy; a write in progress is waited for).  Only a file appended to since
+ * Drive's version goes so (a log, new or not: Drive's bytes stay a prefix
+ * of every snapshot): a file rewritten in place (a checkpoint saved over the
+ * old one, a database's pages) is never sent half written, over Drive's good
+ * copy or as a new file; it waits for its close or fsync.
  * A close with newer bytes stops a snapshot's upload (the close's upload
  * supersedes it).  The copy is the staging file
  * "ID.snap", kept while the file is open and brought up to date from the
@@ -60,16 +61,20 @@ void cfs_vfs_snap_changed(struct cfs_wfile *w, int64_t off)
 		w->lo_drive = off;
 	if (off < w->lo_take)
 		w->lo_take = off;
+	if (off < w->j.size) /* not an append */
+		w->rw_drive = w->rw_take = 1;
 }
 
 void cfs_vfs_snap_sending(struct cfs_wfile *w)
 {
 	w->lo_take = INT64_MAX;
+	w->rw_take = 0;
 }
 
 void cfs_vfs_snap_sent(struct cfs_wfile *w, int64_t size)
 {
 	w->lo_drive = w->lo_take;
+	w->rw_drive = w->rw_take;
 	w->drive_size = size;
 }
 
@@ -84,10 +89,11 @@ int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_
 {
 	if (!v->w.open_ms || !being_written(w) || w->sending || w->gen <= w->durable)
 		return 0;
-	/* a rewrite in place (a checkpoint saved over the old one) is not
-	 * complete before its close: Drive keeps the old bytes until then.
-	 * Only appends to what Drive has (a log), or a new file, go while open. */
-	if (w->lo_drive < w->drive_size)
+	/* a rewrite in place (a checkpoint saved over the old one, a database's
+	 * pages) is not complete before its close: Drive keeps the old bytes
+	 * until then.  Only a file appended to since Drive's version (a log,
+	 * new or not) goes while open. */
+	if (w->lo_drive < w->drive_size || w->rw_drive)
 		return 0;
 	if (!cfs_upq_may(&w->rq, now, next))
 		return 0;
@@ -228,6 +234,10 @@ void cfs_vfs_snap_done(struct cfs_vfs *v, struct cfs_wfile *w, int rc, int confl
 	s->uri[0] = '\0';
 	if (!rc) {
 		w->durable_ms = s->taken_ms;
+		/* nothing written since: the staged bytes are Drive's (a crash now
+		 * leaves nothing to upload, not a file that was being written) */
+		if (w->gen == s->gen && w->j.state == CFS_JSTATE_WRITING)
+			w->j.state = CFS_JSTATE_CLEAN;
 		v->w.st.snapshots++;
 		v->w.st.snapshot_bytes += (uint64_t)s->size;
 	} else if (v->w.open_ms && !w->open_due_ms) {

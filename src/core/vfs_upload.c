@@ -944,6 +944,7 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner)
 		w->drive_size = w->j.is_new ? 0 : INT64_MAX;
 		w->lo_drive = 0;
 		w->lo_take = INT64_MAX;
+		w->rw_drive = 1;
 		w->ino = ino;
 		w->gen = w->journaled = 1;
 		if (w->j.state == CFS_JSTATE_TORN ||
