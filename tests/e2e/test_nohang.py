@@ -149,7 +149,8 @@ class Readers:
 
 def tier_mount(mount_factory, emu, seeds, name, extra=()):
     return mount_factory.new(emu, name=name,
-                             extra=MOUNT_OPTS + ["--shared-cache=" + seeds] + list(extra))
+                             extra=MOUNT_OPTS + ["--shared-cache=" + seeds,
+                                                 "--shared-cache-trusted"] + list(extra))
 
 
 def daemon_pids(m):
