@@ -1189,8 +1189,8 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	if (!rc)
 		rc = cfs_staging_pwrite(w->fd, off, buf, len);
 	pthread_mutex_lock(&v->w.lock);
-	if (w->writing && !--w->writing)
-		pthread_cond_broadcast(&v->w.cond);
+	if (w->writing && !--w->writing && w->snapping)
+		pthread_cond_broadcast(&v->w.cond); /* only a snapshot waits for this */
 	cfs_vfs_snap_changed(w, off); /* failed too: what it did is unknown */
 	if (!rc && w->j.uri[0]) {
 		/* an upload session was started for older bytes: the journal must not
