@@ -173,7 +173,12 @@ static void hedge_req(struct cfs_http_req *h, const struct cfs_http_req *l)
 
 /* One try of a media request: r runs, and while it is late (and the budget
  * allows) a hedge races it.  Returns what cfs_http_perform would for the
- * request that ends the try, whose request and response are then in r. */
+ * request that ends the try, whose request and response are then in r; a
+ * failed try also carries the Retry-After of a leg refused before it (the
+ * late request answered 429 while its hedge ran on, then the hedge failed),
+ * so the retry never comes sooner than Drive asked; and once a leg was
+ * refused, the other one is not hedged again within the try (a new request
+ * right after a 429 is what Retry-After forbids). */
 int cfs_drive_fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
 {
 	struct read_ctx *c = r->sink_arg;
@@ -184,6 +189,8 @@ int cfs_drive_fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
 		return rc;
 	cfs_http_req_init(&alt);
 	struct leg lead = { r }, rival = { NULL };
+	char ra[sizeof(r->retry_after)] = ""; /* a Retry-After of a leg that ended first */
+	int refused = 0; /* a leg was refused: the other runs on, never hedged again */
 	int64_t counted = 0; /* the lateness already counted as a stall */
 	rc = cfs_http_multi_add(m, r);
 	int running = !rc;
@@ -196,7 +203,8 @@ int cfs_drive_fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
 				COUNT(d, stalls, 1);
 			}
 			struct cfs_http_req *h = lead.r == r ? &alt : r;
-			if (lead.r->dst_len < (size_t)lead.r->range_len && hedge_take(d)) {
+			if (!refused && lead.r->dst_len < (size_t)lead.r->range_len &&
+			    hedge_take(d)) {
 				hedge_req(h, lead.r);
 				/* urgent: a late request usually has a reader waiting,
 				 * and the hedge budget keeps these few */
@@ -255,7 +263,12 @@ int cfs_drive_fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
 		}
 		learn(d, done == lead.r ? &lead : &rival, 1, now);
 		if (rival.r && done == lead.r) {
-			/* the late one ended before either answered: the hedge goes on */
+			/* the late one ended before either answered: the hedge goes
+			 * on.  A refusal's Retry-After binds the retry, should the
+			 * hedge fail too (kept: its own reply clears the field). */
+			if (lead.r->retry_after[0])
+				memcpy(ra, lead.r->retry_after, sizeof(ra));
+			refused |= lead.r->status >= 400;
 			absorb(c, lead.r);
 			lead = rival;
 			rival.r = NULL;
@@ -289,6 +302,8 @@ int cfs_drive_fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
 		alt = t;
 	}
 	cfs_http_req_cleanup(&alt);
+	if (ra[0] && !r->retry_after[0] && (rc || r->status < 200 || r->status > 299))
+		memcpy(r->retry_after, ra, sizeof(ra));
 	return rc;
 }
 

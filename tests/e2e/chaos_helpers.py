@@ -373,32 +373,39 @@ def fault_retry_after(label):
     return float(m.group(1)) if m else None
 
 
-def retries_after(records):
-    """[(record, next record with the same request_key)] for every record that
-    has a later one (records in log order, i.e. by arrival)."""
-    last = {}
-    pairs = []
-    for r in sorted(records, key=lambda r: r["t"]):
-        k = request_key(r)
-        if k in last:
-            pairs.append((last[k], r))
-        last[k] = r
-    return pairs
-
-
 def retry_after_violations(records, slack=0.002):
-    """([problem], checked): retries that came sooner than the Retry-After of
-    the faulted reply before them, and how many such retries were checked."""
-    bad, checked = [], 0
-    for a, b in retries_after(records):
-        ra = fault_retry_after(a.get("fault"))
-        if ra is None or a["status"] < 400:
-            continue
-        checked += 1
-        if b["t"] - a["t"] < ra - slack:
-            bad.append("%s %s range=%s: retried %.3fs after a reply with Retry-After: %g (fault %r)"
-                       % (a["kind"], a.get("id"), a.get("range"), b["t"] - a["t"], ra, a.get("fault")))
-    return bad, checked
+    """([problem], checked, in_flight).  Each reply that carried a Retry-After
+    is checked against the first request for the same range that Drive
+    received after that reply had gone out (its arrival t plus its ms): it
+    must have come no sooner than Retry-After seconds after the refused
+    request arrived (the client cannot have had the reply before that).
+    Requests for the range that arrived while the reply was still on its way
+    (a hedge racing the refused request, sent before anyone could know of the
+    Retry-After) are counted in in_flight, not checked: no retry can be among
+    them, since a retry follows the reply."""
+    by_key = {}
+    for r in sorted(records, key=lambda r: r["t"]):
+        by_key.setdefault(request_key(r), []).append(r)
+    bad, checked, in_flight = [], 0, 0
+    for rs in by_key.values():
+        for i, a in enumerate(rs):
+            ra = fault_retry_after(a.get("fault"))
+            if ra is None or a["status"] < 400:
+                continue
+            replied = a["t"] + (a.get("ms") or 0.0) / 1000.0
+            later = rs[i + 1:]
+            in_flight += sum(1 for b in later if b["t"] < replied)
+            b = next((b for b in later if b["t"] >= replied), None)
+            if b is None:
+                continue
+            checked += 1
+            if b["t"] - a["t"] < ra - slack:
+                bad.append("%s %s range=%s: asked again %.3fs after a request refused with "
+                           "Retry-After: %g (fault %r; the refusal took %s ms; the next: %r)"
+                           % (a["kind"], a.get("id"), a.get("range"), b["t"] - a["t"], ra,
+                              a.get("fault"), a.get("ms"),
+                              {k: b.get(k) for k in ("status", "ms", "fault", "cancelled")}))
+    return bad, checked, in_flight
 
 
 # --------------------------------------------------------------------------

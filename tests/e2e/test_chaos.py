@@ -202,18 +202,18 @@ def test_chaos_workload_no_eio_no_wrong_bytes(mount_factory, emulator_factory, c
     records = emu.log()
     st = X.cstats(m)
     nfired = sum(fired.values())
-    bad, ra_checked = X.retry_after_violations(records)
+    bad, ra_checked, ra_in_flight = X.retry_after_violations(records)
     report(capsys, "chaos workload: %d MiB large + %d small files (%d MiB), %d preads\n"
            "fault-free: %.1fs (%d requests); with faults: %.1fs (%d requests, %d faults = %.1f%%)"
            " -> slowdown x%.2f\nfaults fired: %s\ncolabfs: retries=%d resumed=%d errors=%d; "
-           "%d retries after a Retry-After checked"
+           "%d retries after a Retry-After checked, %d requests sent while such a reply was on its way"
            % (LARGE_COUNT * LARGE_SIZE // MiB, SMALL_DIRS * SMALL_PER_DIR,
               sum(len(t.data[r]) for r in t.data if r.startswith("small")) // MiB, NPREADS,
               t_clean, clean_req, t_chaos, est["requests"], nfired,
               100.0 * nfired / max(1, est["requests"]), t_chaos / max(t_clean, 1e-6),
               ", ".join("%s=%d" % kv for kv in fired.items()),
               st["drive_retries_total"], st["drive_resumed_downloads_total"],
-              st["drive_errors_total"], ra_checked))
+              st["drive_errors_total"], ra_checked, ra_in_flight))
 
     problems = []
     if w.errors:

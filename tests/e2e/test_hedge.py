@@ -9,7 +9,9 @@ emulator.
 3. the other outcomes of the race: the late request answers before its hedge
    (the hedge is closed, the late one's bytes are used); the hedge fails (503)
    before either answered (the try fails, the late one is closed, the retry
-   asks for the bytes not yet delivered);
+   asks for the bytes not yet delivered); the late one is refused (429 with
+   Retry-After: RA_S) while its hedge runs on, then the hedge fails (500): the
+   retry waits out the Retry-After of the refusal, not the 500's backoff;
 4. a healthy emulator: a few hundred reads by several threads cause almost
    no hedges (HEALTHY_MAX_HEDGES);
 5. the warm-up: on a fresh mount the very first download stalls; before
@@ -38,6 +40,7 @@ BIG = MiB                       # the stalled files: one block, so one request (
 STALL_S = 20                    # the stall
 STALL_AT = 256 * KiB            # where the mid-body stall stops the body
 MAX_READ_S = 8.0                # the read must finish well before the stall ends
+RA_S = 2                        # the Retry-After of the refused late request
 HEALTHY_FILES = 300
 HEALTHY_THREADS = 4
 HEALTHY_MAX_HEDGES = 3          # 1% of the requests; the budget alone would allow 5% + 10
@@ -54,6 +57,7 @@ def htree(tmp_path_factory):
     t.file("big/middle.bin", BIG)
     t.file("big/late-wins.bin", BIG)
     t.file("big/hedge-fails.bin", BIG)
+    t.file("big/refused-then-hedge-fails.bin", BIG)
     t.folder("many")
     for i in range(HEALTHY_FILES):
         t.file("many/m%03d.bin" % i, t.rng.randrange(1 * KiB, 128 * KiB))
@@ -161,9 +165,32 @@ def test_late_request_answering_first_or_hedge_failing(mount_factory, emu, htree
     assert tail == [(rest, 503), (rest, 206)], \
         "want the hedge's 503 then the retry's 206, both for %s: %r" % (rest, media)
     assert d2["drive_retries_total"] == 1, d2
+    # the late one is refused at 800 ms with Retry-After while its hedge runs
+    # on, and the hedge fails (500) at about 1.7 s: the try fails, and the
+    # retry comes no sooner than RA_S after the refusal (the 500 alone would
+    # be retried within a few hundred ms)
+    rel = "big/refused-then-hedge-fails.bin"
+    el3, st3, media = stalled_read(m, tree, emu, rel,
+                                   "stall_ms=800,status=429,retry_after=%d" % RA_S,
+                                   "stall_ms=1500,status=500")
+    d3 = {k: st3[k] - st2[k] for k in ("stalls_total", "hedges_total", "hedge_wins_total",
+                                       "drive_retries_total")}
+    # one hedge: the hedge, late itself once alone, is not hedged again after
+    # the refusal (a new request right after a 429 is what Retry-After forbids)
+    assert d3["hedges_total"] == 1 and d3["hedge_wins_total"] == 0 and \
+        d3["drive_retries_total"] == 1, "stats %r%s" % (d3, m.log_tail(20))
+    by_status = {r["status"]: r for r in media}
+    assert sorted(by_status) == [206, 429, 500] and len(media) == 3, media
+    refused, retry = by_status[429], by_status[206]
+    replied = refused["t"] + refused["ms"] / 1000.0
+    assert retry["t"] - replied >= RA_S - 0.01, \
+        "the retry came %.3fs after a 429 with Retry-After: %d (its hedge failed with a 500 at " \
+        "%.3fs): %r%s" % (retry["t"] - replied, RA_S, by_status[500]["t"] - refused["t"], media,
+                          m.log_tail(20))
     with capsys.disabled():
-        print("\n[hedge] late request answering first: %.2fs %r; hedge failing: %.2fs %r"
-              % (el1, d1, el2, d2))
+        print("\n[hedge] late request answering first: %.2fs %r; hedge failing: %.2fs %r; "
+              "refused with Retry-After %d s, then the hedge failing: retry %.2fs after the "
+              "refusal, read in %.2fs" % (el1, d1, el2, d2, RA_S, retry["t"] - replied, el3))
 
 
 @pytest.mark.deadline(120)

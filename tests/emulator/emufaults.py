@@ -23,7 +23,8 @@ When it fires, counting the requests it sees:
     count=N         at most N times in all (default: no limit)
     prob=P          and then only with probability P (seeded by --seed; default 1)
 What it does (one of):
-    status=CODE     answer with a Drive error: [reason=R] [message=M] [retry_after=SECONDS]
+    status=CODE     answer with a Drive error: [reason=R] [message=M] [retry_after=SECONDS];
+                    with stall_ms=MS (the first form below), after that stall (a slow refusal)
                     (default reasons: 403 userRateLimitExceeded, 429 rateLimitExceeded, 5xx backendError)
     outage=SECONDS  from the moment it fires, answer every request it sees with ``status`` (default 503)
                     for SECONDS (an outage rule fires once unless ``count`` says otherwise)
@@ -120,6 +121,8 @@ class FaultRule:
         actions = [a for a in _ACTIONS if values.get(a) is not None]
         if "outage" in actions and "status" in actions:
             actions.remove("status")
+        if "status" in actions and "stall_ms" in actions and values.get("stall_after") is None:
+            actions.remove("stall_ms")       # a slow refusal: the stall, then the status
         if len(actions) != 1:
             raise FaultSpecError(f"fault {spec!r} needs exactly one action of: {' '.join(_ACTIONS)}")
         if self.stall_in_body is not None and (self.stall_ms is None or self.stall_after is not None):
