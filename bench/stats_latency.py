@@ -5,7 +5,10 @@ A fresh mount over the emulator; reader processes read an ImageFolder-like tree 
 whole, each in its own shuffled order (a DataLoader's workers), and processes read large files
 sequentially (the read-ahead's large requests), while the bench runs `colabfs stats --json MNT`
 every --interval seconds and times each call from fork to exit (a call that takes over 10 s is
-killed and counted as 10 s). Two threads time the same stats reached in-process, so the
+killed and counted as 10 s); in turn with the same command run by the full program
+(libexec/colabfs, which `colabfs` runs for every other command: src/cli/front.c), so the lean
+front end's gain is measured under the same load, and with `true` (a program that does
+nothing: the floor of any command's start on that machine at that moment). Two threads time the same stats reached in-process, so the
 command's own start-up cost is apart from the daemon's answer: the attribute
 (user.colabfs.stats, a FUSE request) and the control socket (fuse/ctlsock.h; "none" with a
 colabfs that has none). Prints p50/p99/max of each, the epoch's length and what the mount
@@ -150,6 +153,8 @@ def main():
     ap.add_argument("--mount-opt", action="append", default=[])
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--full-bin", help="the full program, timed in turn with `colabfs stats` "
+                    "(default: libexec/colabfs beside it)")
     a = ap.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="colabfs-statslat-", dir="/dev/shm"))
@@ -182,7 +187,11 @@ def main():
             procs.append(ctx.Process(target=small_reader, args=(m.mnt, order, stop), daemon=True))
         for rel in bigs:
             procs.append(ctx.Process(target=big_reader, args=(m.mnt, rel, stop), daemon=True))
-        cli, inproc, insock, errors = [], [], [], []
+        cli, cli_full, floor, inproc, insock, errors = [], [], [], [], [], []
+        truebin = shutil.which("true")
+        fullbin = a.full_bin or str(H.colabfs_bin().parent / "libexec" / "colabfs")
+        if not os.access(fullbin, os.X_OK):
+            fullbin = None  # a colabfs from before the front end (src/cli/front.c)
         name = ctl_name(m.mnt)
         t0 = time.monotonic()
         for p in procs:
@@ -221,21 +230,28 @@ def main():
             el = time.monotonic() - t0
             if not running or (a.seconds and el >= a.seconds) or (a.stall and el >= (a.seconds or 20)):
                 break
+            # the front end, the full program and the floor in turn: the same load for each
+            if fullbin and len(cli) > len(cli_full):
+                argv, into = [fullbin, "stats", "--json", m.mnt], cli_full
+            elif len(cli) > len(floor):
+                argv, into = [truebin], floor
+            else:
+                argv, into = [str(H.colabfs_bin()), "stats", "--json", m.mnt], cli
             s = time.monotonic()
             try:
-                r = subprocess.run([str(H.colabfs_bin()), "stats", "--json", m.mnt], env=env,
+                r = subprocess.run(argv, env=env,
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, timeout=10)
             except subprocess.TimeoutExpired:
                 r = None
             d = time.monotonic() - s
             if r is None:
-                cli.append(10.0)
+                into.append(10.0)
                 errors.append("stats: no answer in 10 s")
             elif r.returncode != 0:
                 errors.append("stats rc %d: %s" % (r.returncode, r.stderr.decode(errors="replace")))
             else:
-                cli.append(d)
+                into.append(d)
             time.sleep(max(0.0, a.interval - d))
         epoch = time.monotonic() - t0
         stop.set()
@@ -249,7 +265,10 @@ def main():
         out = {"files": a.files, "readers": a.readers, "big": a.big, "ttfb_ms": a.ttfb_ms,
                "cpu_hogs": a.cpu_hogs, "stall": a.stall, "epoch_s": round(epoch, 1),
                "load1": os.getloadavg()[0],
-               "stats_cli": summary(cli), "stats_getxattr": summary(inproc),
+               "stats_cli": summary(cli),
+               "stats_cli_full_program": summary(cli_full) if fullbin else "none",
+               "floor_true": summary(floor),
+               "stats_getxattr": summary(inproc),
                "stats_socket": summary(insock) if insock else "none",
                "errors": errors[:5], "nerrors": len(errors),
                "mount": {k: st.get(k) for k in ("drive_requests_total", "drive_media_bytes_total",

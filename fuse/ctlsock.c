@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -95,6 +96,13 @@ static void serve_one(struct cfs_ctlsock *s, int c)
 static void *run(void *arg)
 {
 	struct cfs_ctlsock *s = arg;
+	/* ahead of the daemon's busy threads when the machine is loaded: this
+	 * one sleeps but for a few answers a second (a daemon that may not
+	 * raise it, not root, keeps the default) */
+	pthread_setname_np(pthread_self(), CFS_CTLSOCK_THREAD);
+	if (setpriority(PRIO_PROCESS, (id_t)gettid(), CFS_CTLSOCK_NICE) != 0)
+		CFS_DEBUG("control socket: nice %d not allowed (%s)", CFS_CTLSOCK_NICE,
+			  strerror(errno));
 	for (;;) {
 		struct pollfd p[2] = { { .fd = s->fd, .events = POLLIN },
 				       { .fd = s->stop[0], .events = POLLIN } };

@@ -8,7 +8,9 @@
  * also listens on a Unix socket of the abstract namespace named after the
  * mount's device number, CFS_CTLSOCK_FMT (from /proc/self/mountinfo, which
  * the command line reads too: no request to the mount finds it), served by
- * a thread of its own that does nothing else.
+ * a thread of its own (CFS_CTLSOCK_THREAD) that does nothing else, at nice CFS_CTLSOCK_NICE
+ * (when the daemon may: root) so that a loaded machine does not keep it
+ * waiting for a CPU behind the daemon's readers.
  *
  * Protocol: the client connects, sends one request line and reads the
  * answer until the server closes:
@@ -32,6 +34,8 @@
 
 #define CFS_CTLSOCK_FMT "colabfs-ctl-%u:%u" /* abstract: a leading NUL byte, no file */
 #define CFS_CTLSOCK_IO_MS 2000
+#define CFS_CTLSOCK_NICE (-10)
+#define CFS_CTLSOCK_THREAD "colabfs-ctl" /* the thread's name (/proc/PID/task/TID/comm) */
 
 struct cfs_ctlsock;
 

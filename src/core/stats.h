@@ -2,7 +2,8 @@
  *
  * The daemon renders them as one flat JSON object of integers (served as
  * the user.colabfs.stats attribute); the command line renders that as a
- * table, JSON or Prometheus text.  Names are stable: they are the contract
+ * table, JSON or Prometheus text (statsfmt.c: cfs_stats_render and
+ * cfs_stats_recovery_name, which need none of the daemon's libraries).  Names are stable: they are the contract
  * with dashboards.  Counters end in _total; gauges do not. */
 #ifndef CFS_STATS_H
 #define CFS_STATS_H

@@ -372,6 +372,19 @@ def test_umount_when_the_stop_hangs(nohang_tree, emulator_factory, mount_factory
 # stats does not queue behind FUSE work
 
 
+def ctl_thread_nice(pid):
+    """The nice value of the server's control socket thread (ctlsock.h:
+    CFS_CTLSOCK_THREAD), from /proc/PID/task/TID/stat."""
+    base = "/proc/%d/task" % pid
+    for tid in os.listdir(base):
+        with open("%s/%s/comm" % (base, tid)) as f:
+            if f.read().strip() != "colabfs-ctl":
+                continue
+        with open("%s/%s/stat" % (base, tid)) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
+    raise AssertionError("no colabfs-ctl thread in %d: %r" % (pid, os.listdir(base)))
+
+
 def stats_cli(m, argv_prefix=()):
     t0 = time.monotonic()
     rc, out, err = H.run_cmd(list(argv_prefix) + [str(H.colabfs_bin()), "stats", "--json",
@@ -392,6 +405,8 @@ def test_stats_while_every_worker_waits_on_drive(nohang_tree, emulator_factory, 
     took, rc, out, err = stats_cli(m)
     assert rc == 0, (rc, out, err)
     names = set(json.loads(out))
+    # the socket's thread runs ahead of the busy ones (nice -10: the tests run as root)
+    assert ctl_thread_nice(json.loads(out)["server_pid"]) == -10
     X.set_faults(emu, ["kind=media,stall_ms=60000"])
     rd = Readers([m], t, rels, per_mount=8).start()
     try:

@@ -65,7 +65,9 @@ def test_build_cell_installs(tmp_path):
     r = subprocess.run(["make", "-s", "install", "DESTDIR=%s" % dest], cwd=str(H.REPO),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert list(dest.rglob("bin/colabfs")) and list(dest.rglob("man1/colabfs.1")), \
+    # the front end, the full program it runs (src/cli/front.c), the man page
+    assert list(dest.rglob("bin/colabfs")) and list(dest.rglob("libexec/colabfs/colabfs")) and \
+        list(dest.rglob("man1/colabfs.1")), \
         sorted(str(p) for p in dest.rglob("*"))
     pkg = [p.parent for p in dest.rglob("colabfs/drive.py")]
     assert len(pkg) == 1, sorted(str(p) for p in dest.rglob("*.py"))
