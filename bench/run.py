@@ -28,6 +28,9 @@ Workloads (see bench/README.md):
      ref: the quota bound (and the latency bound workers / ttfb); warm epochs (cache on tmpfs and
      on disk) ref: local tmpfs copy; read-ahead waste; a single reader walking the chaos tree with
      ~10% faults at 20 ms ttfb  ref: the same walk fault-free. Each recovery mode of --recovery.
+  9  warm epochs at the kernel's floor (issue 25): the same DataLoader over 1,000 and 10,000 small
+     files (quick: 500 and 2,000) already cached on tmpfs, each recovery mode of --recovery, with
+     the FUSE requests per file by kind  ref: the local tmpfs copy, epochs interleaved with the mount's
 """
 
 import argparse
@@ -89,6 +92,9 @@ FAULT_TTFB_MS = 20
 FAULT_SHAPE = dict(large_size=4 * MiB, nlarge=4, small_dirs=8, small_per_dir=41, small_min=KiB,
                    small_max=64 * KiB, seed=4242)   # chaos_helpers.chaos_tree: 332 files, ~26 MiB
 FAULT_TREE_BYTES = 4 * 4 * MiB + 8 * 41 * 33 * KiB
+WARM_SIZES = {"full": (1000, 10000), "quick": (500, 2000)}   # workload 9: files per tree
+WARM_PER_CLASS = 100                           # workload 9: files per class folder
+WARM_EPOCHS = 3                                # workload 9: epochs per DataLoader run (2 runs a side)
 RECOVERY_NAMES = ("off", "resend", "forward", "none")   # colabfs stats recovery_mode values
 RECOVERY_MODES = {"both": ("auto", "forward"), "auto": ("auto",), "resend": ("resend",),
                   "forward": ("forward",)}
@@ -813,9 +819,9 @@ class Bench:
 
     # -- setup ------------------------------------------------------------------------------------
 
-    def setup(self, suite, dataset):
+    def setup(self, suite, dataset, warm=False):
         """The work folder; with ``suite`` (any of workloads 1-7) their data and the emulator that
-        serves it (workload 8, ``dataset``, makes its own)."""
+        serves it (workloads 8, ``dataset``, and 9, ``warm``, make their own)."""
         a = self.args
         for tool in ("curl", "find"):
             if not shutil.which(tool):
@@ -828,6 +834,8 @@ class Bench:
                                             + self.cfg["dl_files"] * self.cfg["dl_size"]) * 3)
         if dataset:   # the tree, two caches of it at a time, the fault tree and its caches
             need += self.cfg["ds_files"] * DS_MAX_SIZE * 3 // 2 + 3 * FAULT_TREE_BYTES
+        if warm:      # the largest tree and its cache (mean file size 135 KB)
+            need += max(WARM_SIZES["quick" if a.quick else "full"]) * (DS_MIN_SIZE + DS_MAX_SIZE)
         st = os.statvfs(a.workdir)
         if st.f_bavail * st.f_frsize < need * 1.2:
             raise SystemExit("bench: %s has %s free; this run needs about %s"
@@ -1148,6 +1156,66 @@ class Bench:
         for mode in RECOVERY_MODES[a.recovery]:
             self.w8_mode(mode, tree, emu, chaos, femu, faults)
 
+    def w9(self):
+        """Workload 9 (issue 25 item 3): warm shuffled 2-worker DataLoader epochs over an
+        ImageFolder tree whose every file is cached (cache on tmpfs), against the same epochs on the
+        local tmpfs copy, runs of the two interleaved (local, mount, local, mount): best and median
+        of each side, and the FUSE requests the server read per file and epoch, by kind."""
+        a = self.args
+        if not self.have_torch("9"):
+            return
+        for n in WARM_SIZES["quick" if a.quick else "full"]:
+            base = os.path.join(self.work, "w9-%d" % n)
+            tree = DatasetTree(base, n, max(1, n // WARM_PER_CLASS))
+            t = time.monotonic()
+            tree.make()
+            log("9: %d files (%s) written in %.1f s" % (n, fmt_bytes(tree.bytes), time.monotonic() - t))
+            # no time to first byte and no quota: the cold pass only fills the cache
+            emu = Emulator(self, tree.spec_path, "emu-warm-%d" % n, 0, a.bandwidth, a.total_bandwidth)
+            emu.prepare(tree.folder_ids)
+            for mode in RECOVERY_MODES[a.recovery]:
+                self.w9_mode(mode, tree, emu)
+            shutil.rmtree(base, ignore_errors=True)
+
+    def w9_mode(self, mode, tree, emu):
+        n = tree.files
+        sfx = "" if mode == "auto" else "/" + mode[:3]
+        m = self.new_mount("warm%d-%s" % (n, mode), emu=emu, opts=["--recovery=" + mode])
+        running = m.stats().get("recovery_mode")
+        label = RECOVERY_NAMES[running] if running in range(4) else mode
+
+        def run(root, epochs):
+            return [e["seconds"] for e in self.dl_epochs(root, epochs, 2, options=DS_OPTIONS)["epochs"]]
+        local = run(tree.root, WARM_EPOCHS)
+        t = time.monotonic()
+        got = run(m.path("dataset"), 1 + WARM_EPOCHS)[1:]   # the first epoch fills the cache
+        log("9: %d files: cold fill and %d warm epochs in %.1f s" % (n, WARM_EPOCHS, time.monotonic() - t))
+        local += run(tree.root, WARM_EPOCHS)
+        with Probe(self, m, emu) as pr:
+            got += run(m.path("dataset"), WARM_EPOCHS)
+        if not self.args.no_verify:
+            for folder, _, names in os.walk(tree.root):
+                for name in names:
+                    p = os.path.join(folder, name)
+                    compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
+        m.umount()
+        per_file = {k[len("fuse_requests_"):-len("_total")]: v / (n * WARM_EPOCHS)
+                    for k, v in sorted(pr.delta.items())
+                    if k.startswith("fuse_requests_") and k != "fuse_requests_total"
+                    and v >= 0.005 * n * WARM_EPOCHS}
+        total = pr.delta.get("fuse_requests_total")
+        reqs = ("%.2f FUSE requests per file and epoch (%s)"
+                % (total / (n * WARM_EPOCHS), ", ".join("%s %.2f" % kv for kv in per_file.items()))
+                if total is not None else "no FUSE request counter")
+        self.row("9w%dk%s" % (n // 1000, sfx) if n % 1000 == 0 else "9w%d%s" % (n, sfx),
+                 "warm epoch, %d files, 2 workers, shuffled (recovery %s)" % (n, label), min(got), "s",
+                 min(local), "s", "best epoch on the local tmpfs copy", higher_better=False,
+                 target=">= 77% (<= 1.3x time)",
+                 note="%s; medians %.3f s vs %.3f s (%.2fx); mount epochs %s; local %s; during the "
+                      "last 3: %s" % (reqs, med(got), med(local), med(got) / med(local),
+                                      ", ".join("%.3f" % x for x in got),
+                                      ", ".join("%.3f" % x for x in local), pr.note()))
+
     def w8_mode(self, mode, tree, emu, chaos, femu, faults):
         """Every row of workload 8 with ``colabfs mount --recovery=MODE``."""
         a = self.args
@@ -1379,7 +1447,7 @@ def main(argv=None):
                          "quota)" % DS_USER_RATE)
     ap.add_argument("--recovery", choices=sorted(RECOVERY_MODES), default="both",
                     help="workload 8: colabfs --recovery mode(s) (both: auto and forward)")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8", help="workloads to run, e.g. 1,2,6")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="workloads to run, e.g. 1,2,6")
     ap.add_argument("--workdir", default="/dev/shm", help="where the data and caches go (/dev/shm)")
     ap.add_argument("--no-verify", action="store_true", help="skip the (untimed) byte comparisons")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -1392,7 +1460,7 @@ def main(argv=None):
     bench = Bench(args)
 
     def body():
-        bench.setup(bool(only & set("1234567")), "8" in only)
+        bench.setup(bool(only & set("1234567")), "8" in only, "9" in only)
         if only & {"1", "2", "6"}:
             bench.w1_w2_w6("1" in only, "2" in only, "6" in only)
         if "3" in only:
@@ -1405,6 +1473,8 @@ def main(argv=None):
             bench.w7()
         if "8" in only:
             bench.w8()
+        if "9" in only:
+            bench.w9()
     rc = bench.guarded(body)
     if bench.rows:
         bench.report(argv)

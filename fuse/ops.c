@@ -401,6 +401,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = fh;
 	fi->keep_cache = keep;
 	fi->direct_io = direct;
+	/* Only a writer's close is a durability point (cfs_vfs_flush): a
+	 * reader's close needs no FLUSH round trip (FOPEN_NOFLUSH, Linux 5.16) */
+	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		cfs_vfs_release(fs->vfs, ino, fh);
 }
