@@ -29,8 +29,9 @@ Workloads (see bench/README.md):
      on disk) ref: local tmpfs copy; read-ahead waste; a single reader walking the chaos tree with
      ~10% faults at 20 ms ttfb  ref: the same walk fault-free. Each recovery mode of --recovery.
   9  warm epochs at the kernel's floor (issue 25): the same DataLoader over 1,000 and 10,000 small
-     files (quick: 500 and 2,000) already cached on tmpfs, each recovery mode of --recovery, with
-     the FUSE requests per file by kind  ref: the local tmpfs copy, epochs interleaved with the mount's
+     files (quick: 500 and 2,000) already cached on tmpfs, on a writable and on a read-only mount, each
+     recovery mode of --recovery, with the FUSE requests per file by kind  ref: the local tmpfs copy,
+     epochs interleaved with the mount's
 """
 
 import argparse
@@ -1178,43 +1179,49 @@ class Bench:
             shutil.rmtree(base, ignore_errors=True)
 
     def w9_mode(self, mode, tree, emu):
+        """Workload 9's rows for ``--recovery=MODE``: a writable mount (the default), then a read-only
+        one on the same cache folder (the kernel opens files itself there)."""
         n = tree.files
         sfx = "" if mode == "auto" else "/" + mode[:3]
-        m = self.new_mount("warm%d-%s" % (n, mode), emu=emu, opts=["--recovery=" + mode])
-        running = m.stats().get("recovery_mode")
-        label = RECOVERY_NAMES[running] if running in range(4) else mode
+        cache = os.path.join(self.work, "cache-warm%d-%s" % (n, mode))
 
         def run(root, epochs):
             return [e["seconds"] for e in self.dl_epochs(root, epochs, 2, options=DS_OPTIONS)["epochs"]]
-        local = run(tree.root, WARM_EPOCHS)
-        t = time.monotonic()
-        got = run(m.path("dataset"), 1 + WARM_EPOCHS)[1:]   # the first epoch fills the cache
-        log("9: %d files: cold fill and %d warm epochs in %.1f s" % (n, WARM_EPOCHS, time.monotonic() - t))
-        local += run(tree.root, WARM_EPOCHS)
-        with Probe(self, m, emu) as pr:
-            got += run(m.path("dataset"), WARM_EPOCHS)
-        if not self.args.no_verify:
-            for folder, _, names in os.walk(tree.root):
-                for name in names:
-                    p = os.path.join(folder, name)
-                    compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
-        m.umount()
-        per_file = {k[len("fuse_requests_"):-len("_total")]: v / (n * WARM_EPOCHS)
-                    for k, v in sorted(pr.delta.items())
-                    if k.startswith("fuse_requests_") and k != "fuse_requests_total"
-                    and v >= 0.005 * n * WARM_EPOCHS}
-        total = pr.delta.get("fuse_requests_total")
-        reqs = ("%.2f FUSE requests per file and epoch (%s)"
-                % (total / (n * WARM_EPOCHS), ", ".join("%s %.2f" % kv for kv in per_file.items()))
-                if total is not None else "no FUSE request counter")
-        self.row("9w%dk%s" % (n // 1000, sfx) if n % 1000 == 0 else "9w%d%s" % (n, sfx),
-                 "warm epoch, %d files, 2 workers, shuffled (recovery %s)" % (n, label), min(got), "s",
-                 min(local), "s", "best epoch on the local tmpfs copy", higher_better=False,
-                 target=">= 77% (<= 1.3x time)",
-                 note="%s; medians %.3f s vs %.3f s (%.2fx); mount epochs %s; local %s; during the "
-                      "last 3: %s" % (reqs, med(got), med(local), med(got) / med(local),
-                                      ", ".join("%.3f" % x for x in got),
-                                      ", ".join("%.3f" % x for x in local), pr.note()))
+        for kind, what, opts in (("w", "writable", []), ("r", "read-only", ["--read-only"])):
+            m = self.new_mount("warm%d-%s-%s" % (n, mode, kind), cache, emu, ["--recovery=" + mode] + opts)
+            running = m.stats().get("recovery_mode")
+            label = "%s, recovery %s" % (what, RECOVERY_NAMES[running] if running in range(4) else mode)
+            local = run(tree.root, WARM_EPOCHS)
+            t = time.monotonic()
+            got = run(m.path("dataset"), 1 + WARM_EPOCHS)[1:]   # the first fills the caches
+            log("9: %d files, %s: first epoch and %d warm ones in %.1f s"
+                % (n, label, WARM_EPOCHS, time.monotonic() - t))
+            local += run(tree.root, WARM_EPOCHS)
+            with Probe(self, m, emu) as pr:
+                got += run(m.path("dataset"), WARM_EPOCHS)
+            if kind == "w" and not self.args.no_verify:
+                for folder, _, names in os.walk(tree.root):
+                    for name in names:
+                        p = os.path.join(folder, name)
+                        compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
+            m.umount(keep_cache=kind == "w")
+            per_file = {k[len("fuse_requests_"):-len("_total")]: v / (n * WARM_EPOCHS)
+                        for k, v in sorted(pr.delta.items())
+                        if k.startswith("fuse_requests_") and k != "fuse_requests_total"
+                        and v >= 0.005 * n * WARM_EPOCHS}
+            total = pr.delta.get("fuse_requests_total")
+            reqs = ("%.2f FUSE requests per file and epoch (%s)"
+                    % (total / (n * WARM_EPOCHS), ", ".join("%s %.2f" % kv for kv in per_file.items()))
+                    if total is not None else "no FUSE request counter")
+            size = "%dk" % (n // 1000) if n % 1000 == 0 else "%d" % n
+            self.row("9%s%s%s" % (kind, size, sfx),
+                     "warm epoch, %d files, 2 workers, shuffled (%s)" % (n, label), min(got), "s",
+                     min(local), "s", "best epoch on the local tmpfs copy", higher_better=False,
+                     target=">= 77% (<= 1.3x time)",
+                     note="%s; medians %.3f s vs %.3f s (%.2fx); mount epochs %s; local %s; during the "
+                          "last %d: %s" % (reqs, med(got), med(local), med(got) / med(local),
+                                           ", ".join("%.3f" % x for x in got),
+                                           ", ".join("%.3f" % x for x in local), WARM_EPOCHS, pr.note()))
 
     def w8_mode(self, mode, tree, emu, chaos, femu, faults):
         """Every row of workload 8 with ``colabfs mount --recovery=MODE``."""

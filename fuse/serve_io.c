@@ -117,6 +117,7 @@ static enum cfs_stats_fuse_op fuse_op(uint32_t opcode)
 	case FUSE_GETXATTR: return CFS_FOP_GETXATTR;
 	case FUSE_STATFS: return CFS_FOP_STATFS;
 	case FUSE_INTERRUPT: return CFS_FOP_INTERRUPT;
+	case FUSE_IOCTL: return CFS_FOP_IOCTL;
 	default: return CFS_FOP_OTHER;
 	}
 }

@@ -33,7 +33,7 @@ static const char *const fuse_op_names[CFS_FOP_COUNT] = {
 	[CFS_FOP_READDIR] = "readdir", [CFS_FOP_READDIRPLUS] = "readdirplus",
 	[CFS_FOP_RELEASEDIR] = "releasedir", [CFS_FOP_FORGET] = "forget",
 	[CFS_FOP_GETXATTR] = "getxattr", [CFS_FOP_STATFS] = "statfs",
-	[CFS_FOP_INTERRUPT] = "interrupt", [CFS_FOP_OTHER] = "other",
+	[CFS_FOP_INTERRUPT] = "interrupt", [CFS_FOP_IOCTL] = "ioctl", [CFS_FOP_OTHER] = "other",
 };
 
 int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
