@@ -5,7 +5,8 @@ reference measured (or computed) in the same run.
     /usr/bin/python3 bench/run.py [--quick] [--ttfb-ms 100] [--bandwidth 25000000]
                                   [--total-bandwidth 0] [--max-connections 16] [--only 1,3,7]
                                   [--user-rate 200] [--recovery both|auto|resend|forward]
-                                  [--mount-opt=--max-request=64M ...] [--json FILE] [--keep]
+                                  [--mount-opt=--max-request=64M ...] [--ref-bin OLD/colabfs]
+                                  [--json FILE] [--keep]
 
 It writes the data deterministically under a fresh folder in /dev/shm (tmpfs), starts
 tests/emulator/drive_emulator.py on it with the given time to first byte and per-connection
@@ -30,8 +31,8 @@ Workloads (see bench/README.md):
      ~10% faults at 20 ms ttfb  ref: the same walk fault-free. Each recovery mode of --recovery.
   9  warm epochs at the kernel's floor (issue 25): the same DataLoader over 1,000 and 10,000 small
      files (quick: 500 and 2,000) already cached on tmpfs, on a writable and on a read-only mount, each
-     recovery mode of --recovery, with the FUSE requests per file by kind  ref: the local tmpfs copy,
-     epochs interleaved with the mount's
+     recovery mode of --recovery (and an older binary's, --ref-bin), with the FUSE requests per file
+     by kind  ref: the local tmpfs copy, epochs in turn with the mounts'
 """
 
 import argparse
@@ -95,7 +96,8 @@ FAULT_SHAPE = dict(large_size=4 * MiB, nlarge=4, small_dirs=8, small_per_dir=41,
 FAULT_TREE_BYTES = 4 * 4 * MiB + 8 * 41 * 33 * KiB
 WARM_SIZES = {"full": (1000, 10000), "quick": (500, 2000)}   # workload 9: files per tree
 WARM_PER_CLASS = 100                           # workload 9: files per class folder
-WARM_EPOCHS = 3                                # workload 9: epochs per DataLoader run (2 runs a side)
+WARM_EPOCHS = 2                                # workload 9: epochs per DataLoader run
+WARM_ROUNDS = 3                                # workload 9: runs per side, in turn with the other sides
 RECOVERY_NAMES = ("off", "resend", "forward", "none")   # colabfs stats recovery_mode values
 RECOVERY_MODES = {"both": ("auto", "forward"), "auto": ("auto",), "resend": ("resend",),
                   "forward": ("forward",)}
@@ -384,7 +386,7 @@ class Emulator:
 
 
 class Mount:
-    def __init__(self, bench, name, cache_dir=None, emu=None, opts=()):
+    def __init__(self, bench, name, cache_dir=None, emu=None, opts=(), binary=None):
         self.bench = bench
         self.name = name
         self.mnt = os.path.join(bench.work, "mnt-" + name)
@@ -393,7 +395,8 @@ class Mount:
         os.makedirs(self.mnt, exist_ok=True)
         self.pid = None
         self.env = dict(os.environ, COLABFS_ACCESS_TOKEN=TOKEN)
-        argv = [BIN, "mount", "--api-url=" + (emu or bench.emu).url, "--cache-dir=" + self.cache_dir,
+        argv = [binary or BIN, "mount", "--api-url=" + (emu or bench.emu).url,
+                "--cache-dir=" + self.cache_dir,
                 "--log-file=" + self.log_file, "--max-connections=%d" % bench.args.max_connections]
         argv += bench.args.mount_opt + list(opts) + [self.mnt]
         bench.mounts.append(self)
@@ -742,9 +745,9 @@ class Bench:
         if note:
             self.notes.append("%s: %s" % (key, note))
 
-    def new_mount(self, name=None, cache_dir=None, emu=None, opts=()):
+    def new_mount(self, name=None, cache_dir=None, emu=None, opts=(), binary=None):
         self.nmount += 1
-        return Mount(self, name or str(self.nmount), cache_dir, emu, opts)
+        return Mount(self, name or str(self.nmount), cache_dir, emu, opts, binary)
 
     @staticmethod
     def stop_procs(procs):
@@ -835,8 +838,9 @@ class Bench:
                                             + self.cfg["dl_files"] * self.cfg["dl_size"]) * 3)
         if dataset:   # the tree, two caches of it at a time, the fault tree and its caches
             need += self.cfg["ds_files"] * DS_MAX_SIZE * 3 // 2 + 3 * FAULT_TREE_BYTES
-        if warm:      # the largest tree and its cache (mean file size 135 KB)
-            need += max(WARM_SIZES["quick" if a.quick else "full"]) * (DS_MIN_SIZE + DS_MAX_SIZE)
+        if warm:      # the largest tree and its caches (mean file size 135 KB)
+            need += (max(WARM_SIZES["quick" if a.quick else "full"]) * (DS_MIN_SIZE + DS_MAX_SIZE) // 2
+                     * (3 if a.ref_bin else 2))
         st = os.statvfs(a.workdir)
         if st.f_bavail * st.f_frsize < need * 1.2:
             raise SystemExit("bench: %s has %s free; this run needs about %s"
@@ -1180,48 +1184,69 @@ class Bench:
 
     def w9_mode(self, mode, tree, emu):
         """Workload 9's rows for ``--recovery=MODE``: a writable mount (the default), then a read-only
-        one on the same cache folder (the kernel opens files itself there)."""
+        one on the same cache folder (the kernel opens files itself there); with --ref-bin the
+        reference binary's mounts beside them.  Each round runs WARM_EPOCHS epochs on the local
+        copy and on every mount, in turn."""
+        a = self.args
         n = tree.files
+        size = "%dk" % (n // 1000) if n % 1000 == 0 else "%d" % n
         sfx = "" if mode == "auto" else "/" + mode[:3]
-        cache = os.path.join(self.work, "cache-warm%d-%s" % (n, mode))
+        bins = [("", None)] + ([("-ref", a.ref_bin)] if a.ref_bin else [])
 
-        def run(root, epochs):
-            return [e["seconds"] for e in self.dl_epochs(root, epochs, 2, options=DS_OPTIONS)["epochs"]]
+        def run(root):
+            return [e["seconds"] for e in self.dl_epochs(root, WARM_EPOCHS, 2, options=DS_OPTIONS)["epochs"]]
         for kind, what, opts in (("w", "writable", []), ("r", "read-only", ["--read-only"])):
-            m = self.new_mount("warm%d-%s-%s" % (n, mode, kind), cache, emu, ["--recovery=" + mode] + opts)
-            running = m.stats().get("recovery_mode")
-            label = "%s, recovery %s" % (what, RECOVERY_NAMES[running] if running in range(4) else mode)
-            local = run(tree.root, WARM_EPOCHS)
-            t = time.monotonic()
-            got = run(m.path("dataset"), 1 + WARM_EPOCHS)[1:]   # the first fills the caches
-            log("9: %d files, %s: first epoch and %d warm ones in %.1f s"
-                % (n, label, WARM_EPOCHS, time.monotonic() - t))
-            local += run(tree.root, WARM_EPOCHS)
-            with Probe(self, m, emu) as pr:
-                got += run(m.path("dataset"), WARM_EPOCHS)
-            if kind == "w" and not self.args.no_verify:
-                for folder, _, names in os.walk(tree.root):
-                    for name in names:
-                        p = os.path.join(folder, name)
-                        compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
-            m.umount(keep_cache=kind == "w")
-            per_file = {k[len("fuse_requests_"):-len("_total")]: v / (n * WARM_EPOCHS)
-                        for k, v in sorted(pr.delta.items())
-                        if k.startswith("fuse_requests_") and k != "fuse_requests_total"
-                        and v >= 0.005 * n * WARM_EPOCHS}
-            total = pr.delta.get("fuse_requests_total")
-            reqs = ("%.2f FUSE requests per file and epoch (%s)"
-                    % (total / (n * WARM_EPOCHS), ", ".join("%s %.2f" % kv for kv in per_file.items()))
-                    if total is not None else "no FUSE request counter")
-            size = "%dk" % (n // 1000) if n % 1000 == 0 else "%d" % n
-            self.row("9%s%s%s" % (kind, size, sfx),
-                     "warm epoch, %d files, 2 workers, shuffled (%s)" % (n, label), min(got), "s",
-                     min(local), "s", "best epoch on the local tmpfs copy", higher_better=False,
-                     target=">= 77% (<= 1.3x time)",
-                     note="%s; medians %.3f s vs %.3f s (%.2fx); mount epochs %s; local %s; during the "
-                          "last %d: %s" % (reqs, med(got), med(local), med(got) / med(local),
-                                           ", ".join("%.3f" % x for x in got),
-                                           ", ".join("%.3f" % x for x in local), WARM_EPOCHS, pr.note()))
+            side = {}
+            for tag, binary in bins:
+                cache = os.path.join(self.work, "cache-warm%d-%s%s" % (n, mode, tag))
+                m = self.new_mount("warm%d-%s-%s%s" % (n, mode, kind, tag), cache, emu,
+                                   ["--recovery=" + mode] + opts, binary)
+                t = time.monotonic()
+                self.dl_epochs(m.path("dataset"), 1, 2, options=DS_OPTIONS)  # fills the caches
+                log("9: %d files, %s%s: first epoch in %.1f s" % (n, what, tag, time.monotonic() - t))
+                side[tag] = (m, [], m.stats(), proc_cpu(m.server_pid()))
+            local = []
+            for _ in range(WARM_ROUNDS):
+                local += run(tree.root)
+                for tag, _ in bins:
+                    side[tag][1].extend(run(side[tag][0].path("dataset")))
+            for tag, binary in bins:
+                m, got, before, cpu0 = side[tag]
+                after = m.stats()
+                cpu = (proc_cpu(m.server_pid()) or 0) - (cpu0 or 0)
+                running = after.get("recovery_mode")
+                label = "%s, recovery %s%s" % (what, RECOVERY_NAMES[running] if running in range(4)
+                                               else mode, ", reference binary" if tag else "")
+                if kind == "w" and not tag and not a.no_verify:
+                    for folder, _, names in os.walk(tree.root):
+                        for name in names:
+                            p = os.path.join(folder, name)
+                            compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
+                m.umount(keep_cache=kind == "w")
+                self.w9_row("9%s%s%s%s" % (kind, size, tag, sfx), n, label, got, local, before, after,
+                            cpu)
+
+    def w9_row(self, key, n, label, got, local, before, after, cpu):
+        """A row of workload 9: the median epochs, and the FUSE requests the server read per file
+        and epoch between the stats ``before`` and ``after`` (by kind where the binary counts them)
+        and its CPU seconds ``cpu`` meanwhile."""
+        epochs = n * len(got)
+        delta = {k: v - before.get(k, 0) for k, v in after.items() if isinstance(v, (int, float))}
+        per_kind = ", ".join("%s %.2f" % (k[len("fuse_requests_"):-len("_total")], v / epochs)
+                             for k, v in sorted(delta.items())
+                             if k.startswith("fuse_requests_") and k != "fuse_requests_total"
+                             and v >= 0.005 * epochs)
+        total = delta.get("fuse_requests_total")
+        reqs = ("%.2f FUSE requests per file and epoch%s" % (total / epochs, " (%s)" % per_kind
+                                                             if per_kind else "")
+                if total is not None else "no FUSE request counter")
+        self.row(key, "warm epoch, %d files, 2 workers, shuffled (%s)" % (n, label), med(got), "s",
+                 med(local), "s", "median epoch on the local tmpfs copy", higher_better=False,
+                 target=">= 77% (<= 1.3x time)",
+                 note="%s; server CPU %.1f us per file and epoch; best %.3f s vs %.3f s (%.2fx); "
+                      "mount epochs %s; local %s"
+                      % (reqs, cpu * 1e6 / epochs, min(got), min(local), min(got) / min(local),
+                         ", ".join("%.3f" % x for x in got), ", ".join("%.3f" % x for x in local)))
 
     def w8_mode(self, mode, tree, emu, chaos, femu, faults):
         """Every row of workload 8 with ``colabfs mount --recovery=MODE``."""
@@ -1452,6 +1477,9 @@ def main(argv=None):
     ap.add_argument("--user-rate", type=float, default=DS_USER_RATE,
                     help="workload 8: Drive API requests/s per user the emulator allows (%d; 0: no "
                          "quota)" % DS_USER_RATE)
+    ap.add_argument("--ref-bin", metavar="PATH",
+                    help="workload 9: also mount this colabfs binary (an older build) beside the one "
+                         "measured, on the same data, epochs in turn (rows marked -ref)")
     ap.add_argument("--recovery", choices=sorted(RECOVERY_MODES), default="both",
                     help="workload 8: colabfs --recovery mode(s) (both: auto and forward)")
     ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="workloads to run, e.g. 1,2,6")
