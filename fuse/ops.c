@@ -464,7 +464,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int rc = fs->pinned && !fi->fh
 			 ? cfs_vfs_pin_read(fs->vfs, ino, (uint32_t)fuse_req_ctx(req)->pid, off, size,
 					    buf, &got, &drop)
-			 : cfs_vfs_read(fs->vfs, ino, fi->fh, off, size, buf, &got);
+			 : cfs_vfs_read(fs->vfs, ino_of(fs, ino), fi->fh, off, size, buf, &got);
 	if (rc)
 		reply_status(req, rc);
 	else

@@ -12,6 +12,7 @@ and closes files without it (FUSE no-open); the kernel's inode pins the revision
   restarted server that forgot them would serve the old descriptor the new bytes, or the new one
   ESTALE);
 * descriptors open at a SIGKILL read on, byte for byte, through the next server (page cache dropped);
+* without a supervisor (--recovery=off) the same works, a change included;
 * a cold shuffled epoch by two processes still starts the dataset read-ahead: the first read of each
   file is its open as far as the daemon knows.
 
@@ -45,6 +46,11 @@ def read_fd_whole(fd, size):
         got += b
     assert os.pread(fd, 16, len(got)) == b""
     return bytes(got)
+
+
+def read_path(path):
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def drop_pages(fd):
@@ -104,8 +110,7 @@ def test_changed_file_old_descriptor_keeps_its_revision(mode, kill, mount_factor
         seen = []
 
         def changed():
-            with open(path, "rb") as f:
-                seen.append(which(f.read(), old, new))
+            seen.append(which(read_path(path), old, new))
             return seen[-1] == "new"
         H.wait_until(changed, 30, interval=0.2, what="a new open to read the new revision")
         assert os.stat(path).st_size == len(new) and os.stat(path).st_ino == ino
@@ -157,6 +162,29 @@ def test_descriptors_open_at_a_kill_read_on(mode, mount_factory, emulator_factor
         for fd in fds.values():
             os.close(fd)
     assert X.cstats(m)["server_restarts_total"] == 1
+    rc, out, err = m.umount(timeout=60)
+    assert rc == 0, (out, err)
+
+
+@pytest.mark.deadline(120)
+def test_without_a_supervisor(mount_factory, emulator_factory, tmp_path):
+    """--recovery=off: one process, no handle table; open-less reads work the same, and a change
+    is still seen by a new open."""
+    t = X.SpecTree(tmp_path, "warm-off", SEED)
+    t.folder("d")
+    for i in range(8):
+        t.file("d/f%d.bin" % i, t.rng.randrange(20 * KiB, 250 * KiB))
+    t.write_spec()
+    emu = emulator_factory(t.spec_path, "emu-warm-off", access_token=SESSION_TOKEN)
+    m = mount_factory.new(emu, name="warm-off", extra=["--read-only", "--recovery=off",
+                                                       "--poll-interval=1"])
+    for _ in range(2):
+        for rel in sorted(t.data):
+            X.check(read_path(m.path(rel)), t.data[rel], rel)
+    new = b"changed " * 1000
+    set_content(emu, t.ids["d/f0.bin"], new)
+    H.wait_until(lambda: read_path(m.path("d/f0.bin")) == new, 30, interval=0.2,
+                 what="a new open to read the new revision")
     rc, out, err = m.umount(timeout=60)
     assert rc == 0, (out, err)
 
