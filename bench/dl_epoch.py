@@ -3,14 +3,19 @@
 
     /usr/bin/python3 bench/dl_epoch.py DIR [--epochs N] [--workers 4] [--batch 32]
                                            [--seed S] [--drop-before K ...]
-                                           [--tree] [--sorted] [--small-samples]
+                                           [--tree] [--classes PREFIX] [--sorted]
+                                           [--small-samples] [--hint]
 
 The Dataset reads each file whole (open, read to EOF, close) and returns it as a uint8 tensor with
 its length and index; the DataLoader shuffles with a fixed generator (seed + epoch), so a mount and a
 local copy see the same order. Every file's first 8 bytes must hold its index (little endian), which
 the bench writes when it makes the data: each batch is checked against the indices it was sampled for.
 ``--tree``: DIR is an ImageFolder tree (class folders, files in each; the samples are the files of
-the sorted classes, each class's files sorted), not a flat folder. ``--sorted``: no shuffling
+the sorted classes, each class's files sorted), not a flat folder; ``--classes PREFIX``: only the
+folders of DIR whose names start with PREFIX are classes (the others are someone's other folders,
+as at the top of My Drive). ``--hint``: the sampler is colabfs.torch.PrefetchingSampler around the
+same shuffled (or sorted) sampler, so each epoch's order goes to the mount as it starts (the colabfs
+package on PYTHONPATH, the binary in $COLABFS_BIN). ``--sorted``: no shuffling
 (``shuffle=False``, listing order). ``--small-samples``: a sample is the file's first 8 bytes, not the
 whole file (files of different sizes; the collation cost stays small), still read whole.
 ``--drop-before K`` drops the kernel page cache of every file (posix_fadvise DONTNEED) before epoch K
@@ -64,10 +69,12 @@ def main():
     ap.add_argument("--tree", action="store_true", help="DIR holds class folders (ImageFolder)")
     ap.add_argument("--sorted", action="store_true", help="shuffle=False")
     ap.add_argument("--small-samples", action="store_true", help="samples are the first 8 bytes")
+    ap.add_argument("--classes", default="", help="with --tree: class folders' name prefix")
+    ap.add_argument("--hint", action="store_true", help="colabfs.torch.PrefetchingSampler")
     args = ap.parse_args()
 
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import DataLoader, Dataset, RandomSampler, SequentialSampler
 
     torch.set_num_threads(1)
 
@@ -85,7 +92,8 @@ def main():
 
     t = time.monotonic()
     if args.tree:
-        classes = sorted(e.name for e in os.scandir(args.root) if e.is_dir())
+        classes = sorted(e.name for e in os.scandir(args.root)
+                         if e.is_dir() and e.name.startswith(args.classes))
         paths = [os.path.join(args.root, c, n) for c in classes
                  for n in sorted(os.listdir(os.path.join(args.root, c)))]
     else:
@@ -99,8 +107,12 @@ def main():
             drop_page_cache(paths)
         gen = torch.Generator()
         gen.manual_seed(args.seed + epoch)
-        loader = DataLoader(ds, batch_size=args.batch, shuffle=not args.sorted,
-                            num_workers=args.workers, generator=gen)
+        # what shuffle=True/False builds, so a hinted epoch reads the same order
+        sampler = SequentialSampler(ds) if args.sorted else RandomSampler(ds, generator=gen)
+        if args.hint:
+            import colabfs.torch
+            sampler = colabfs.torch.PrefetchingSampler(sampler, paths)
+        loader = DataLoader(ds, batch_size=args.batch, sampler=sampler, num_workers=args.workers)
         samples = nbytes = 0
         t = time.monotonic()
         for x, length, idx in loader:
@@ -112,7 +124,10 @@ def main():
         seconds = time.monotonic() - t
         if samples != len(paths):
             sys.exit("epoch %d: %d samples, expected %d" % (epoch, samples, len(paths)))
-        out["epochs"].append({"epoch": epoch, "seconds": seconds, "samples": samples, "bytes": nbytes})
+        e = {"epoch": epoch, "seconds": seconds, "samples": samples, "bytes": nbytes}
+        if args.hint:
+            e["hint"] = sampler.last
+        out["epochs"].append(e)
     print(json.dumps(out))
 
 

@@ -29,7 +29,13 @@ Workloads (see bench/README.md):
      ref: the quota bound (and the latency bound workers / ttfb); warm epochs (cache on tmpfs and
      on disk) ref: local tmpfs copy; read-ahead waste; a single reader walking the chaos tree with
      ~10% faults at 20 ms ttfb  ref: the same walk fault-free. Each recovery mode of --recovery.
-  9  warm epochs at the kernel's floor (issue 25): the same DataLoader over 1,000 and 10,000 small
+  9  any layout, any order (issue 25): workload 8's files as class folders at the top of My Drive
+     beside unrelated folders (a whole-drive mount), cold shuffled epochs with 1 and 2 workers,
+     unhinted and hinted (colabfs.torch.PrefetchingSampler), and hinted epochs of workload 8's
+     folder layout  ref: the quota bound measured in the same run (a client that knows the quota
+     downloading every file once at it); read-ahead waste; downloads of unrelated files.
+     The first mode of --recovery.
+  10 warm epochs at the kernel's floor (issue 25): the same DataLoader over 1,000 and 10,000 small
      files (quick: 500 and 2,000) already cached on tmpfs, on a writable and on a read-only mount, each
      recovery mode of --recovery (and an older binary's, --ref-bin), with the FUSE requests per file
      by kind  ref: the local tmpfs copy, epochs in turn with the mounts'
@@ -48,6 +54,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -94,10 +101,16 @@ FAULT_TTFB_MS = 20
 FAULT_SHAPE = dict(large_size=4 * MiB, nlarge=4, small_dirs=8, small_per_dir=41, small_min=KiB,
                    small_max=64 * KiB, seed=4242)   # chaos_helpers.chaos_tree: 332 files, ~26 MiB
 FAULT_TREE_BYTES = 4 * 4 * MiB + 8 * 41 * 33 * KiB
-WARM_SIZES = {"full": (1000, 10000), "quick": (500, 2000)}   # workload 9: files per tree
-WARM_PER_CLASS = 100                           # workload 9: files per class folder
-WARM_EPOCHS = 2                                # workload 9: epochs per DataLoader run
-WARM_ROUNDS = 3                                # workload 9: runs per side, in turn with the other sides
+WARM_SIZES = {"full": (1000, 10000), "quick": (500, 2000)}   # workload 10: files per tree
+WARM_PER_CLASS = 100                           # workload 10: files per class folder
+WARM_EPOCHS = 2                                # workload 10: epochs per DataLoader run
+WARM_ROUNDS = 3                                # workload 10: runs per side, in turn with the other sides
+# Workload 9 (issue 25): unrelated folders beside the class folders at the top of My Drive: (path,
+# files, smallest, largest): photos of small files (what a dataset scan could mistake), notebooks,
+# large PDFs, a nested backup.
+TOP_UNRELATED = (("photos", 300, 20_000, 250_000), ("Colab Notebooks", 12, 10_000, 60_000),
+                 ("papers", 8, 1_000_000, 3_000_000), ("backup/2023", 60, 5_000, 100_000))
+TOP_CASES = (("9t1", 1, False), ("9t2", 2, False), ("9h1", 1, True), ("9h2", 2, True))
 RECOVERY_NAMES = ("off", "resend", "forward", "none")   # colabfs stats recovery_mode values
 RECOVERY_MODES = {"both": ("auto", "forward"), "auto": ("auto",), "resend": ("resend",),
                   "forward": ("forward",)}
@@ -281,34 +294,65 @@ class Data:
 class DatasetTree:
     """Workload 8's ImageFolder tree on tmpfs (also the local reference copy) and its spec:
     ``files`` files of DS_MIN_SIZE..DS_MAX_SIZE bytes in ``classes`` class folders under dataset/.
-    Every file starts with its index in the sorted walk (class, then name), which dl_epoch.py checks."""
+    Every file starts with its index in the sorted walk (class, then name), which dl_epoch.py checks.
+    ``top`` (workload 9): the class folders sit at the top of My Drive instead, beside the
+    unrelated folders of TOP_UNRELATED (their files' ids in ``unrelated_ids``)."""
 
-    def __init__(self, base, files, classes):
-        self.files, self.classes = files, classes
-        self.root = os.path.join(base, "dataset")
-        self.spec_path = os.path.join(base, "dataset-spec.json")
+    def __init__(self, base, files, classes, top=False):
+        self.files, self.classes, self.top = files, classes, top
+        self.root = os.path.join(base, "top" if top else "dataset")
+        self.spec_path = os.path.join(base, "top-spec.json" if top else "dataset-spec.json")
         self.bytes = 0
-        self.folder_ids = [DS_FOLDER_ID]
+        self.folder_ids = [ROOT_ID] if top else [DS_FOLDER_ID]
+        self.unrelated_ids = set()
+        self.unrelated_bytes = 0
 
     def make(self):
         sizes = random.Random(SEED + 8)
-        items = [{"id": DS_FOLDER_ID, "name": "dataset", "mimeType": FOLDER}]
+        parent = "root" if self.top else DS_FOLDER_ID
+        items = [] if self.top else [{"id": DS_FOLDER_ID, "name": "dataset", "mimeType": FOLDER}]
         per_class = -(-self.files // self.classes)
         for i in range(self.files):
             k = i // per_class
             cls = "class%02d" % k
             if i % per_class == 0:
                 os.makedirs(os.path.join(self.root, cls))
-                self.folder_ids.append("1BenchDatasetClass%02d%s" % (k, "0" * 13))
-                items.append({"id": self.folder_ids[-1], "name": cls, "parent": DS_FOLDER_ID,
+                self.folder_ids.append("1Bench%sClass%02d%s" % ("Top" if self.top else "Dataset", k,
+                                                                "0" * (20 if self.top else 13)))
+                items.append({"id": self.folder_ids[-1], "name": cls, "parent": parent,
                               "mimeType": FOLDER})
             path = os.path.join(self.root, cls, "%05d.jpg" % i)
             size = sizes.randint(DS_MIN_SIZE, DS_MAX_SIZE)
             write_random(path, size, SEED + 800_000 + i, prefix=i.to_bytes(8, "little"))
             items.append({"name": os.path.basename(path), "parent": self.folder_ids[-1], "path": path})
             self.bytes += size
+        if self.top:
+            items += self.unrelated(sizes)
         with open(self.spec_path, "w") as f:
             json.dump({"root": {"id": ROOT_ID, "name": "My Drive"}, "items": items}, f)
+
+    def unrelated(self, sizes):
+        """Someone's other folders at the top of My Drive (TOP_UNRELATED): spec items."""
+        items, n = [], 0
+        for folder, count, lo, hi in TOP_UNRELATED:
+            parent = "root"
+            for part in folder.split("/"):
+                fid = "1BenchTopOther%s" % ("%04d" % n).ljust(19, "0")
+                n += 1
+                items.append({"id": fid, "name": part, "parent": parent, "mimeType": FOLDER})
+                self.folder_ids.append(fid)
+                parent = fid
+            os.makedirs(os.path.join(self.root, folder))
+            for i in range(count):
+                path = os.path.join(self.root, folder, "f%04d.bin" % i)
+                size = sizes.randint(lo, hi)
+                write_random(path, size, SEED + 900_000 + n * 10_000 + i)
+                fid = "1BenchTopFile%s" % ("%04d%04d" % (n, i)).ljust(20, "0")
+                items.append({"id": fid, "name": os.path.basename(path), "parent": parent,
+                              "path": path})
+                self.unrelated_ids.add(fid)
+                self.unrelated_bytes += size
+        return items
 
 
 # ------------------------------------------------------------------------------------------------
@@ -367,21 +411,26 @@ class Emulator:
         """How many times the installed fault rules fired, in all."""
         return sum(r["fired"] for r in self.call("/_emu/faults")["faults"])
 
+    def children(self, fid, fields):
+        """The items in folder fid, every page, each with ``fields``."""
+        tok, out = None, []
+        while True:
+            q = {"q": "'%s' in parents and trashed = false" % fid, "pageSize": "1000",
+                 "fields": "nextPageToken,files(%s)" % fields}
+            if tok:
+                q["pageToken"] = tok
+            j = self.call("/drive/v3/files?" + urllib.parse.urlencode(q),
+                          headers={"Authorization": "Bearer " + TOKEN})
+            out += j.get("files", [])
+            tok = j.get("nextPageToken")
+            if not tok:
+                return out
+
     def prepare(self, folder_ids):
         """List every folder once with the checksum fields colabfs asks for: the emulator computes
         (and caches) md5/sha256 of every file, and hashes the big file, before anything is timed."""
         for fid in folder_ids:
-            tok = None
-            while True:
-                q = {"q": "'%s' in parents and trashed = false" % fid, "pageSize": "1000",
-                     "fields": "nextPageToken,files(id,md5Checksum,sha256Checksum,headRevisionId)"}
-                if tok:
-                    q["pageToken"] = tok
-                j = self.call("/drive/v3/files?" + urllib.parse.urlencode(q),
-                              headers={"Authorization": "Bearer " + TOKEN})
-                tok = j.get("nextPageToken")
-                if not tok:
-                    break
+            self.children(fid, "id,md5Checksum,sha256Checksum,headRevisionId")
         self.reset()
 
 
@@ -825,7 +874,7 @@ class Bench:
 
     def setup(self, suite, dataset, warm=False):
         """The work folder; with ``suite`` (any of workloads 1-7) their data and the emulator that
-        serves it (workloads 8, ``dataset``, and 9, ``warm``, make their own)."""
+        serves it (workloads 8 and 9, ``dataset``, and 10, ``warm``, make their own)."""
         a = self.args
         for tool in ("curl", "find"):
             if not shutil.which(tool):
@@ -1076,13 +1125,14 @@ class Bench:
     def dl_epochs(self, root, n, workers=4, drop=(), options=()):
         """``n`` epochs of bench/dl_epoch.py over ``root`` (batch 32, seeded shuffle; ``options``:
         more of its options); its JSON. It runs in a session of its own, so cleanup ends its
-        DataLoader workers with it."""
+        DataLoader workers with it; the colabfs package and binary of this tree are its."""
         argv = [PY, DL_EPOCH, root, "--epochs", str(n), "--workers", str(workers), "--batch", "32",
                 "--seed", str(SEED), *options]
         for k in drop:
             argv += ["--drop-before", str(k)]
+        env = dict(os.environ, COLABFS_BIN=BIN, PYTHONPATH=os.path.join(TOP, "python"))
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, start_new_session=True)
+                             stderr=subprocess.PIPE, start_new_session=True, env=env)
         GROUPS.add(p.pid)
         self.clients.append(p)
         out, err = p.communicate(timeout=3600)
@@ -1162,28 +1212,155 @@ class Bench:
             self.w8_mode(mode, tree, emu, chaos, femu, faults)
 
     def w9(self):
-        """Workload 9 (issue 25 item 3): warm shuffled 2-worker DataLoader epochs over an
+        """Workload 9 (issue 25): see bench/README.md. Its own emulators: the class folders at the
+        top of My Drive beside unrelated folders, and workload 8's folder layout."""
+        a, c = self.args, self.cfg
+        if not self.have_torch("9"):
+            return
+        base = os.path.join(self.work, "w9")
+        top = DatasetTree(base, c["ds_files"], c["ds_classes"], top=True)
+        tree = DatasetTree(base, c["ds_files"], c["ds_classes"])
+        t = time.monotonic()
+        top.make()
+        tree.make()
+        log("9: %d files (%s) in %d classes at the top of My Drive beside %d unrelated files (%s), "
+            "and in a folder, written in %.1f s" % (top.files, fmt_bytes(top.bytes), top.classes,
+                                                   len(top.unrelated_ids),
+                                                   fmt_bytes(top.unrelated_bytes),
+                                                   time.monotonic() - t))
+        quota = ["--user-rate", "%g" % a.user_rate]
+        emus = {}
+        for name, tr in (("top", top), ("folder", tree)):
+            emus[name] = Emulator(self, tr.spec_path, "emu-w9-" + name, a.ds_ttfb_ms, a.bandwidth,
+                                  a.total_bandwidth, quota)
+            emus[name].prepare(tr.folder_ids)
+        mode = RECOVERY_MODES[a.recovery][0]
+        self.extra["w9"] = {"files": top.files, "bytes": top.bytes, "mode": mode,
+                            "unrelated_files": len(top.unrelated_ids)}
+        n = top.files
+        cases = [(k, w, h, top, emus["top"], "top of My Drive") for k, w, h in TOP_CASES] + \
+                [("9f1", 1, True, tree, emus["folder"], "in a folder"),
+                 ("9f2", 2, True, tree, emus["folder"], "in a folder")]
+        bounds = {}
+        for key, workers, hint, tr, emu, where in cases:
+            if where not in bounds:
+                bounds[where] = self.quota_probe(emu, tr)
+            bound, bound_note = bounds[where]
+            m = self.new_mount("%s-%s" % (key, mode), None, emu, ["--recovery=" + mode])
+            root = m.mnt if tr.top else m.path("dataset")
+            opts = DS_OPTIONS + (["--classes", "class"] if tr.top else []) + \
+                (["--hint"] if hint else [])
+            with Probe(self, m, emu) as pr:
+                cold = self.dl_epochs(root, 1, workers, options=opts)
+            secs = cold["epochs"][0]["seconds"]
+            media = [r for r in emu.call("/_emu/log") if r["kind"] == "media"]
+            unrelated = sum(1 for r in media if r.get("id") in tr.unrelated_ids)
+            extra = pr.emu["media_bytes"] - tr.bytes
+            waste = "%.1f%%" % (100 * extra / tr.bytes)
+            target = ">= 90%" if key in ("9h1", "9f1") else ">= 80%, 0 unrelated" \
+                if key == "9t2" else ""
+            self.row(key, "cold epoch, %s, %d worker%s, shuffled, %s" % (
+                         where, workers, "s" if workers > 1 else "", "hinted" if hint else "no hint"),
+                     n / secs, "files/s", bound, "files/s", "quota bound, measured", target=target,
+                     note="%s; media bytes past the dataset's %s (read-ahead waste): %s; unrelated "
+                          "files downloaded: %d of %d; hint: %s; %s"
+                          % (bound_note, fmt_bytes(tr.bytes), waste, unrelated,
+                             len(tr.unrelated_ids), cold["epochs"][0].get("hint"),
+                             self.w9_note(pr, n, cold)))
+            m.umount()
+
+    def w9_note(self, pr, files, run):
+        return self.w8_note(pr, files, run) + "; hint counters: " + ", ".join(
+            "%s %s" % (k, counter_text(pr, k)) for k in (
+                "order_hints_total", "order_hints_dropped_total", "order_hint_files_total",
+                "order_hint_used_bytes_total", "order_hint_wasted_bytes_total"))
+
+    def quota_probe(self, emu, tree):
+        """The quota bound, measured: a client that knows the emulator's quota (its bucket: rate
+        --user-rate a second, as many at once) downloads every dataset file once over 48
+        connections, starting requests as the bucket allows. Returns (files/s, a note)."""
+        a = self.args
+        rate = a.user_rate or 1e9
+        todo, lock = list(self.dataset_ids(emu, tree)), threading.Lock()
+        state = {"tokens": rate, "t": time.monotonic(), "refused": 0}
+
+        def take():
+            while True:
+                with lock:
+                    now = time.monotonic()
+                    state["tokens"] = min(rate, state["tokens"] + (now - state["t"]) * rate)
+                    state["t"] = now
+                    if state["tokens"] >= 1:
+                        state["tokens"] -= 1
+                        return
+                    wait = (1 - state["tokens"]) / rate
+                time.sleep(wait)
+
+        def worker():
+            while True:
+                with lock:
+                    if not todo:
+                        return
+                    fid = todo.pop()
+                while True:
+                    take()
+                    req = urllib.request.Request(emu.url + "/drive/v3/files/%s?alt=media" % fid,
+                                                 headers={"Authorization": "Bearer " + TOKEN})
+                    try:
+                        with urllib.request.urlopen(req, timeout=120) as r:
+                            r.read()
+                        break
+                    except urllib.error.HTTPError as e:
+                        if e.code not in (403, 429):
+                            raise
+                        with lock:
+                            state["refused"] += 1
+                        time.sleep(0.05)
+        n = len(todo)
+        time.sleep(1.5)  # the emulator's bucket full again after the listings
+        emu.reset()
+        t = time.monotonic()
+        threads = [threading.Thread(target=worker) for _ in range(48)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        secs = time.monotonic() - t
+        time.sleep(1.5)
+        log("9: quota bound measured: %d files in %.2f s (%.0f files/s), %d refused"
+            % (n, secs, n / secs, state["refused"]))
+        return n / secs, ("quota bound measured: %d files in %.2f s by 48 connections paced at "
+                          "%g/s, %d refused (nominal %g files/s)"
+                          % (n, secs, rate, state["refused"], a.user_rate))
+
+    @staticmethod
+    def dataset_ids(emu, tree):
+        """The Drive ids of the dataset's files (not the unrelated ones), from the emulator."""
+        return [f["id"] for fid in tree.folder_ids for f in emu.children(fid, "id,mimeType")
+                if f["mimeType"] != FOLDER and f["id"] not in tree.unrelated_ids]
+
+        """Workload 10 (issue 25 item 3): warm shuffled 2-worker DataLoader epochs over an
         ImageFolder tree whose every file is cached (cache on tmpfs), against the same epochs on the
         local tmpfs copy, runs of the two interleaved (local, mount, local, mount): best and median
         of each side, and the FUSE requests the server read per file and epoch, by kind."""
         a = self.args
-        if not self.have_torch("9"):
+        if not self.have_torch("10"):
             return
         for n in WARM_SIZES["quick" if a.quick else "full"]:
-            base = os.path.join(self.work, "w9-%d" % n)
+            base = os.path.join(self.work, "w10-%d" % n)
             tree = DatasetTree(base, n, max(1, n // WARM_PER_CLASS))
             t = time.monotonic()
             tree.make()
-            log("9: %d files (%s) written in %.1f s" % (n, fmt_bytes(tree.bytes), time.monotonic() - t))
+            log("10: %d files (%s) written in %.1f s" % (n, fmt_bytes(tree.bytes), time.monotonic() - t))
             # no time to first byte and no quota: the cold pass only fills the cache
             emu = Emulator(self, tree.spec_path, "emu-warm-%d" % n, 0, a.bandwidth, a.total_bandwidth)
             emu.prepare(tree.folder_ids)
             for mode in RECOVERY_MODES[a.recovery]:
-                self.w9_mode(mode, tree, emu)
+                self.w10_mode(mode, tree, emu)
             shutil.rmtree(base, ignore_errors=True)
 
-    def w9_mode(self, mode, tree, emu):
-        """Workload 9's rows for ``--recovery=MODE``: a writable mount (the default), then a read-only
+    def w10_mode(self, mode, tree, emu):
+        """Workload 10's rows for ``--recovery=MODE``: a writable mount (the default), then a read-only
         one on the same cache folder (the kernel opens files itself there); with --ref-bin the
         reference binary's mounts beside them.  Each round runs WARM_EPOCHS epochs on the local
         copy and on every mount, in turn."""
@@ -1203,7 +1380,7 @@ class Bench:
                                    ["--recovery=" + mode] + opts, binary)
                 t = time.monotonic()
                 self.dl_epochs(m.path("dataset"), 1, 2, options=DS_OPTIONS)  # fills the caches
-                log("9: %d files, %s%s: first epoch in %.1f s" % (n, what, tag, time.monotonic() - t))
+                log("10: %d files, %s%s: first epoch in %.1f s" % (n, what, tag, time.monotonic() - t))
                 side[tag] = (m, [], m.stats(), proc_cpu(m.server_pid()))
             local = []
             for _ in range(WARM_ROUNDS):
@@ -1223,11 +1400,11 @@ class Bench:
                             p = os.path.join(folder, name)
                             compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
                 m.umount(keep_cache=kind == "w")
-                self.w9_row("9%s%s%s%s" % (kind, size, tag, sfx), n, label, got, local, before, after,
+                self.w10_row("10%s%s%s%s" % (kind, size, tag, sfx), n, label, got, local, before, after,
                             cpu)
 
-    def w9_row(self, key, n, label, got, local, before, after, cpu):
-        """A row of workload 9: the median epochs, and the FUSE requests the server read per file
+    def w10_row(self, key, n, label, got, local, before, after, cpu):
+        """A row of workload 10: the median epochs, and the FUSE requests the server read per file
         and epoch between the stats ``before`` and ``after`` (by kind where the binary counts them)
         and its CPU seconds ``cpu`` meanwhile."""
         epochs = n * len(got)
@@ -1365,6 +1542,12 @@ class Bench:
                      % (a.ttfb_ms, a.bandwidth / MB,
                         ", %.0f MB/s total" % (a.total_bandwidth / MB) if a.total_bandwidth else "",
                         a.max_connections, " ".join(a.mount_opt)))
+        if "w9" in self.extra:
+            w9 = self.extra["w9"]
+            lines.append("workload 9: %d files (%s) at ttfb %g ms, --user-rate %g, %d unrelated files "
+                         "beside them at the top of My Drive; recovery mode %s"
+                         % (w9["files"], fmt_bytes(w9["bytes"]), a.ds_ttfb_ms, a.user_rate,
+                            w9["unrelated_files"], w9["mode"]))
         if "w8" in self.extra:
             w8 = self.extra["w8"]
             lines.append("workload 8: %d files (%s) at ttfb %g ms, --user-rate %g; fault case at ttfb %d ms;"
@@ -1478,11 +1661,11 @@ def main(argv=None):
                     help="workload 8: Drive API requests/s per user the emulator allows (%d; 0: no "
                          "quota)" % DS_USER_RATE)
     ap.add_argument("--ref-bin", metavar="PATH",
-                    help="workload 9: also mount this colabfs binary (an older build) beside the one "
+                    help="workload 10: also mount this colabfs binary (an older build) beside the one "
                          "measured, on the same data, epochs in turn (rows marked -ref)")
     ap.add_argument("--recovery", choices=sorted(RECOVERY_MODES), default="both",
-                    help="workload 8: colabfs --recovery mode(s) (both: auto and forward)")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="workloads to run, e.g. 1,2,6")
+                    help="workloads 8 and 10: colabfs --recovery mode(s) (both: auto and forward; workload 9: the first)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10", help="workloads to run, e.g. 1,2,6")
     ap.add_argument("--workdir", default="/dev/shm", help="where the data and caches go (/dev/shm)")
     ap.add_argument("--no-verify", action="store_true", help="skip the (untimed) byte comparisons")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -1495,7 +1678,7 @@ def main(argv=None):
     bench = Bench(args)
 
     def body():
-        bench.setup(bool(only & set("1234567")), "8" in only, "9" in only)
+        bench.setup(bool(only & set("1234567")), bool(only & {"8", "9"}), "10" in only)
         if only & {"1", "2", "6"}:
             bench.w1_w2_w6("1" in only, "2" in only, "6" in only)
         if "3" in only:
@@ -1510,6 +1693,8 @@ def main(argv=None):
             bench.w8()
         if "9" in only:
             bench.w9()
+        if "10" in only:
+            bench.w10()
     rc = bench.guarded(body)
     if bench.rows:
         bench.report(argv)

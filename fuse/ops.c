@@ -523,6 +523,12 @@ static void do_control(fuse_req_t req, struct cfs_fs *fs, fuse_ino_t ino,
 	if (c->kind == CFS_CTL_WARM) {
 		rc = cfs_vfs_warm(fs->vfs, ino, (int64_t)c->off, c->len, &bytes);
 		n = snprintf(val, sizeof(val), "{\"fetched_bytes\":%" PRIu64 "}", bytes);
+	} else if (c->kind == CFS_CTL_ORDER) { /* an order hint: what was found of its list */
+		struct cfs_vfs_hint_result h;
+		rc = cfs_vfs_hint_spool(fs->vfs, ino, fs->cache_dir, c->off, &h);
+		n = snprintf(val, sizeof(val),
+			     "{\"files\":%" PRIu64 ",\"unknown\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+			     h.files, h.unknown, h.bytes);
 	} else {
 		rc = c->kind == CFS_CTL_EVICT	   ? cfs_vfs_evict(fs->vfs, ino, &bytes, &blocks, inval_cb, fs)
 		     : c->kind == CFS_CTL_EVICT_TO ? cfs_vfs_evict_to(fs->vfs, c->target, &bytes, &blocks)
@@ -554,6 +560,12 @@ static int may_control(fuse_req_t req, struct cfs_fs *fs, const struct cfs_ctlna
 	return rc;
 }
 
+int cfs_ops_mount_pid(const struct cfs_fs *fs)
+{
+	const struct cfs_stats_recovery *rec = fs->stats.recovery;
+	return rec && rec->super_pid ? (int)rec->super_pid : (int)getpid();
+}
+
 /* Control attributes (src/core/ctlname.h): the daemon's pid, its stats and
  * their history, and evictions and warms, which are reads with an effect. */
 static void op_getxattr(fuse_req_t req, fuse_ino_t nodeid, const char *name, size_t size)
@@ -568,10 +580,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t nodeid, const char *name, siz
 	if (rc) {
 		reply_status(req, rc);
 	} else if (c.kind == CFS_CTL_PID) {
-		/* supervised: the supervisor, whose exit ends the mount */
-		const struct cfs_stats_recovery *rec = fs->stats.recovery;
-		int pid = rec && rec->super_pid ? (int)rec->super_pid : (int)getpid();
-		int n = snprintf(val, sizeof(val), "%d", pid);
+		int n = snprintf(val, sizeof(val), "%d", cfs_ops_mount_pid(fs));
 		reply_xattr_value(req, val, (size_t)n, size);
 	} else if (c.kind == CFS_CTL_CACHE_DIR) {
 		if (fs->cache_dir)

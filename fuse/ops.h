@@ -41,4 +41,8 @@ struct cfs_fs {
 
 extern const struct fuse_lowlevel_ops cfs_ops;
 
+/* The pid the mount reports (user.colabfs.pid, ctlsock.h's "pid"): the
+ * supervisor's when supervised, whose exit ends the mount; else ours. */
+int cfs_ops_mount_pid(const struct cfs_fs *fs);
+
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "session.h"
 #include "testhook.h"
 
 int cfs_serve_parse(int *argc, char ***argv, struct cfs_serve_args *a)
@@ -67,6 +68,24 @@ void cfs_serve_report(int fd, const char *msg)
 	}
 }
 
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+void cfs_serve_slow_stop_hook(void)
+{
+	const char *v = cfs_test_env("COLABFS_TEST_SLOW_STOP_MS");
+	long ms = v ? strtol(v, NULL, 10) : 0;
+	if (ms > 0 && ms < 600000) {
+		CFS_INFO("test hook: stopping %ld ms late", ms);
+		cfs_session_stopping("test hook: a slow stop");
+		sleep_ms(ms);
+	}
+}
+
 void cfs_serve_slow_start_hook(void)
 {
 	const char *p = cfs_test_env("COLABFS_TEST_SLOW_START_FILE");
@@ -80,8 +99,6 @@ void cfs_serve_slow_start_hook(void)
 	unlink(p);
 	if (ms > 0 && ms < 600000) {
 		CFS_INFO("test hook: starting %ld ms late", ms);
-		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-		while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-			;
+		sleep_ms(ms);
 	}
 }

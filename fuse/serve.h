@@ -8,7 +8,9 @@
  * status (CFS_SERVE_EXIT_*, super.h) tells the supervisor what to do next.
  * COLABFS_TEST_SLOW_START_FILE (test hooks only): a test makes the next
  * server start late by writing milliseconds there; the server that reads it
- * removes it. */
+ * removes it.  COLABFS_TEST_SLOW_STOP_MS (test hooks only): a server waits
+ * that long after its session ended, before it frees anything (a stop
+ * stuck somewhere: the shutdown watchdog of session.h ends it). */
 #ifndef CFS_SERVE_H
 #define CFS_SERVE_H
 
@@ -27,7 +29,8 @@ int cfs_serve_parse(int *argc, char ***argv, struct cfs_serve_args *a);
 /* Writes msg (one line) to the foreground's pipe; nothing when fd < 0. */
 void cfs_serve_report(int fd, const char *msg);
 
-/* The test hook above (a no-op without it). */
+/* The test hooks above (no-ops without them). */
 void cfs_serve_slow_start_hook(void);
+void cfs_serve_slow_stop_hook(void);
 
 #endif

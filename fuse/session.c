@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctlsock.h"
 #include "err.h"
 #include "log.h"
 #include "loop.h"
@@ -48,6 +50,53 @@ static void *tune_readahead(void *arg)
 	return NULL;
 }
 
+static const char *stop_step;
+
+void cfs_session_stopping(const char *step)
+{
+	__atomic_store_n(&stop_step, step, __ATOMIC_RELEASE);
+}
+
+/* Ends a process whose stop takes too long (session.h). */
+static void *stop_watchdog(void *arg)
+{
+	int status = (int)(intptr_t)arg;
+	struct timespec d = { CFS_SESSION_STOP_MS / 1000, (CFS_SESSION_STOP_MS % 1000) * 1000000L };
+	while (nanosleep(&d, &d) != 0 && errno == EINTR)
+		;
+	CFS_ERROR("shutdown watchdog: still stopping %d s after the session ended (at: %s); "
+		  "exiting now: staged writes stay journaled, the next mount of this cache "
+		  "folder goes on from them",
+		  CFS_SESSION_STOP_MS / 1000, __atomic_load_n(&stop_step, __ATOMIC_ACQUIRE));
+	cfs_log_flush();
+	_exit(status);
+	return NULL;
+}
+
+static int ctl_stats(void *arg, struct cfs_buf *out)
+{
+	struct cfs_fs *fs = arg;
+	return cfs_stats_json(&fs->stats, out);
+}
+
+/* The control socket of the mount fs serves (ctlsock.h); NULL when it has
+ * none (said in the log: the commands then use the attributes). */
+static struct cfs_ctlsock *ctl_start(struct cfs_fs *fs, const struct cfs_session_opts *o)
+{
+	struct cfs_ctlsock_opts co = { .owner = fs->owner, .pid = cfs_ops_mount_pid(fs),
+				       .stats = ctl_stats, .arg = fs };
+	struct cfs_ctlsock *s = NULL;
+	int rc = o->mount_dev ? o->mount_dev(o->mountpoint, &co.major, &co.minor) : -ENOSYS;
+	if (!rc)
+		rc = cfs_ctlsock_start(&co, &s);
+	if (rc && o->mount_dev)
+		CFS_WARN("no control socket (%s): colabfs stats and umount go through the mount",
+			 strerror(-rc));
+	else if (!rc)
+		CFS_DEBUG("control socket @" CFS_CTLSOCK_FMT, co.major, co.minor);
+	return s;
+}
+
 struct watch {
 	struct fuse_session *se;
 	const struct cfs_session_opts *o;
@@ -73,6 +122,13 @@ static void *watch_exit(void *arg)
 		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 	}
 	pthread_mutex_unlock(&w->lock);
+	cfs_session_stopping("the FUSE workers' last requests");
+	pthread_t dog;
+	int e = pthread_create(&dog, NULL, stop_watchdog, (void *)(intptr_t)w->o->stuck_exit);
+	if (e == 0)
+		pthread_detach(dog);
+	else
+		CFS_WARN("no shutdown watchdog: %s", strerror(e));
 	if (w->o->on_exit)
 		w->o->on_exit(w->o->on_exit_arg);
 	return NULL;
@@ -147,6 +203,7 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 	}
 	if (cfs_sampler_start(&fs.stats, &fs.hist))
 		CFS_WARN("no counter history: cannot start its sampler thread");
+	struct cfs_ctlsock *ctl = ctl_start(&fs, o);
 	pthread_t tuner;
 	char *mnt = strdup(o->mountpoint);
 	if (mnt && pthread_create(&tuner, NULL, tune_readahead, mnt) == 0)
@@ -165,6 +222,9 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 		pthread_mutex_unlock(&w.lock);
 		pthread_join(watcher, NULL);
 	}
+	cfs_session_stopping("the control socket");
+	cfs_ctlsock_stop(ctl);
+	cfs_session_stopping("the sampler");
 	cfs_sampler_stop(fs.hist);
 	fs.hist = NULL;
 	if (!o->serve.shm)

@@ -32,6 +32,12 @@ struct cfs_session_opts {
 	 * waiting on them can reply and the loop can return. */
 	void (*on_exit)(void *arg);
 	void *on_exit_arg;
+	/* The device number of the mount at mountpoint (from mountinfo; 0 or
+	 * -errno), for the control socket (ctlsock.h); NULL: no socket. */
+	int (*mount_dev)(const char *mountpoint, unsigned *major, unsigned *minor);
+	/* The exit status of a process whose stop outlasts CFS_SESSION_STOP_MS
+	 * from the moment the session began to end (see cfs_session_stopping). */
+	int stuck_exit;
 	/* Supervised (serve.shm set): no mount, no daemonizing; the session
 	 * serves the supervisor's descriptor and calls on_serving once INIT is
 	 * complete. */
@@ -49,6 +55,19 @@ struct fuse_session *cfs_session_fuse_new(const char *fuse_opts, int debug, void
  * before any network call.  Returns 0 or CFS_E_CONFIG (libfuse says why on
  * stderr). */
 int cfs_session_check(const struct cfs_session_opts *o);
+
+/* Nothing waits forever on shutdown: once a session begins to end, the
+ * process has CFS_SESSION_STOP_MS to finish (its session, then what the
+ * caller frees after cfs_session_run returns); past that a watchdog logs
+ * which step it was in (cfs_session_stopping) and ends the process with
+ * stuck_exit.  What it skips is what a crash skips: committed journal rows
+ * and staged files stay, and the next mount of the cache folder goes on
+ * from them. */
+#define CFS_SESSION_STOP_MS 5000
+
+/* Names the step of the shutdown under way, for the watchdog's message
+ * (a string literal: it is kept). */
+void cfs_session_stopping(const char *step);
 
 /* Mounts vfs at mountpoint (read-only), daemonizes unless foreground, serves
  * until unmounted or signalled, then unmounts.  Returns 0 or -errno / a

@@ -4,6 +4,7 @@ and steer the mount, and load training data straight out of its block cache.
     import colabfs
     colabfs.mount("/content/data", cache_dir="/content/.colabfs-cache")
     colabfs.warm("/content/data/train")       # optional: fetch ahead, one progress bar
+    colabfs.prefetch(paths)                   # or: the order files will be read in
     ...                                       # train: read and write under /content/data
     colabfs.stats()                           # the mount's counters, as numbers
     colabfs.plot()                            # the last 5 minutes in four panels
@@ -21,14 +22,20 @@ The GPU loader (_gpu.py, ctypes, no build-time torch or numpy):
 
 ``Stage.stats()`` / ``colabfs.stage_stats(mountpoint)`` are the loader's own
 counters (hot_hits, bytes_cached, ...).
+
+PyTorch (colabfs.torch, the only module that imports torch): each epoch's
+order handed to the mount as the epoch starts,
+
+    sampler = colabfs.torch.PrefetchingSampler(RandomSampler(ds), paths)
+    loader = DataLoader(ds, sampler=sampler, num_workers=2)
 """
 
 from ._errors import Error, MountpointError
 from ._gpu import (DTYPES, TO_EOF, Batch, DeviceArray, HostArray, Loader, Stage, gpu_available,
                    stage_stats)
 from ._plot import plot
-from .drive import flush_and_unmount, mount, stats, sync, warm
+from .drive import flush_and_unmount, mount, prefetch, stats, sync, warm
 
-__all__ = ["mount", "flush_and_unmount", "sync", "warm", "stats", "plot", "Error",
+__all__ = ["mount", "flush_and_unmount", "sync", "warm", "prefetch", "stats", "plot", "Error",
            "MountpointError", "Loader", "Batch", "Stage", "HostArray", "DeviceArray",
            "gpu_available", "stage_stats", "DTYPES", "TO_EOF"]

@@ -13,8 +13,10 @@ is never shown raw.  sync, warm and flush_and_unmount draw one progress bar
 import ctypes
 import errno
 import json
+import math
 import os
 import re
+import tempfile
 import time
 import warnings
 
@@ -23,7 +25,7 @@ from ._errors import Error, MountpointError, scrub
 from ._mountinfo import FSTYPE, colabfs_mounts, entry_at
 from ._progress import Bar, Progress
 
-__all__ = ["mount", "flush_and_unmount", "sync", "warm", "stats"]
+__all__ = ["mount", "flush_and_unmount", "sync", "warm", "prefetch", "stats"]
 
 PID_XATTR = "user.colabfs.pid"
 COLAB_ADC = "/content/.adc/adc.json"
@@ -284,7 +286,8 @@ def _sync_legacy(rc, out, err):
 
 
 def _sync(mp, timeout_s, quiet, what="sync"):
-    args = (["--timeout", "%g" % timeout_s] if timeout_s is not None else []) + [mp]
+    # whole seconds, rounded up: the time left of a deadline is never a round number
+    args = (["--timeout", "%d" % math.ceil(timeout_s)] if timeout_s is not None else []) + [mp]
     # our own limit a little past the command's, for one that hangs
     limit = None if timeout_s is None else timeout_s + 30
     p, rc, err = _run_progress("sync", args, quiet, timeout=limit, legacy=_sync_legacy,
@@ -345,6 +348,61 @@ def warm(paths, quiet=False):
                     fix="check that each path is in a colabfs mount you mounted; colabfs doctor "
                         "MOUNTPOINT", path=paths[0] if len(paths) == 1 else None)
     return {"files": p.files, "bytes": p.total_bytes}
+
+
+# ---- order hints -----------------------------------------------------------------------
+
+
+def _done_line(out):
+    """The last JSON line of a command's stdout, or {}."""
+    for line in reversed(out.splitlines()):
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict):
+            return ev
+    return {}
+
+
+def prefetch(paths, timeout_s=600):
+    """Tells the mount the order files will be read in: it downloads them in
+    that order, at Drive's quota, as far ahead of the reader as its cache
+    allows, and drops the hint when the reader leaves the order (or reads
+    to its end, or a new hint comes).  Returns at once (nothing waits for a
+    download): {"files": N, "unknown": N, "bytes": N}, the files the mount
+    found and the paths it did not (or that were folders).  Every path must
+    be in the same colabfs mount; raises colabfs.Error otherwise.  It runs
+    `colabfs warm --ordered --list FILE`."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    lines, odd = [], 0
+    for p in paths:
+        p = os.path.abspath(os.fsdecode(os.fspath(p)))
+        if "\n" in p:
+            odd += 1  # a list line cannot hold it
+        else:
+            lines.append(p)
+    if not lines:
+        return {"files": 0, "unknown": odd, "bytes": 0}
+    with tempfile.NamedTemporaryFile("w", prefix="colabfs-order-", suffix=".txt",
+                                     encoding="utf-8", errors="surrogateescape",
+                                     delete=False) as f:
+        f.write("\n".join(lines))
+        f.write("\n")
+    try:
+        rc, out, err = _cli.run(["warm", "--ordered", "--json", "--list", f.name],
+                                timeout=timeout_s)
+    finally:
+        os.unlink(f.name)
+    ev = _done_line(out)
+    if rc != 0 or not ev.get("ok"):
+        raise Error("prefetch: %s" % _cli.message(err, default=ev.get("error") or "failed"),
+                    fix="give paths in one colabfs mount you mounted (the files it should read "
+                        "next, in order); colabfs doctor MOUNTPOINT",
+                    path=lines[0] if len(lines) == 1 else None)
+    return {"files": int(ev.get("files", 0)), "unknown": int(ev.get("unknown", 0)) + odd,
+            "bytes": int(ev.get("bytes", 0))}
 
 
 # ---- stats -----------------------------------------------------------------------------

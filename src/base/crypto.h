@@ -1,7 +1,8 @@
 /* crypto: signatures, digests and TLS client streams (owns OpenSSL).
  *
  * RS256 for the service-account JWT, MD5/SHA-256 to check a completely
- * cached file against the checksums Drive publishes, and a TLS client over a
+ * cached file against the checksums Drive publishes, HMAC-SHA256 for the
+ * values of the shared cache tier (tiered.h), and a TLS client over a
  * socket the caller connected (the shared cache tier's rediss://; libcurl
  * does its own TLS for Drive).  In base so that every layer that needs
  * OpenSSL goes through this one module.  Returns 0, -EINVAL for an unusable
@@ -32,6 +33,26 @@ int cfs_digest_update(struct cfs_digest *d, const void *p, size_t n);
 /* Writes lowercase hex (cap >= 65) and frees d. */
 int cfs_digest_final_hex(struct cfs_digest *d, char *hex, size_t cap);
 void cfs_digest_free(struct cfs_digest *d);
+
+/* HMAC-SHA256 under one key, keyed once (the key is copied into OpenSSL's
+ * state and wiped with it by cfs_mac_free).  cfs_mac_new returns 0, -EINVAL
+ * for an empty key, or -ENOMEM.  cfs_mac_sign writes the 32-byte MAC of the
+ * concatenation of the n parts (iov) into out: 0, or -ENOMEM.  Thread-safe:
+ * any number of threads may sign with one cfs_mac at once (each call works
+ * on a copy of the keyed state). */
+#define CFS_MAC_LEN 32
+struct iovec;
+struct cfs_mac;
+int cfs_mac_new(const void *key, size_t klen, struct cfs_mac **out);
+int cfs_mac_sign(const struct cfs_mac *m, const struct iovec *iov, int n,
+		 unsigned char out[CFS_MAC_LEN]);
+void cfs_mac_free(struct cfs_mac *m);
+/* One-shot HMAC-SHA256 (tests, benches): 0 or -ENOMEM. */
+int cfs_crypto_hmac_sha256(const void *key, size_t klen, const void *msg, size_t n,
+			   unsigned char out[CFS_MAC_LEN]);
+/* 1 when the n bytes at a and b are equal, in time that does not depend on
+ * where they differ (for comparing MACs), else 0. */
+int cfs_crypto_equal(const void *a, const void *b, size_t n);
 
 /* A TLS client stream over a connected, non-blocking TCP socket fd (which
  * stays the caller's: cfs_tls_close does not close it).  Not thread-safe:

@@ -13,7 +13,9 @@
 #include "hedge.h"
 #include "log.h"
 #include "size.h"
+#include "cluster.h"
 #include "tier.h"
+#include "tiered.h"
 #include "wire.h"
 
 enum type { T_STR, T_LONG, T_FLAG, T_FUSE, T_SIZE, T_MODE };
@@ -138,6 +140,16 @@ static const struct opt opts[] = {
 	  "in the URL)" },
 	{ "shared-cache-ca-file", 0, T_STR, O(shared_cache_ca_file), "FILE",
 	  "CA certificates to verify the cluster's TLS with (default: the system's)" },
+	{ "shared-cache-nodes", 0, T_STR, O(shared_cache_nodes), "CIDR,...",
+	  "networks whose nodes also belong to the cluster, e.g. 10.0.0.0/8 (default: only the "
+	  "seeds' hosts and the nodes they announce; redirects elsewhere are refused)" },
+	{ "shared-cache-key-file", 0, T_STR, O(shared_cache_key_file), "FILE",
+	  "the deployment key (a secret of at least 32 bytes, the same on every mount that "
+	  "shares, mode 0600) the cluster's values are authenticated with (HMAC-SHA256); "
+	  "required with --shared-cache" },
+	{ "shared-cache-trusted", 0, T_FLAG, O(shared_cache_trusted), NULL,
+	  "use --shared-cache without a key: only trusted writers can reach the cluster "
+	  "(values are checked by crc32c only; whoever can write to it decides what is read)" },
 	{ "shared-cache-lease", 0, T_LONG, O(shared_cache_lease_s), "SECONDS",
 	  "how long one mount's claim to download a block lasts, and the longest the others "
 	  "wait for it (default 10)", 1, 3600 },
@@ -167,7 +179,7 @@ void cfs_config_usage(FILE *out)
 		     "       colabfs stats [PATH] [--json | --prometheus | --watch[=SECONDS]]\n"
 		     "       colabfs stats [PATH] --history[=SECONDS] [--json]\n"
 		     "       colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT\n"
-		     "       colabfs warm PATH... [--list FILE] [--json]\n"
+		     "       colabfs warm PATH... [--list FILE] [--ordered] [--json]\n"
 		     "       colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]\n"
 		     "       colabfs doctor [MOUNTPOINT] [--json] [OPTIONS]\n"
 		     "       colabfs --version | --help\n\nmount options:\n");
@@ -421,9 +433,29 @@ static int validate(struct cfs_config *c, unsigned flags, char *why, size_t wcap
 		if ((rc = cfs_tier_parse(c->shared_cache, &seeds, why, wcap)))
 			return rc;
 	}
+	if (c->shared_cache_nodes) {
+		struct cfs_cluster_cidr cidr[CFS_CLUSTER_CIDRS_MAX];
+		int n = cfs_cluster_cidrs_parse(c->shared_cache_nodes, cidr, CFS_CLUSTER_CIDRS_MAX,
+						why, wcap);
+		if (n < 0)
+			return n;
+		if (!c->shared_cache) {
+			snprintf(why, wcap, "--shared-cache-nodes widens the cluster of --shared-cache, "
+				 "which is not given");
+			return CFS_E_CONFIG;
+		}
+	}
 	if (c->shared_cache_password_file && access(c->shared_cache_password_file, R_OK) != 0) {
 		snprintf(why, wcap, "--shared-cache-password-file %s: %s",
 			 c->shared_cache_password_file, strerror(errno));
+		return CFS_E_CONFIG;
+	}
+	if (c->shared_cache && !c->shared_cache_key_file && !c->shared_cache_trusted &&
+	    !(flags & CFS_CONFIG_DIAGNOSE)) {
+		snprintf(why, wcap, "--shared-cache needs --shared-cache-key-file=FILE, a secret "
+			 "of at least %d bytes shared by every mount of the cluster (make one with "
+			 "`openssl rand -hex 32 > FILE; chmod 600 FILE`), or --shared-cache-trusted "
+			 "when only trusted writers can reach the cluster", CFS_TIERED_KEY_MIN);
 		return CFS_E_CONFIG;
 	}
 	if (c->shared_cache_ca_file && access(c->shared_cache_ca_file, R_OK) != 0) {
@@ -580,7 +612,7 @@ void cfs_config_cleanup(struct cfs_config *c)
 		       &c->log_level, &c->export_formats, &c->fuse_opts, &c->metadata_url,
 		       &c->recovery, &c->drive_id, &c->scope, &c->staging_dir,
 		       &c->shared_cache, &c->shared_cache_password_file,
-		       &c->shared_cache_ca_file };
+		       &c->shared_cache_ca_file, &c->shared_cache_nodes, &c->shared_cache_key_file };
 	for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) {
 		free(*s[i]);
 		*s[i] = NULL;

@@ -72,6 +72,9 @@ struct cfs_config {
 	char *shared_cache;          /* redis://... seeds, NULL: none */
 	char *shared_cache_password_file;
 	char *shared_cache_ca_file;
+	char *shared_cache_nodes;    /* --shared-cache-nodes: CIDRs also in the cluster */
+	char *shared_cache_key_file; /* the deployment key values are MAC'd with */
+	long shared_cache_trusted;   /* no key: only trusted writers reach the cluster */
 	long shared_cache_lease_s;
 	long shared_cache_ttl_s;
 	int mountpoint_argi;  /* argv index the mountpoint came from */
@@ -85,6 +88,10 @@ int cfs_config_parse(int argc, char **argv, struct cfs_config *c, char *why, siz
 /* cfs_config_parse with flags: CFS_CONFIG_NO_MOUNTPOINT lets the mountpoint
  * be missing (`colabfs doctor [MNT] OPTIONS`). */
 #define CFS_CONFIG_NO_MOUNTPOINT 1u
+/* CFS_CONFIG_DIAGNOSE: a mount's missing companion options (--shared-cache
+ * without --shared-cache-key-file or --shared-cache-trusted) are left for
+ * the caller (doctor) to report, not refused. */
+#define CFS_CONFIG_DIAGNOSE 2u
 int cfs_config_parse_flags(int argc, char **argv, unsigned flags, struct cfs_config *c,
 			   char *why, size_t wcap);
 void cfs_config_cleanup(struct cfs_config *c);

@@ -20,10 +20,20 @@
  * another -errno. */
 int cfs_ctl_pid(const char *path, pid_t *pid);
 
-/* Unmounts mp and waits up to timeout_ms for its daemon to exit.  A mount
- * whose daemon died is detached.  Returns 0 or -errno (-EBUSY: files are
- * open; -ETIMEDOUT: the daemon did not exit), with a reason in why. */
+/* Unmounts mp and waits until timeout_ms from the call for its daemon to
+ * exit; no step waits on the daemon longer (its pid: ctlsock.h, else a
+ * child process given up after 2 s; a mount busy with files being closed:
+ * tried again for up to 3 s).  A mount whose daemon died is detached.
+ * Returns 0 or -errno (-EBUSY: files are open, nothing unmounted, why names
+ * the processes; -ETIMEDOUT: the daemon did not answer, nothing unmounted,
+ * or it did not exit after the unmount), with a reason in why. */
 int cfs_ctl_umount(const char *mp, long timeout_ms, char *why, size_t wcap);
+#define CFS_UMOUNT_MS 9000 /* `colabfs umount`'s: it returns within 10 s */
+
+/* The stats JSON of the mount path lies in (user.colabfs.stats's), asked of
+ * its control socket (ctlsock.h: no FUSE request, so it does not wait
+ * behind the mount's work), else of the attribute.  As cfs_ctl_get. */
+int cfs_ctl_stats(const char *path, char **out);
 
 /* Reads a control attribute of path into a malloc'd NUL-terminated string.
  * Returns 0 or -errno (-ENODATA/-ENOTSUP: not on a colabfs mount). */

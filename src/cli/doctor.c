@@ -32,6 +32,7 @@
 #include "testhook.h"
 #include "tier.h"
 #include "tiercfg.h"
+#include "tiered.h"
 
 #define MAX_CHECKS 12
 #define DRIVE_TIMEOUT_MS 8000
@@ -271,14 +272,49 @@ static void check_clock(struct doc *d)
 	    st == CFS_DOCTOR_FAIL ? ": tokens (JWTs) and TLS fail beyond 5 min" : "");
 }
 
-/* 5. The shared cache tier (--shared-cache): the slot map and a PING of
- * every master.  Skipped (not shown) without the option. */
+/* 5a. The shared cache's key: fail without one (a mount refuses), warn for
+ * --shared-cache-trusted (unauthenticated values), else ok with the key's id
+ * (the same on every mount that shares). */
+static void check_tier_key(struct doc *d)
+{
+	struct cfs_tiered_key *key = NULL;
+	char why[512], id[17] = "";
+	if (!d->c.shared_cache_key_file && !d->c.shared_cache_trusted) {
+		add(d, "shared cache key", CFS_DOCTOR_FAIL,
+		    "give --shared-cache-key-file=FILE (openssl rand -hex 32 > FILE; chmod 600 "
+		    "FILE; the same file on every mount)",
+		    "--shared-cache without --shared-cache-key-file or --shared-cache-trusted: a "
+		    "mount refuses it");
+		return;
+	}
+	int rc = cfs_tiercfg_key(&d->c, &key, why, sizeof(why));
+	if (rc) {
+		add(d, "shared cache key", CFS_DOCTOR_FAIL, "fix --shared-cache-key-file", "%s",
+		    rc == -ENOMEM ? "out of memory" : why);
+	} else if (!key) {
+		add(d, "shared cache key", CFS_DOCTOR_WARN,
+		    "give every mount --shared-cache-key-file, unless only trusted writers can "
+		    "reach the cluster",
+		    "--shared-cache-trusted: values are not authenticated (crc32c only): anyone "
+		    "who can write to the cluster decides what the mounts read");
+	} else {
+		cfs_tiered_key_id(key, id, sizeof(id));
+		add(d, "shared cache key", CFS_DOCTOR_OK, NULL,
+		    "values authenticated (HMAC-SHA256) under the key with id %s (the same on "
+		    "every mount that shares)", id);
+	}
+	cfs_tiered_key_free(key);
+}
+
+/* 5. The shared cache tier (--shared-cache): the key (5a), the slot map and
+ * a PING of every master.  Skipped (not shown) without the option. */
 static void check_tier(struct doc *d)
 {
 	struct cfs_tier *t = NULL;
 	char why[512], msg[600];
 	if (!d->c.shared_cache)
 		return;
+	check_tier_key(d);
 	if (cfs_tiercfg_tier(&d->c, &t, why, sizeof(why)) != 0) {
 		add(d, "shared cache", CFS_DOCTOR_FAIL, "fix --shared-cache", "%s", why);
 		return;
@@ -521,7 +557,8 @@ int cfs_doctor_main(int argc, char **argv)
 		else
 			words[n++] = argv[i];
 	}
-	int rc = cfs_config_parse_flags(n, words, CFS_CONFIG_NO_MOUNTPOINT, &d.c, why, sizeof(why));
+	int rc = cfs_config_parse_flags(n, words, CFS_CONFIG_NO_MOUNTPOINT | CFS_CONFIG_DIAGNOSE,
+					&d.c, why, sizeof(why));
 	free(words);
 	if (rc || d.c.help) {
 		if (rc)
@@ -531,7 +568,8 @@ int cfs_doctor_main(int argc, char **argv)
 		cfs_config_cleanup(&d.c);
 		return rc ? 2 : 0;
 	}
-	char **paths[] = { &d.c.mountpoint, &d.c.cache_dir, &d.c.credentials, &d.c.ca_file };
+	char **paths[] = { &d.c.mountpoint, &d.c.cache_dir, &d.c.credentials, &d.c.ca_file,
+			   &d.c.shared_cache_key_file };
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 		if (cfs_mnt_abs_dup(paths[i]) != 0) {
 			fprintf(stderr, "colabfs: %s: cannot resolve\n", *paths[i]);

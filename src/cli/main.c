@@ -4,7 +4,7 @@
  *   colabfs umount MOUNTPOINT            unmount and wait for the daemon
  *   colabfs stats [PATH] [--json|--prometheus|--watch[=SECONDS]|--history[=SECONDS]]
  *   colabfs evict PATH... | --all MOUNTPOINT | --to SIZE MOUNTPOINT
- *   colabfs warm PATH... [--list FILE] [--json]
+ *   colabfs warm PATH... [--list FILE] [--ordered] [--json]
  *   colabfs sync [--timeout SECONDS] [--quiet] [--json] [PATH...]
  *   colabfs doctor [MOUNTPOINT] [--json] [mount options]
  *   colabfs --help | --version
@@ -151,7 +151,8 @@ static int check_mountpoint(struct cfs_config *c)
 {
 	char why[1024];
 	char **paths[] = { &c->mountpoint, &c->cache_dir, &c->log_file, &c->credentials,
-			   &c->ca_file, &c->staging_dir };
+			   &c->ca_file, &c->staging_dir, &c->shared_cache_key_file,
+			   &c->shared_cache_password_file, &c->shared_cache_ca_file };
 	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
 		int rc = cfs_mnt_abs_dup(paths[i]);
 		if (rc) {
@@ -291,6 +292,7 @@ static int open_core(struct mount *m)
 	if (m->tiered) {
 		vo.reader.fetch = cfs_tiered_fetch;
 		vo.reader.cancel = cfs_tiered_cancel;
+		vo.reader.forget = cfs_tiered_forget;
 		vo.reader.io = m->tiered;
 	}
 	if (!c->read_only) {
@@ -343,7 +345,9 @@ static int open_core(struct mount *m)
 
 static void close_core(struct mount *m)
 {
+	cfs_session_stopping("the file system's threads (uploads, read-ahead, polling)");
 	cfs_vfs_free(m->vfs);
+	cfs_session_stopping("the block cache and the journal");
 	cfs_tiered_free(m->tiered);
 	cfs_store_close(m->store);
 	cfs_journal_close(m->journal);
@@ -372,10 +376,14 @@ static int reopen_core(void *arg, struct cfs_vfs **vfs, struct cfs_stats_src *st
 	return 0;
 }
 
+/* The session is ending (unmounted, or a signal): no download and no call
+ * to the shared cache may hold the server's exit up (tier.h, drive.h). */
 static void stop_downloads(void *arg)
 {
 	struct mount *m = arg;
 	cfs_drive_cancel(m->drive);
+	if (m->tiered)
+		cfs_tiered_cancel(m->tiered);
 }
 
 /* A mount that may write needs a token that may: one whose granted scopes
@@ -475,6 +483,7 @@ static void session_opts(struct mount *m, const char *log_path, struct cfs_sessi
 		.after_fork_arg = m,
 		.on_exit = stop_downloads,
 		.on_exit_arg = m,
+		.mount_dev = cfs_mnt_dev,
 	};
 }
 
@@ -547,15 +556,20 @@ static int mount_single(struct mount *m, const char *log_path)
  * server must not resolve).  *n gets the count. */
 static char **server_argv(struct cfs_config *c, int argc, char **argv, int *n)
 {
-	char **sa = calloc((size_t)argc + 9, sizeof(*sa));
+	const char *names[] = { "--cache-dir", "--log-file", "--credentials", "--ca-file",
+				"--shared-cache-key-file", "--shared-cache-password-file",
+				"--shared-cache-ca-file" };
+	char *vals[] = { c->cache_dir, c->log_file, c->credentials, c->ca_file,
+			 c->shared_cache_key_file, c->shared_cache_password_file,
+			 c->shared_cache_ca_file };
+	size_t nv = sizeof(vals) / sizeof(vals[0]);
+	char **sa = calloc((size_t)argc + 2 * nv + 1, sizeof(*sa));
 	if (!sa)
 		return NULL;
 	memcpy(sa, argv, (size_t)argc * sizeof(*sa));
 	sa[c->mountpoint_argi] = c->mountpoint;
 	*n = argc;
-	const char *names[] = { "--cache-dir", "--log-file", "--credentials", "--ca-file" };
-	char *vals[] = { c->cache_dir, c->log_file, c->credentials, c->ca_file };
-	for (size_t i = 0; i < 4; i++)
+	for (size_t i = 0; i < nv; i++)
 		if (vals[i]) {
 			sa[(*n)++] = (char *)names[i];
 			sa[(*n)++] = vals[i];
@@ -587,12 +601,40 @@ static int probe_credentials(struct mount *m)
 	return rc ? 1 : 0;
 }
 
+/* The shared cache's key is checked before anything is mounted (an unusable
+ * one fails here, with its reason on the terminal), and a mount without one
+ * (--shared-cache-trusted) says what that means.  Returns 0 or 1 (reported). */
+static int probe_shared_cache(struct mount *m)
+{
+	struct cfs_config *c = m->c;
+	struct cfs_tiered_key *key = NULL;
+	if (!c->shared_cache)
+		return 0;
+	int rc = cfs_tiercfg_key(c, &key, m->why, sizeof(m->why));
+	if (rc) {
+		fprintf(stderr, "colabfs: %s\n", rc == -ENOMEM ? "out of memory" : m->why);
+		return 1;
+	}
+	if (!key)
+		fprintf(stderr, "colabfs: warning: --shared-cache-trusted: the shared cache's "
+			"values are not authenticated; anyone who can write to the cluster decides "
+			"what this mount reads (give --shared-cache-key-file to authenticate them)\n");
+	cfs_tiered_key_free(key);
+	return 0;
+}
+
 static int cmd_mount(int argc, char **argv)
 {
 	struct cfs_config c;
 	struct mount m = { .c = &c, .fresh = 1 };
 	char log_path[PATH_MAX];
 	int rc = mount_setup(argc, argv, &m, log_path, sizeof(log_path), 0);
+	/* COLABFS_SHARED_CACHE_PASSWORD: out of the environment before any
+	 * process is started (tiercfg.h) */
+	if (rc == 0 && cfs_tiercfg_stash_password(&c, m.why, sizeof(m.why))) {
+		fprintf(stderr, "colabfs: %s\n", m.why);
+		rc = 1;
+	}
 	if (rc == 0) {
 		struct cfs_session_opts chk = { .fuse_opts = c.fuse_opts };
 		if (cfs_session_check(&chk)) {
@@ -600,6 +642,8 @@ static int cmd_mount(int argc, char **argv)
 			rc = 2;
 		}
 	}
+	if (rc == 0)
+		rc = probe_shared_cache(&m);
 	if (rc == 0 && strcmp(c.recovery, "off") == 0) {
 		m.no_fh_rows = 1;
 		rc = mount_single(&m, log_path);
@@ -699,6 +743,7 @@ static int cmd_serve(int argc, char **argv)
 	struct served sv = { .m = &m, .shm = shm, .log_path = log_path, .ready_fd = a.ready_fd };
 	struct cfs_session_opts so;
 	session_opts(&m, log_path, &so);
+	so.stuck_exit = CFS_SERVE_EXIT_OK; /* unmounted: the supervisor must not start another */
 	so.foreground = 1;
 	so.after_fork = NULL;
 	so.stats.recovery = &shm->rec;
@@ -710,6 +755,7 @@ static int cmd_serve(int argc, char **argv)
 	so.on_serving = on_serving;
 	so.on_serving_arg = &sv;
 	rc = cfs_session_run(m.vfs, &so);
+	cfs_serve_slow_stop_hook();
 	cfs_drive_cancel(m.drive);
 	if (sv.ready_fd >= 0)
 		cfs_serve_report(sv.ready_fd, "ERR the server could not complete FUSE_INIT\n");
@@ -726,8 +772,8 @@ static int cmd_umount(int argc, char **argv)
 {
 	if (argc != 1)
 		return usage_error("usage: colabfs umount MOUNTPOINT");
-	char why[512];
-	int rc = cfs_ctl_umount(argv[0], 30000, why, sizeof(why));
+	char why[1024];
+	int rc = cfs_ctl_umount(argv[0], CFS_UMOUNT_MS, why, sizeof(why));
 	if (rc) {
 		fprintf(stderr, "colabfs: %s\n", why);
 		return 1;

@@ -39,22 +39,54 @@ static const char *field(const char *p, char *out, size_t cap)
 	return p;
 }
 
+/* One mountinfo line (up to nl, NULL: the end) into e.  1 when it has the
+ * fields mnt.h names. */
+static int parse_line(const char *line, const char *nl, struct cfs_mnt_entry *e)
+{
+	char tmp[CFS_MNT_PATH_MAX];
+	char opts[512];
+	/* id parent major:minor root MOUNTPOINT options [optional...] - type source super */
+	const char *p = field(field(line, tmp, sizeof(tmp)), tmp, sizeof(tmp));
+	p = field(p, tmp, sizeof(tmp));
+	if (sscanf(tmp, "%u:%u", &e->major, &e->minor) != 2)
+		return 0;
+	p = field(field(p, tmp, sizeof(tmp)), e->point, sizeof(e->point));
+	const char *dash = strstr(p, " - ");
+	if (!dash || (nl && dash > nl))
+		return 0;
+	p = field(field(dash + 3, e->fstype, sizeof(e->fstype)), e->source, sizeof(e->source));
+	field(p, opts, sizeof(opts));
+	const char *u = strstr(opts, "user_id=");
+	e->user_id = u && (u == opts || u[-1] == ',') ? strtol(u + 8, NULL, 10) : -1;
+	return 1;
+}
+
 int cfs_mnt_find(const char *mi, const char *mp, struct cfs_mnt_entry *e)
 {
-	static char point[CFS_MNT_PATH_MAX];
-	char tmp[CFS_MNT_PATH_MAX];
+	struct cfs_mnt_entry x;
 	int found = 0;
 	for (const char *line = mi; line && *line;) {
 		const char *nl = strchr(line, '\n');
-		const char *p = line;
-		/* id parent major:minor root MOUNTPOINT options [optional...] - type source */
-		for (int i = 0; i < 4; i++)
-			p = field(p, tmp, sizeof(tmp));
-		p = field(p, point, sizeof(point));
-		const char *dash = strstr(p, " - ");
-		if (dash && (!nl || dash < nl) && strcmp(point, mp) == 0) {
-			p = field(dash + 3, e->fstype, sizeof(e->fstype));
-			field(p, e->source, sizeof(e->source));
+		if (parse_line(line, nl, &x) && strcmp(x.point, mp) == 0) {
+			*e = x;
+			found = 1;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+	return found;
+}
+
+int cfs_mnt_containing(const char *mi, const char *path, struct cfs_mnt_entry *e)
+{
+	struct cfs_mnt_entry x;
+	size_t best = 0;
+	int found = 0;
+	for (const char *line = mi; line && *line;) {
+		const char *nl = strchr(line, '\n');
+		if (parse_line(line, nl, &x) && cfs_mnt_under(x.point, path) &&
+		    strlen(x.point) >= best) {
+			best = strlen(x.point);
+			*e = x;
 			found = 1;
 		}
 		line = nl ? nl + 1 : NULL;
@@ -144,11 +176,7 @@ int cfs_mnt_abs_dup(char **path)
 	return 0;
 }
 
-/* What a look at the mount says, from a child process: a hung daemon blocks
- * the caller of any file system call on its mount, and only a kill ends the
- * wait.  Returns 0 (live, *pid from user.colabfs.pid when it has one),
- * -ENOTCONN (dead), -ETIMEDOUT (no answer), or another -errno. */
-static int probe(const char *mp, int colabfs, pid_t *pid)
+int cfs_mnt_probe(const char *mp, int colabfs, pid_t *pid, int timeout_ms)
 {
 	int fds[2];
 	*pid = 0;
@@ -179,12 +207,18 @@ static int probe(const char *mp, int colabfs, pid_t *pid)
 	close(fds[1]);
 	int res[2] = { -ETIMEDOUT, 0 };
 	struct pollfd pf = { .fd = fds[0], .events = POLLIN };
-	if (poll(&pf, 1, PROBE_MS) == 1 && read(fds[0], res, sizeof(res)) != (ssize_t)sizeof(res))
+	if (poll(&pf, 1, timeout_ms) == 1 && read(fds[0], res, sizeof(res)) != (ssize_t)sizeof(res))
 		res[0] = -EIO;
 	close(fds[0]);
-	if (res[0] == -ETIMEDOUT)
+	if (res[0] == -ETIMEDOUT) {
+		/* a request the daemon has read and not answered holds its
+		 * caller past SIGKILL (uninterruptible): not waited for */
 		kill(child, SIGKILL);
-	waitpid(child, NULL, 0);
+		for (int i = 0; i < 20 && waitpid(child, NULL, WNOHANG) == 0; i++)
+			usleep(5000);
+	} else {
+		waitpid(child, NULL, 0);
+	}
 	if (res[0] == -ECONNABORTED)
 		res[0] = -ENOTCONN;
 	*pid = (pid_t)res[1];
@@ -219,6 +253,37 @@ static int read_mountinfo(char **out)
 	return 0;
 }
 
+int cfs_mnt_dev(const char *mp, unsigned *major, unsigned *minor)
+{
+	char *mi = NULL;
+	struct cfs_mnt_entry e;
+	int rc = read_mountinfo(&mi);
+	if (rc)
+		return rc;
+	int found = cfs_mnt_find(mi, mp, &e) && strcmp(e.fstype, "fuse.colabfs") == 0;
+	free(mi);
+	if (!found)
+		return -ENOENT;
+	*major = e.major;
+	*minor = e.minor;
+	return 0;
+}
+
+int cfs_mnt_of(const char *path, struct cfs_mnt_entry *e)
+{
+	char cwd[PATH_MAX], lex[CFS_MNT_PATH_MAX], *mi = NULL;
+	if (path[0] != '/' && !getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	int rc = cfs_mnt_lexical(path[0] == '/' ? "/" : cwd, path, lex, sizeof(lex));
+	if (!rc)
+		rc = read_mountinfo(&mi);
+	if (rc)
+		return rc;
+	int found = cfs_mnt_containing(mi, lex, e);
+	free(mi);
+	return found ? 0 : -ENOENT;
+}
+
 int cfs_mnt_check(const char *mp, int force, char *why, size_t wcap)
 {
 	char *mi = NULL;
@@ -234,7 +299,7 @@ int cfs_mnt_check(const char *mp, int force, char *why, size_t wcap)
 		return 0;
 	int ours = strcmp(e.fstype, "fuse.colabfs") == 0;
 	pid_t pid;
-	rc = probe(mp, ours, &pid);
+	rc = cfs_mnt_probe(mp, ours, &pid, PROBE_MS);
 	if (rc == 0 && !ours)
 		return 0; /* another file system: mounting over it is the user's call */
 	if (rc == 0) {

@@ -19,18 +19,37 @@
 #define CFS_MNT_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #define CFS_MNT_PATH_MAX 4096
 
 struct cfs_mnt_entry {
+	char point[CFS_MNT_PATH_MAX]; /* the mount point, unescaped */
 	char fstype[64];  /* "fuse.colabfs", "tmpfs", ... */
 	char source[256];
+	unsigned major, minor; /* its device (st_dev of what is in it) */
+	long user_id;     /* the user_id= super option (FUSE: who mounted it), -1: none */
 };
 
 /* The last (topmost) entry of mountinfo text whose mount point is mp (an
  * absolute path, compared after undoing mountinfo's octal escapes).
  * Returns 1 and fills e when found, 0 when not. */
 int cfs_mnt_find(const char *mountinfo, const char *mp, struct cfs_mnt_entry *e);
+
+/* The entry of the mount path lies in by its letters (absolute and lexical,
+ * cfs_mnt_lexical): the longest mount point that path is under, the
+ * topmost of several.  1 and e filled, or 0. */
+int cfs_mnt_containing(const char *mountinfo, const char *path, struct cfs_mnt_entry *e);
+
+/* The device of the colabfs mount at mp (the topmost), for its control
+ * socket (fuse/ctlsock.h).  0, -ENOENT (none there), or -errno. */
+int cfs_mnt_dev(const char *mp, unsigned *major, unsigned *minor);
+
+/* The mount path (relative to the current folder, or absolute) lies in,
+ * found without a call on the path itself (the mount may not answer):
+ * lexically, from /proc/self/mountinfo.  A symbolic link in path can make
+ * it the wrong one; callers check what they find.  0 or -errno. */
+int cfs_mnt_of(const char *path, struct cfs_mnt_entry *e);
 
 /* path made absolute against cwd, with "." and ".." and repeated slashes
  * taken out by the letters alone (no symlinks followed).  Returns 0 or
@@ -48,6 +67,15 @@ int cfs_mnt_abs(const char *path, char *out, size_t cap);
 
 /* Replaces the malloc'd *path by cfs_mnt_abs of it (NULL stays NULL). */
 int cfs_mnt_abs_dup(char **path);
+
+/* What a look at the mount at mp says, from a child process: a hung daemon
+ * blocks the caller of any file system call on its mount, and only a kill
+ * ends the wait (not even that when the daemon has read the request: such
+ * a child is left behind).  colabfs: ask user.colabfs.pid, else open mp.
+ * Returns 0 (live, *pid from user.colabfs.pid when it has one), -ENOTCONN
+ * (dead, ECONNABORTED included), -ETIMEDOUT (no answer within timeout_ms),
+ * or another -errno. */
+int cfs_mnt_probe(const char *mp, int colabfs, pid_t *pid, int timeout_ms);
 
 /* Looks at what is mounted at the absolute mountpoint mp (see above); with
  * force, a dead mount there is detached first.  Returns 0 (go ahead),

@@ -230,7 +230,7 @@ int cfs_stats_main(int argc, char **argv)
 	double prev_t = 0;
 	for (;;) {
 		char *cur;
-		int rc = cfs_ctl_get(path, CFS_XATTR_STATS, &cur);
+		int rc = cfs_ctl_stats(path, &cur);
 		if (rc) {
 			free(prev);
 			return ctl_error(path, rc);

@@ -16,12 +16,13 @@
 
 #include "ctl.h"
 #include "json.h"
+#include "order.h"
 #include "progress.h"
 
 #define CHUNK (64ULL << 20)
 #define THREADS 16
 #define JSON_EVERY_S 0.5
-#define USAGE "usage: colabfs warm PATH... [--list FILE] [--json]\n"
+#define USAGE "usage: colabfs warm PATH... [--list FILE] [--ordered] [--json]\n"
 
 struct item {
 	char *path;
@@ -211,8 +212,81 @@ static int read_list(struct warm *w, const char *file)
 	return rc;
 }
 
+struct strv {
+	char **v;
+	size_t n, cap;
+};
+
+static int strv_add(struct strv *s, const char *p, size_t len)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 1024;
+		char **v = realloc(s->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->v = v;
+		s->cap = cap;
+	}
+	if (!(s->v[s->n] = strndup(p, len)))
+		return -ENOMEM;
+	s->n++;
+	return 0;
+}
+
+/* --ordered: the paths as they come, the lists' lines in place (no stat:
+ * order.h), handed to cfs_order_main. */
+static int ordered_main(int argc, char **argv, int json)
+{
+	struct strv s = { 0 };
+	int rc = 0;
+	for (int i = 0; i < argc && !rc; i++) {
+		const char *list = strncmp(argv[i], "--list=", 7) == 0 ? argv[i] + 7
+				   : strcmp(argv[i], "--list") == 0 && i + 1 < argc ? argv[++i] : NULL;
+		if (list) {
+			FILE *f = strcmp(list, "-") == 0 ? stdin : fopen(list, "re");
+			if (!f) {
+				fprintf(stderr, "colabfs: --list %s: %s\n", list, strerror(errno));
+				rc = 1;
+				break;
+			}
+			char *line = NULL;
+			size_t cap = 0;
+			ssize_t n;
+			while (!rc && (n = getline(&line, &cap, f)) > 0) {
+				while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+					n--;
+				if (n > 0)
+					rc = strv_add(&s, line, (size_t)n);
+			}
+			free(line);
+			if (f != stdin)
+				fclose(f);
+		} else if (strcmp(argv[i], "--json") == 0 || strcmp(argv[i], "--ordered") == 0) {
+			continue;
+		} else if (argv[i][0] == '-') {
+			fputs(USAGE, stderr);
+			rc = 2;
+		} else {
+			rc = strv_add(&s, argv[i], strlen(argv[i]));
+		}
+	}
+	if (rc != 2) /* a list that could not be read: no files, bad_path */
+		rc = cfs_order_main(s.v, rc ? 0 : s.n, json);
+	for (size_t i = 0; i < s.n; i++)
+		free(s.v[i]);
+	free(s.v);
+	return rc;
+}
+
 int cfs_warm_main(int argc, char **argv)
 {
+	for (int i = 0; i < argc; i++)
+		if (strcmp(argv[i], "--ordered") == 0) {
+			int json = 0;
+			for (int k = 0; k < argc; k++)
+				json |= strcmp(argv[k], "--json") == 0;
+			return ordered_main(argc, argv, json);
+		}
 	struct warm w = { 0 };
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);

@@ -59,6 +59,11 @@ int cfs_ctlname_parse(const char *name, struct cfs_ctlname *out)
 		p = parse_num(name + strlen(CFS_XATTR_EVICT_TO), &out->target);
 		if (!p || *p)
 			return -EINVAL;
+	} else if (starts(name, CFS_XATTR_ORDER)) {
+		out->kind = CFS_CTL_ORDER;
+		p = parse_num(name + strlen(CFS_XATTR_ORDER), &out->off);
+		if (!p || *p)
+			return -EINVAL;
 	} else if (starts(name, CFS_XATTR_WARM)) {
 		out->kind = CFS_CTL_WARM;
 		p = parse_num(name + strlen(CFS_XATTR_WARM), &out->off);
@@ -98,6 +103,11 @@ int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap)
 		n = r->off ? snprintf(buf, cap, "%s%" PRIu64, CFS_XATTR_HISTORY_FROM, r->off)
 			   : snprintf(buf, cap, "%s", CFS_XATTR_HISTORY);
 		break;
+	case CFS_CTL_ORDER:
+		if (r->off > CFS_CTLNAME_NUM_MAX)
+			return -EINVAL;
+		n = snprintf(buf, cap, "%s%" PRIu64, CFS_XATTR_ORDER, r->off);
+		break;
 	case CFS_CTL_EVICT_TO:
 		if (r->target > CFS_CTLNAME_NUM_MAX)
 			return -EINVAL;
@@ -133,6 +143,7 @@ const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind)
 	case CFS_CTL_CACHE_DIR: return "cache dir";
 	case CFS_CTL_SYNC: return "sync";
 	case CFS_CTL_HISTORY: return "history";
+	case CFS_CTL_ORDER: return "order";
 	}
 	return "?";
 }

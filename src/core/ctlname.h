@@ -15,6 +15,13 @@
  *   user.colabfs.evict                drop the path's cached blocks owner, root
  *   user.colabfs.evict.to.BYTES       LRU eviction down to BYTES    owner, root
  *   user.colabfs.warm.OFFSET.LENGTH   fetch a range of a file       owner, root
+ *   user.colabfs.order.ID             the order hint spooled as file  owner, root
+ *                                     ID (a number) in the cache
+ *                                     folder's "hints", paths relative
+ *                                     to the folder asked; ID 0 drops
+ *                                     the hint (vfs.h,
+ *                                     cfs_vfs_hint_spool); replies
+ *                                     {"files":N,"unknown":N,"bytes":N}
  *   user.colabfs.sync                 upload now what is pending at  owner, root
  *                                     or below the path (skipping the
  *                                     write-back delay); replies with
@@ -25,7 +32,8 @@
  * the user who mounted (FUSE's own rule); with it, the modes that
  * default_permissions enforces (config.h).  The counters name no files.
  * Evict and warm change the cache or hold a FUSE worker until a download
- * ends, and sync reorders the uploads and names pending files, so only the
+ * ends, order steers the downloads, and sync reorders the uploads and names
+ * pending files, so only the
  * mount's owner (the uid that ran `colabfs mount`) and root may use them;
  * others get EPERM.
  *
@@ -47,6 +55,7 @@
 #define CFS_XATTR_EVICT "user.colabfs.evict"       /* the file or folder at the path */
 #define CFS_XATTR_EVICT_TO "user.colabfs.evict.to." /* + a byte count: LRU down to it */
 #define CFS_XATTR_WARM "user.colabfs.warm."         /* + OFFSET.LENGTH of a file */
+#define CFS_XATTR_ORDER "user.colabfs.order."       /* + ID of a spooled order hint */
 #define CFS_XATTR_SYNC "user.colabfs.sync"          /* upload now, report what is pending */
 #define CFS_XATTR_HISTORY "user.colabfs.history"    /* the history's first page, or */
 #define CFS_XATTR_HISTORY_FROM "user.colabfs.history." /* + FROM: its page from sample FROM */
@@ -63,12 +72,13 @@ enum cfs_ctlname_kind {
 	CFS_CTL_CACHE_DIR,
 	CFS_CTL_SYNC,
 	CFS_CTL_HISTORY,
+	CFS_CTL_ORDER,
 };
 
 struct cfs_ctlname {
 	enum cfs_ctlname_kind kind;
 	uint64_t target; /* evict.to: bytes to keep */
-	uint64_t off;    /* warm: the range; history: FROM */
+	uint64_t off;    /* warm: the range; history: FROM; order: ID */
 	uint64_t len;
 };
 
@@ -85,12 +95,12 @@ int cfs_ctlname_parse(const char *name, struct cfs_ctlname *out);
 int cfs_ctlname_format(const struct cfs_ctlname *r, char *buf, size_t cap);
 
 /* Whether a caller may use a kind on a mount owned by owner: 0, or -EPERM
- * for evict, warm and sync by anyone but the owner and root (pid, stats,
- * history and cache dir are anyone's). */
+ * for evict, warm, order and sync by anyone but the owner and root (pid,
+ * stats, history and cache dir are anyone's). */
 int cfs_ctlname_allowed(enum cfs_ctlname_kind kind, uint32_t caller, uint32_t owner);
 
 /* A word for log lines: "pid", "stats", "evict", "evict to", "warm",
- * "cache dir", "sync", "history". */
+ * "cache dir", "sync", "history", "order". */
 const char *cfs_ctlname_verb(enum cfs_ctlname_kind kind);
 
 #endif

@@ -100,6 +100,7 @@ struct cfs_reader {
 	cfs_reader_fetch_fn fetch;  /* the seam (reader.h) */
 	void *fetch_io;             /* fetch's argument: opts.io, or the Drive client */
 	void (*cancel)(void *io);
+	void (*forget)(void *io, const char *id, const char *rev, int64_t size);
 	int64_t (*now_ms)(void *io);
 	void *io;                   /* opts.io */
 	struct cfs_store *store;
@@ -624,6 +625,7 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 	r->fetch_io = o && o->fetch ? o->io : d;
 	r->io = o ? o->io : NULL;
 	r->cancel = o ? o->cancel : NULL;
+	r->forget = o ? o->forget : NULL;
 	r->now_ms = o && o->now_ms ? o->now_ms : mono_ms;
 	r->store = s;
 	r->bs = cfs_store_block_size(s);
@@ -722,6 +724,12 @@ struct cfs_reader_stream *cfs_reader_stream_new(void)
 void cfs_reader_stream_free(struct cfs_reader_stream *s)
 {
 	free(s);
+}
+
+void cfs_reader_forget(struct cfs_reader *r, const struct cfs_reader_file *f)
+{
+	if (r->forget)
+		r->forget(r->io, f->id, f->rev, f->size);
 }
 
 void cfs_reader_stats(struct cfs_reader *r, struct cfs_reader_stats *out)

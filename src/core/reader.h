@@ -96,6 +96,9 @@ struct cfs_reader_opts {
 	/* the seam (see above); NULL: the real Drive client and clock */
 	cfs_reader_fetch_fn fetch; /* a range download, as cfs_drive_read_sink */
 	void (*cancel)(void *io);  /* end the transfers in flight: -ECANCELED */
+	/* a file's bytes failed Drive's checksum: drop the copies the seam
+	 * keeps of that revision and take it from Drive from now on (tiered.h) */
+	void (*forget)(void *io, const char *id, const char *rev, int64_t size);
 	int64_t (*now_ms)(void *io); /* monotonic milliseconds */
 	void *io;                  /* their argument (fetch NULL: fetch gets the client) */
 };
@@ -130,6 +133,10 @@ void cfs_reader_free(struct cfs_reader *r);
 
 struct cfs_reader_stream *cfs_reader_stream_new(void);
 void cfs_reader_stream_free(struct cfs_reader_stream *s);
+
+/* f's bytes failed Drive's checksum: opts.forget (when set) drops the
+ * seam's copies of it.  The local cache is the caller's to evict. */
+void cfs_reader_forget(struct cfs_reader *r, const struct cfs_reader_file *f);
 
 /* Reads [off, off+len) of f (clipped to its size) into buf; stream (may be
  * NULL) is the open file's access pattern.  Returns 0 with *got set, or the

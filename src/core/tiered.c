@@ -2,17 +2,21 @@
 #include "tiered.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "clock.h"
 #include "crc32c.h"
+#include "crypto.h"
 #include "err.h"
+#include "hash.h"
 #include "le.h"
 #include "log.h"
 #include "redis.h"
@@ -24,6 +28,21 @@
 #define KEY_MAX 600
 #define POLL_FIRST_MS 5
 #define POLL_MAX_MS 50
+#define RING_MAX 256   /* revisions remembered: logged, forgotten */
+#define LOG_PER_MIN 10 /* bad-value lines a minute, at most */
+#define KEY_ID_LEN 8
+
+struct cfs_tiered_key {
+	struct cfs_mac *mac;
+	unsigned char id[KEY_ID_LEN];
+};
+
+/* The last RING_MAX revisions (hashes of "ID@REV") put in; thread-safe. */
+struct ring {
+	pthread_mutex_t lock;
+	uint64_t h[RING_MAX];
+	unsigned next, n;
+};
 
 struct cfs_tiered {
 	struct cfs_tier *tier;
@@ -34,8 +53,14 @@ struct cfs_tiered {
 	long ttl_s;
 	char owner[33]; /* this process's lease value */
 	char bsname[16]; /* the block size in keys: "1M", "64K" */
+	struct cfs_tiered_key *key; /* NULL: unkeyed (format 1) */
 	int cancelled;
 	struct cfs_tiered_stats st;
+	struct ring logged;    /* revisions whose bad values were logged */
+	struct ring forgotten; /* revisions read from Drive only (cfs_tiered_forget) */
+	int64_t log_window_ms; /* the minute the lines below were logged in */
+	unsigned log_lines;
+	uint64_t unlogged;     /* bad values not logged (the limit) since the last line */
 };
 
 #define BUMP(t, f, n) __atomic_add_fetch(&(t)->st.f, (uint64_t)(n), __ATOMIC_RELAXED)
@@ -44,6 +69,67 @@ struct cfs_tiered {
 static const char RELEASE[] =
 	"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) "
 	"else return 0 end";
+
+/* ---- the value format ---- */
+
+int cfs_tiered_key_new(const void *key, size_t n, struct cfs_tiered_key **out)
+{
+	static const char ID_MSG[] = "colabfs shared cache key id";
+	unsigned char id[CFS_MAC_LEN];
+	struct iovec v = { (void *)ID_MSG, sizeof(ID_MSG) - 1 };
+	*out = NULL;
+	if (n < CFS_TIERED_KEY_MIN)
+		return -EINVAL;
+	struct cfs_tiered_key *k = calloc(1, sizeof(*k));
+	if (!k)
+		return -ENOMEM;
+	int rc = cfs_mac_new(key, n, &k->mac);
+	if (!rc)
+		rc = cfs_mac_sign(k->mac, &v, 1, id);
+	if (rc) {
+		cfs_tiered_key_free(k);
+		return rc;
+	}
+	memcpy(k->id, id, KEY_ID_LEN);
+	*out = k;
+	return 0;
+}
+
+void cfs_tiered_key_free(struct cfs_tiered_key *k)
+{
+	if (!k)
+		return;
+	cfs_mac_free(k->mac);
+	explicit_bzero(k, sizeof(*k));
+	free(k);
+}
+
+void cfs_tiered_key_id(const struct cfs_tiered_key *k, char *hex, size_t cap)
+{
+	for (size_t i = 0; i < KEY_ID_LEN && 2 * i + 2 < cap; i++)
+		snprintf(hex + 2 * i, 3, "%02x", k->id[i]);
+}
+
+size_t cfs_tiered_header(const struct cfs_tiered_key *key)
+{
+	return key ? CFS_TIERED_HEADER_MAC : CFS_TIERED_HEADER;
+}
+
+/* The MAC of a format 2 value: its first 12 bytes (magic, length, block
+ * size), b's identity, the data. */
+static int value_mac(const struct cfs_tiered_key *key, const struct cfs_tiered_block *b,
+		     const unsigned char *head, const void *data, uint32_t len,
+		     unsigned char mac[CFS_MAC_LEN])
+{
+	unsigned char num[8], idl[4], revl[4];
+	size_t il = strlen(b->id), rl = strlen(b->rev);
+	cfs_le_put(num, b->index, 8);
+	cfs_le_put(idl, il, 4);
+	cfs_le_put(revl, rl, 4);
+	struct iovec v[] = { { (void *)head, 12 }, { num, 8 }, { idl, 4 }, { (void *)b->id, il },
+			     { revl, 4 }, { (void *)b->rev, rl }, { (void *)data, len } };
+	return cfs_mac_sign(key->mac, v, (int)(sizeof(v) / sizeof(v[0])), mac);
+}
 
 void cfs_tiered_encode(unsigned char *out, const void *data, uint32_t len, uint32_t block_size)
 {
@@ -65,12 +151,89 @@ int cfs_tiered_check(const void *v, size_t n, uint32_t want_len, uint32_t block_
 	return 0;
 }
 
+int cfs_tiered_value_encode(const struct cfs_tiered_key *key, const struct cfs_tiered_block *b,
+			    unsigned char *out, const void *data, uint32_t len)
+{
+	if (!key) {
+		cfs_tiered_encode(out, data, len, b->block_size);
+		return 0;
+	}
+	memcpy(out, "CFB2", 4);
+	cfs_le_put(out + 4, len, 4);
+	cfs_le_put(out + 8, b->block_size, 4);
+	memcpy(out + 12, key->id, KEY_ID_LEN);
+	memcpy(out + CFS_TIERED_HEADER_MAC, data, len);
+	return value_mac(key, b, out, data, len, out + 12 + KEY_ID_LEN);
+}
+
+enum cfs_tiered_verdict cfs_tiered_value_check(const struct cfs_tiered_key *key,
+					       const struct cfs_tiered_block *b, const void *v,
+					       size_t n, uint32_t want_len)
+{
+	const unsigned char *p = v;
+	if (!key)
+		return cfs_tiered_check(v, n, want_len, b->block_size) ? CFS_TIERED_CORRUPT
+								       : CFS_TIERED_OK;
+	if (n >= 4 && memcmp(p, "CFB1", 4) == 0)
+		return CFS_TIERED_UNKEYED;
+	if (n < CFS_TIERED_HEADER_MAC || memcmp(p, "CFB2", 4) != 0 ||
+	    cfs_le_get(p + 4, 4) != want_len || n != CFS_TIERED_HEADER_MAC + (size_t)want_len ||
+	    cfs_le_get(p + 8, 4) != b->block_size)
+		return CFS_TIERED_CORRUPT;
+	if (memcmp(p + 12, key->id, KEY_ID_LEN) != 0)
+		return CFS_TIERED_OTHER_KEY;
+	unsigned char mac[CFS_MAC_LEN];
+	if (value_mac(key, b, p, p + CFS_TIERED_HEADER_MAC, want_len, mac))
+		return CFS_TIERED_CORRUPT; /* cannot tell (no memory): not served either */
+	return cfs_crypto_equal(mac, p + 12 + KEY_ID_LEN, CFS_MAC_LEN) ? CFS_TIERED_OK
+								     : CFS_TIERED_FORGED;
+}
+
+/* ---- revisions remembered ---- */
+
+static int ring_has(struct ring *r, uint64_t h)
+{
+	int found = 0;
+	pthread_mutex_lock(&r->lock);
+	for (unsigned i = 0; i < r->n && !found; i++)
+		found = r->h[i] == h;
+	pthread_mutex_unlock(&r->lock);
+	return found;
+}
+
+/* Puts h in r: 1, or 0 when it was there already. */
+static int ring_add(struct ring *r, uint64_t h)
+{
+	int found = 0;
+	pthread_mutex_lock(&r->lock);
+	for (unsigned i = 0; i < r->n && !found; i++)
+		found = r->h[i] == h;
+	if (!found) {
+		r->h[r->next] = h;
+		r->next = (r->next + 1) % RING_MAX;
+		if (r->n < RING_MAX) /* read unlocked by fetches: is anything here? */
+			__atomic_store_n(&r->n, r->n + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return !found;
+}
+
+static uint64_t rev_hash(const char *id, const char *rev)
+{
+	char k[KEY_MAX];
+	snprintf(k, sizeof(k), "%s@%s", id, rev);
+	return cfs_hash_fnv1a(k);
+}
+
 int cfs_tiered_new(const struct cfs_tiered_opts *o, struct cfs_tiered **out)
 {
 	struct cfs_tiered *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->tier = o->tier;
+	t->key = o->key;
+	pthread_mutex_init(&t->logged.lock, NULL);
+	pthread_mutex_init(&t->forgotten.lock, NULL);
 	t->fetch = o->fetch;
 	t->io = o->io;
 	t->bs = o->block_size;
@@ -101,6 +264,9 @@ void cfs_tiered_free(struct cfs_tiered *t)
 	if (!t)
 		return;
 	cfs_tier_free(t->tier);
+	cfs_tiered_key_free(t->key);
+	pthread_mutex_destroy(&t->logged.lock);
+	pthread_mutex_destroy(&t->forgotten.lock);
 	free(t);
 }
 
@@ -108,6 +274,7 @@ void cfs_tiered_cancel(void *io)
 {
 	struct cfs_tiered *t = io;
 	__atomic_store_n(&t->cancelled, 1, __ATOMIC_RELAXED);
+	cfs_tier_cancel(t->tier);
 }
 
 struct cfs_tier *cfs_tiered_tier(struct cfs_tiered *t)
@@ -127,7 +294,8 @@ struct req {
 	int ended;      /* the sink said it has all it wants */
 	int prio;
 	int tier_ok;    /* 0 once the tier failed: the rest goes to Drive */
-	char tag[KEY_MAX - 64]; /* "cfs1:BS:{ID@REV:G}" of the current group */
+	int drive_only; /* a forgotten revision: read from Drive, published over the tier */
+	char tag[KEY_MAX - 64]; /* "cfsV:BS:{ID@REV:G}" of the current group */
 	size_t tlen;
 };
 
@@ -139,8 +307,8 @@ static size_t block_len(const struct req *q, uint64_t b)
 
 static void set_group(struct req *q, uint64_t b)
 {
-	int n = snprintf(q->tag, sizeof(q->tag), "cfs1:%s:{%s@%s:%llu}", q->t->bsname, q->id, q->rev,
-			 (unsigned long long)(b >> GROUP_SHIFT));
+	int n = snprintf(q->tag, sizeof(q->tag), "cfs%d:%s:{%s@%s:%llu}", q->t->key ? 2 : 1,
+			 q->t->bsname, q->id, q->rev, (unsigned long long)(b >> GROUP_SHIFT));
 	q->tlen = n > 0 && (size_t)n < sizeof(q->tag) ? (size_t)n : 0;
 }
 
@@ -176,16 +344,75 @@ static int deliver(struct req *q, uint64_t b, const char *p, size_t n)
 	return r < 0 ? -EIO : 0;
 }
 
-/* 1 when v is block b's value; a string that is not counts as corrupt. */
-static int valid(struct req *q, uint64_t b, const struct cfs_cluster_reply *v)
+static enum cfs_tiered_verdict verdict(const struct req *q, uint64_t b, const char *v, size_t n)
+{
+	struct cfs_tiered_block k = { q->id, q->rev, b, q->t->bs };
+	return cfs_tiered_value_check(q->t->key, &k, v, n, (uint32_t)block_len(q, b));
+}
+
+static const char *verdict_text(enum cfs_tiered_verdict vd)
+{
+	switch (vd) {
+	case CFS_TIERED_FORGED:
+		return "forged (its MAC does not match: written without the key, or altered)";
+	case CFS_TIERED_OTHER_KEY:
+		return "made under another key (is --shared-cache-key-file the same on every "
+		       "mount?) or forged";
+	case CFS_TIERED_UNKEYED:
+		return "unkeyed (no MAC) where keyed values belong: forged";
+	default:
+		return "corrupt (not a value of this format, or a wrong length)";
+	}
+}
+
+/* A bad value of block b (n bytes): counted, and logged once per file, at
+ * most LOG_PER_MIN lines a minute. */
+static void bad_value(struct req *q, uint64_t b, enum cfs_tiered_verdict vd, size_t n)
+{
+	struct cfs_tiered *t = q->t;
+	if (vd == CFS_TIERED_CORRUPT)
+		BUMP(t, corrupt, 1);
+	else
+		BUMP(t, forged, 1);
+	if (!ring_add(&t->logged, rev_hash(q->id, q->rev)))
+		return; /* this file's was logged */
+	int64_t now = cfs_clock_mono_ms();
+	uint64_t more = 0;
+	pthread_mutex_lock(&t->logged.lock);
+	if (now - t->log_window_ms >= 60000) {
+		t->log_window_ms = now;
+		t->log_lines = 0;
+	}
+	int say = t->log_lines < LOG_PER_MIN;
+	if (say) {
+		t->log_lines++;
+		more = t->unlogged;
+		t->unlogged = 0;
+	} else {
+		t->unlogged++;
+	}
+	pthread_mutex_unlock(&t->logged.lock);
+	if (!say)
+		return;
+	CFS_WARN("shared cache: block %llu of %s@%s in the tier is %s (%zu bytes); not served: "
+		 "fetched from Drive and written over it (this file's further bad values are only "
+		 "counted: tier_%s_total)%s%llu", (unsigned long long)b, q->id, q->rev,
+		 verdict_text(vd), n, vd == CFS_TIERED_CORRUPT ? "corrupt" : "forged",
+		 more ? "; files with bad values not logged (the limit) since the last line: " : "",
+		 more ? (unsigned long long)more : 0ULL);
+}
+
+/* 1 when v is block b's valid value; a string that is not is counted
+ * (count: 0 when the caller saw it already). */
+static int valid(struct req *q, uint64_t b, const struct cfs_cluster_reply *v, int count)
 {
 	if (!v || v->type != CFS_RESP_STRING)
 		return 0;
-	if (!cfs_tiered_check(v->str, v->len, (uint32_t)block_len(q, b), q->t->bs))
+	enum cfs_tiered_verdict vd = verdict(q, b, v->str, v->len);
+	if (vd == CFS_TIERED_OK)
 		return 1;
-	BUMP(q->t, corrupt, 1);
-	CFS_WARN("shared cache: block %llu of %s@%s is corrupt in the tier (%zu bytes); "
-		 "fetching it from Drive", (unsigned long long)b, q->id, q->rev, v->len);
+	if (count)
+		bad_value(q, b, vd, v->len);
 	return 0;
 }
 
@@ -195,7 +422,7 @@ static int take_value(struct req *q, uint64_t b, const struct cfs_cluster_reply 
 	size_t want = block_len(q, b);
 	BUMP(q->t, hits, 1);
 	BUMP(q->t, bytes_read, want);
-	return deliver(q, b, v->str + CFS_TIERED_HEADER, want);
+	return deliver(q, b, v->str + cfs_tiered_header(q->t->key), want);
 }
 
 /* Runs cmds in the current group's slot (read: they only read, a replica
@@ -293,8 +520,7 @@ static int lease(struct req *q, uint64_t b, unsigned n, const uint8_t *skip, uin
 		    memcmp(o->str, q->t->owner, o->len) == 0)
 			mine[i] = 1; /* held by this mount's dead server: ours now */
 		const struct cfs_cluster_reply *v = late ? cfs_redis_tree(r[per * j + 2]) : NULL;
-		if (v && v->type == CFS_RESP_STRING && /* a bad one was counted already */
-		    !cfs_tiered_check(v->str, v->len, (uint32_t)block_len(q, b + i), q->t->bs)) {
+		if (valid(q, b + i, v, 0)) { /* a bad one was counted already */
 			late[i] = r[per * j + 2];
 			r[per * j + 2] = NULL;
 			if (mine[i]) {
@@ -338,15 +564,18 @@ static void release(struct req *q, uint64_t b, unsigned n, const uint8_t *mine)
 static void publish(struct req *q, uint64_t b, const char *data, size_t n, int leased)
 {
 	struct cfs_tiered *t = q->t;
-	unsigned char *v = malloc(CFS_TIERED_HEADER + n);
-	if (!v)
+	size_t hl = cfs_tiered_header(t->key);
+	unsigned char *v = malloc(hl + n);
+	struct cfs_tiered_block k = { q->id, q->rev, b, t->bs };
+	if (!v || cfs_tiered_value_encode(t->key, &k, v, data, (uint32_t)n)) {
+		free(v);
 		return;
-	cfs_tiered_encode(v, data, (uint32_t)n, t->bs);
+	}
 	char key[KEY_MAX], lkey[KEY_MAX], ex[24];
 	size_t kl = key_of(q, b, 0, key), ll = key_of(q, b, 1, lkey);
 	snprintf(ex, sizeof(ex), "%ld", t->ttl_s);
 	const char *a0[] = { "SET", key, (const char *)v, "EX", ex };
-	size_t l0[] = { 3, kl, CFS_TIERED_HEADER + n, 2, strlen(ex) };
+	size_t l0[] = { 3, kl, hl + n, 2, strlen(ex) };
 	const char *a1[] = { "EVAL", RELEASE, "1", lkey, t->owner };
 	size_t l1[] = { 4, strlen(RELEASE), 1, ll, strlen(t->owner) };
 	struct cfs_tier_cmd c[2] = { { 5, a0, l0 }, { 5, a1, l1 } };
@@ -433,8 +662,9 @@ static int download(struct req *q, uint64_t b, unsigned n, const uint8_t *mine)
 }
 
 /* Waits for another's lease on block b: 1 delivered (or the sink failed:
- * *rc), 0 download it here (*leased: with the lease now ours). */
-static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased)
+ * *rc), 0 download it here (*leased: with the lease now ours).  seen_bad:
+ * the caller counted b's value as bad already. */
+static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased, int seen_bad)
 {
 	struct cfs_tiered *t = q->t;
 	int64_t deadline = cfs_clock_mono_ms() + t->wait_ms;
@@ -446,6 +676,7 @@ static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased)
 	struct cfs_tier_cmd c = { 3, argv, len };
 	BUMP(t, lease_waits, 1);
 	*leased = 0;
+	int counted = seen_bad; /* a bad value is counted once */
 	for (;;) {
 		if (__atomic_load_n(&t->cancelled, __ATOMIC_RELAXED)) {
 			*rc = -ECANCELED;
@@ -458,7 +689,8 @@ static int await(struct req *q, uint64_t b, int *rc, uint8_t *leased)
 		if (exec_as(q, 1, &c, &r, 1))
 			return 0;
 		const struct cfs_cluster_reply *v = el(r, 0), *l = el(r, 1);
-		int done = valid(q, b, v);
+		int done = valid(q, b, v, !counted);
+		counted |= v && v->type == CFS_RESP_STRING && !done;
 		int gone = !l || l->type != CFS_RESP_STRING;
 		if (done)
 			*rc = take_value(q, b, v);
@@ -496,11 +728,14 @@ static int group(struct req *q, uint64_t b, unsigned n)
 	int rc = 0;
 	struct cfs_redis_reply *r = NULL, *late[GROUP_MAX] = { 0 };
 	set_group(q, b);
-	if (mget(q, b, n, &r))
+	if (q->drive_only || mget(q, b, n, &r))
 		return download(q, b, n, mine);
 	unsigned missing = 0;
 	for (unsigned k = 0; k < n; k++)
-		missing += !(have[k] = (uint8_t)valid(q, b + k, el(r, k)));
+		missing += !(have[k] = (uint8_t)valid(q, b + k, el(r, k), 1));
+	uint8_t bad[GROUP_MAX]; /* a value there, refused (and counted) */
+	for (unsigned k = 0; k < n; k++)
+		bad[k] = !have[k] && el(r, k) && el(r, k)->type == CFS_RESP_STRING;
 	BUMP(q->t, misses, missing);
 	if (missing && lease(q, b, n, have, mine, late))
 		memset(mine, 0, n);
@@ -523,7 +758,7 @@ static int group(struct req *q, uint64_t b, unsigned n)
 			continue;
 		}
 		uint8_t leased = 0;
-		if (!await(q, b + i, &rc, &leased)) {
+		if (!await(q, b + i, &rc, &leased, bad[i])) {
 			mine[i] = leased;
 			rc = download(q, b + i, 1, mine + i);
 		}
@@ -547,6 +782,8 @@ int cfs_tiered_fetch(void *io, const char *id, const char *rev, int64_t size, in
 		goto drive;
 	struct req q = { .t = t, .id = id, .rev = rev, .size = size, .sink = sink, .arg = arg,
 			 .prio = prio, .tier_ok = 1 };
+	q.drive_only = __atomic_load_n(&t->forgotten.n, __ATOMIC_ACQUIRE) &&
+		       ring_has(&t->forgotten, rev_hash(id, rev));
 	uint64_t b = (uint64_t)off / t->bs, last = (uint64_t)(end - 1) / t->bs;
 	int rc = 0;
 	/* at most CHUNK_BYTES of values asked at once: a 64 MiB read-ahead
@@ -570,6 +807,41 @@ drive: /* not revision-pinned: not the tier's */
 	return t->fetch(t->io, id, rev, size, off, len, sink, arg, got, prio);
 }
 
+void cfs_tiered_forget(void *io, const char *id, const char *rev, int64_t size)
+{
+	struct cfs_tiered *t = io;
+	if (!rev || !*rev || size <= 0)
+		return; /* never in the tier */
+	ring_add(&t->forgotten, rev_hash(id, rev));
+	struct req q = { .t = t, .id = id, .rev = rev, .size = size, .tier_ok = 1 };
+	uint64_t nblocks = (uint64_t)((size + t->bs - 1) / t->bs), deleted = 0;
+	char keys[GROUP_MAX][KEY_MAX];
+	const char *argv[GROUP_MAX + 1];
+	size_t len[GROUP_MAX + 1];
+	argv[0] = "DEL";
+	len[0] = 3;
+	for (uint64_t b = 0; b < nblocks && q.tier_ok; b += GROUP_MAX) {
+		unsigned n = nblocks - b < GROUP_MAX ? (unsigned)(nblocks - b) : GROUP_MAX;
+		set_group(&q, b);
+		for (unsigned i = 0; i < n; i++) {
+			len[i + 1] = key_of(&q, b + i, 0, keys[i]);
+			argv[i + 1] = keys[i];
+		}
+		struct cfs_tier_cmd c = { (int)n + 1, argv, len };
+		struct cfs_redis_reply *r = NULL;
+		if (exec(&q, 1, &c, &r))
+			break;
+		const struct cfs_cluster_reply *x = cfs_redis_tree(r);
+		if (x && x->type == CFS_RESP_INTEGER && x->integer > 0)
+			deleted += (uint64_t)x->integer;
+		cfs_redis_reply_free(r);
+	}
+	BUMP(t, dropped, deleted);
+	CFS_WARN("shared cache: %s@%s failed Drive's checksum: %llu of its values deleted from "
+		 "the tier%s; this mount reads it from Drive from now on", id, rev,
+		 (unsigned long long)deleted, q.tier_ok ? "" : " (then the tier failed)");
+}
+
 void cfs_tiered_stats(struct cfs_tiered *t, struct cfs_tiered_stats *out)
 {
 	struct cfs_tier_stats ts;
@@ -585,6 +857,8 @@ void cfs_tiered_stats(struct cfs_tiered *t, struct cfs_tiered_stats *out)
 	LOAD(lease_wait_hits);
 	LOAD(lease_timeouts);
 	LOAD(corrupt);
+	LOAD(forged);
+	LOAD(dropped);
 	LOAD(bypassed);
 #undef LOAD
 	out->errors = __atomic_load_n(&t->st.errors, __ATOMIC_RELAXED) + ts.errors;
@@ -593,4 +867,5 @@ void cfs_tiered_stats(struct cfs_tiered *t, struct cfs_tiered_stats *out)
 	out->redirects = ts.redirects;
 	out->refreshes = ts.refreshes;
 	out->replica_reads = ts.replica_reads;
+	out->redirects_refused = ts.redirects_refused;
 }

@@ -279,8 +279,31 @@ struct cfs_vfs_scan_stats {
 	uint64_t wasted;      /* bytes of those nobody opened before the scan ended */
 	uint64_t ahead;       /* bytes handed out and not opened yet, now */
 	uint64_t order_files; /* files queued ahead of a reader going in listing order */
+	/* order hints (vfs_hint.c) */
+	uint64_t hints;         /* hints given */
+	uint64_t hints_dropped; /* of those, dropped: the reader left their order */
+	uint64_t hint_files, hint_bytes; /* queued for download by hints */
+	uint64_t hint_used;     /* bytes of hinted files opened after they were queued */
+	uint64_t hint_wasted;   /* bytes handed out and never opened (passed, or the hint ended) */
+	uint64_t hint_ahead;    /* bytes handed out and not opened yet, now */
+	uint64_t hint_window;   /* the window now (0: no hint) */
+	uint64_t hint_files_left; /* positions of the hint not read yet, now */
 };
 void cfs_vfs_scan_stats(struct cfs_vfs *v, struct cfs_vfs_scan_stats *out);
+
+/* Order hints (hint.h, vfs_hint.c): the list of files spooled as file id
+ * (a number) in the folder "hints" of cache_dir, one path a line relative to
+ * folder dir, becomes the mount's order hint (the last one goes); id 0
+ * drops the hint.  *res: the files found, the paths that were not (or were
+ * folders or Google documents), their bytes.  0, -ENOENT (no such file),
+ * -EPERM (not a plain file or folder of the daemon's user or root), -EFBIG,
+ * -EOPNOTSUPP (--no-dataset-readahead), -ENODATA (no cache folder) or
+ * -ENOMEM. */
+struct cfs_vfs_hint_result {
+	uint64_t files, unknown, bytes;
+};
+int cfs_vfs_hint_spool(struct cfs_vfs *v, uint64_t dir, const char *cache_dir, uint64_t id,
+		       struct cfs_vfs_hint_result *res);
 
 /* Drops the cached blocks of a file, of every file below a folder, or (the
  * root) everything; reports what was freed and calls inval (may be NULL)

@@ -361,43 +361,69 @@ static int hash_cached(struct cfs_vfs *v, const char *key, int64_t size, const c
 	return strcmp(hex, want) == 0 ? 1 : -1;
 }
 
+void cfs_vfs_node_checksum(const struct cfs_node *n, const char **alg, char want[65])
+{
+	want[0] = '\0';
+	*alg = "";
+	if (n->has_sha256) {
+		cfs_node_sha256_hex(n, want);
+		*alg = "sha256";
+	} else if (n->has_md5) {
+		cfs_node_md5_hex(n, want);
+		*alg = "md5";
+	}
+}
+
+void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_ref *b,
+			     const char *alg, const char *what)
+{
+	char prefix[sizeof(b->key) + 1];
+	uint64_t bytes, blocks;
+	__atomic_add_fetch(&v->files_mismatched, 1, __ATOMIC_RELAXED);
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, ino);
+	if (n)
+		n->opened_rev = 0; /* the next open drops the kernel's pages of it */
+	cfs_inode_unlock(v->tab);
+	CFS_ERROR("%s of %s does not match Drive's %s checksum; dropping every cached copy "
+		  "(the shared cache's too): it is read from Drive again", what, b->key, alg);
+	struct cfs_reader_file rf = cfs_vfs_reader_file(b);
+	cfs_reader_forget(v->reader, &rf);
+	snprintf(prefix, sizeof(prefix), "%s", b->key);
+	cfs_store_evict_prefix(v->store, prefix, &bytes, &blocks);
+}
+
 /* When a file is completely cached and Drive gave a checksum, the cached
  * copy is checked against it once per revision; a mismatch drops it all. */
 static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 {
-	char md5[33], sha[65], key[sizeof(f->b.key)];
+	char want[65], key[sizeof(f->b.key)];
+	const char *alg = "";
 	int todo = 0;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, f->ino);
 	if (n) {
 		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev);
+		cfs_vfs_node_checksum(n, &alg, want);
 		todo = strcmp(key, f->b.key) == 0 && n->checked_rev != cfs_node_rev_hash(n) &&
-		       (n->has_md5 || n->has_sha256) && f->b.size > 0;
-		cfs_node_md5_hex(n, md5);
-		cfs_node_sha256_hex(n, sha);
+		       alg[0] && f->b.size > 0;
 	}
 	cfs_inode_unlock(v->tab);
 	if (!todo || cfs_store_cached_bytes(v->store, f->b.key) != (uint64_t)f->b.size)
 		return;
-	int r = sha[0] ? hash_cached(v, f->b.key, f->b.size, "sha256", sha)
-		       : hash_cached(v, f->b.key, f->b.size, "md5", md5);
+	int r = hash_cached(v, f->b.key, f->b.size, alg, want);
 	if (r == 0)
 		return;
-	__atomic_add_fetch(r > 0 ? &v->files_checked : &v->files_mismatched, 1, __ATOMIC_RELAXED);
-	if (r > 0) {
-		cfs_inode_lock(v->tab);
-		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev); /* still that revision? */
-		if (strcmp(key, f->b.key) == 0)
-			n->checked_rev = cfs_node_rev_hash(n);
-		cfs_inode_unlock(v->tab);
+	if (r < 0) {
+		cfs_vfs_checksum_failed(v, f->ino, &f->b, alg, "cached copy");
 		return;
 	}
-	char prefix[sizeof(f->b.key) + 1];
-	uint64_t bytes, blocks;
-	snprintf(prefix, sizeof(prefix), "%s", f->b.key);
-	CFS_ERROR("cached copy of %s does not match Drive's %s checksum; dropping it", f->b.key,
-		  sha[0] ? "sha256" : "md5");
-	cfs_store_evict_prefix(v->store, prefix, &bytes, &blocks);
+	__atomic_add_fetch(&v->files_checked, 1, __ATOMIC_RELAXED);
+	cfs_inode_lock(v->tab);
+	snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev); /* still that revision? */
+	if (strcmp(key, f->b.key) == 0)
+		n->checked_rev = cfs_node_rev_hash(n);
+	cfs_inode_unlock(v->tab);
 }
 
 void cfs_vfs_counters(struct cfs_vfs *v, uint64_t *checked, uint64_t *mismatched)

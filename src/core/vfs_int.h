@@ -35,6 +35,14 @@
 #define RESOLVE_DEPTH 64
 
 struct scan_run;
+struct cfs_hint;
+
+/* A child of a sibling scan's root to add to its run, and the file whose
+ * open joined it (vfs_scan.c). */
+struct cfs_vfs_join {
+	uint64_t root, child, opened;
+};
+#define CFS_VFS_JOINQ 256
 
 /* The folders an open file was counted in by the detector (vfs_scan.c). */
 struct cfs_vfs_scan_ref {
@@ -54,6 +62,15 @@ struct cfs_vfs_scanner {
 	uint64_t pending[CFS_SCAN_TREES]; /* roots whose run the scanner has to build */
 	uint64_t small_max;           /* largest file read ahead whole */
 	uint64_t ahead_max;           /* bytes queued and not opened yet, per scan */
+	struct cfs_vfs_join joinq[CFS_VFS_JOINQ]; /* children joining sibling scans */
+	int njoin;
+	/* files opened below a scan whose run was being built (root, opened):
+	 * the reader's */
+	struct cfs_vfs_join early[CFS_VFS_JOINQ];
+	unsigned nearly;
+	struct cfs_hint *hint;        /* the order hint (vfs_hint.c), or NULL */
+	uint64_t hint_gen;            /* bumped when it is replaced or dropped */
+	uint64_t hint_ahead_max;      /* its window's ceiling: half the cache budget */
 	struct cfs_vfs_scan_stats st;
 };
 
@@ -353,6 +370,20 @@ void cfs_vfs_scan_close(struct cfs_vfs *v, const struct cfs_vfs_scan_ref *ref);
  * the files a run had queued and nobody opened are handed out again when
  * it resumes (those that did arrive are skipped then, being cached). */
 void cfs_vfs_scan_rewind(struct cfs_vfs *v);
+/* vfs_scan.c: queues a whole file for download behind readers' misses (a
+ * small one on the scan queue; any_size: a larger one as read-ahead): 1
+ * queued, 0 nothing to do, -EBUSY the queue is full.  And, scan lock held:
+ * starts the scanner thread if it is not running, and wakes it. */
+int cfs_vfs_scan_queue(struct cfs_vfs *v, uint64_t ino, int any_size);
+void cfs_vfs_scan_thread(struct cfs_vfs *v);
+/* vfs_hint.c, scan lock held: an open of ino; 1 when it follows the order
+ * hint (the detector is not told), 0 otherwise (a hint that diverged is
+ * dropped).  The scanner's turn: queue what the hint's window allows.
+ * Rewind: the reader dropped its queue, hand out again.  End: drop it. */
+int cfs_vfs_hint_open(struct cfs_vfs *v, uint64_t ino);
+void cfs_vfs_hint_fill(struct cfs_vfs *v);
+void cfs_vfs_hint_rewind(struct cfs_vfs *v);
+void cfs_vfs_hint_end(struct cfs_vfs *v, const char *why);
 /* vfs_mem.c: stops the watcher (at free). */
 void cfs_vfs_memwatch_stop(struct cfs_vfs *v);
 
@@ -459,6 +490,16 @@ int cfs_vfs_pin_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, uint32_t pid,
  * restart), given back with cfs_vfs_put_file.  -EBADF: no such handle. */
 int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);
 void cfs_vfs_put_file(struct cfs_vfs *v, struct cfs_vfs_file *f);
+/* vfs_file.c: Drive's checksum of n's content (table lock held): sha256
+ * when Drive gave one, else md5; *alg "" when it gave neither. */
+void cfs_vfs_node_checksum(const struct cfs_node *n, const char **alg, char want[65]);
+/* vfs_file.c: b's bytes (of node ino), as the cache gave them (whole, or
+ * read for a copy: what), differ from Drive's alg checksum: counted, logged,
+ * and every copy of them dropped -- the shared tier's first
+ * (cfs_reader_forget: a read after this reaches Drive), then the local
+ * blocks, and the kernel's pages at the next open (no keep_cache). */
+void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_ref *b,
+			     const char *alg, const char *what);
 /* vfs_upload.c: start (at open), resume the journal, stop (at free). */
 int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner);
 void cfs_vfs_w_stop(struct cfs_vfs *v);    /* the uploaders joined */

@@ -234,6 +234,10 @@ void cfs_vfs_snap_done(struct cfs_vfs *v, struct cfs_wfile *w, int rc, int confl
 	s->uri[0] = '\0';
 	if (!rc) {
 		w->durable_ms = s->taken_ms;
+		/* nothing written since: the staged bytes are Drive's (a crash now
+		 * leaves nothing to upload, not a file that was being written) */
+		if (w->gen == s->gen && w->j.state == CFS_JSTATE_WRITING)
+			w->j.state = CFS_JSTATE_CLEAN;
 		v->w.st.snapshots++;
 		v->w.st.snapshot_bytes += (uint64_t)s->size;
 	} else if (v->w.open_ms && !w->open_due_ms) {

@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crypto.h"
 #include "drive_write.h"
 #include "err.h"
 #include "hash.h"
@@ -426,34 +427,69 @@ static int w_journal(struct cfs_vfs *v, struct cfs_wfile *w)
 	return rc;
 }
 
-/* Copies the current content of a Drive file into fd (the file is opened for
- * writing without O_TRUNC: appends and in-place edits need the old bytes). */
-static int copy_in(struct cfs_vfs *v, uint64_t ino, int fd)
+/* Copies b's bytes, read through the reader (the cache, the shared tier,
+ * Drive), into fd; with alg set, their digest in hex into hex. */
+static int copy_bytes(struct cfs_vfs *v, const struct blob_ref *b, int fd, const char *alg,
+		      char hex[65])
 {
-	struct blob_ref b;
-	int rc = 0;
-	cfs_inode_lock(v->tab);
-	struct cfs_node *n = cfs_vfs_file_node(v, ino, &rc);
-	if (n)
-		cfs_vfs_blob_ref(n, &b);
-	cfs_inode_unlock(v->tab);
-	if (rc)
-		return rc;
 	char *buf = malloc(COPY_CHUNK);
 	struct cfs_reader_stream *s = cfs_reader_stream_new();
-	rc = buf && s ? 0 : -ENOMEM;
-	struct cfs_reader_file rf = cfs_vfs_reader_file(&b);
-	for (int64_t off = 0; !rc && off < b.size;) {
+	struct cfs_digest *d = NULL;
+	int rc = buf && s ? 0 : -ENOMEM;
+	if (!rc && alg[0])
+		rc = cfs_digest_new(alg, &d);
+	struct cfs_reader_file rf = cfs_vfs_reader_file(b);
+	for (int64_t off = 0; !rc && off < b->size;) {
 		size_t got = 0;
 		rc = cfs_reader_read(v->reader, s, &rf, off, COPY_CHUNK, buf, &got);
 		if (!rc && !got)
 			rc = -EIO;
+		if (!rc && d)
+			rc = cfs_digest_update(d, buf, got);
 		if (!rc)
 			rc = cfs_staging_pwrite(fd, off, buf, got);
 		off += (int64_t)got;
 	}
+	if (d && !rc)
+		rc = cfs_digest_final_hex(d, hex, 65);
+	else
+		cfs_digest_free(d);
 	cfs_reader_stream_free(s);
 	free(buf);
+	return rc;
+}
+
+/* Copies the current content of a Drive file into fd (the file is opened for
+ * writing without O_TRUNC: appends and in-place edits need the old bytes).
+ * The bytes must match Drive's checksum, or they would become the next
+ * revision: a mismatch drops every cached copy (the shared tier's too,
+ * cfs_vfs_checksum_failed) and reads them again, from Drive now; a second
+ * mismatch refuses the write (-EIO).  A file Drive gives no checksum for is
+ * copied unchecked. */
+static int copy_in(struct cfs_vfs *v, uint64_t ino, int fd)
+{
+	struct blob_ref b;
+	char want[65], got[65] = "";
+	const char *alg = "";
+	int rc = 0;
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_vfs_file_node(v, ino, &rc);
+	if (n) {
+		cfs_vfs_blob_ref(n, &b);
+		cfs_vfs_node_checksum(n, &alg, want);
+	}
+	cfs_inode_unlock(v->tab);
+	for (int round = 0; !rc; round++) {
+		rc = copy_bytes(v, &b, fd, alg, got);
+		if (rc || !alg[0] || strcmp(got, want) == 0)
+			break;
+		cfs_vfs_checksum_failed(v, ino, &b, alg, "the content read to be written over");
+		if (round == 1) {
+			CFS_ERROR("%s: the bytes read twice do not match Drive's %s checksum; the "
+				  "write is refused (EIO) rather than upload wrong bytes", b.key, alg);
+			rc = -EIO;
+		}
+	}
 	return rc;
 }
 
@@ -1153,8 +1189,8 @@ int cfs_vfs_write(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, con
 	if (!rc)
 		rc = cfs_staging_pwrite(w->fd, off, buf, len);
 	pthread_mutex_lock(&v->w.lock);
-	if (w->writing && !--w->writing)
-		pthread_cond_broadcast(&v->w.cond);
+	if (w->writing && !--w->writing && w->snapping)
+		pthread_cond_broadcast(&v->w.cond); /* only a snapshot waits for this */
 	cfs_vfs_snap_changed(w, off); /* failed too: what it did is unknown */
 	if (!rc && w->j.uri[0]) {
 		/* an upload session was started for older bytes: the journal must not

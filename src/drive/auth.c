@@ -5,13 +5,11 @@
 #include "clock.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +19,7 @@
 #include "json.h"
 #include "log.h"
 #include "retry.h"
+#include "secret.h"
 #include "wire.h"
 
 #define DEFAULT_TOKEN_URL "https://oauth2.googleapis.com/token"
@@ -89,42 +88,12 @@ size_t cfs_auth_b64url(const unsigned char *in, size_t n, char *out)
 	return o;
 }
 
-/* Reads a small file; warns when others may read it (it holds secrets). */
-static int read_secret_file(const char *path, char **out, size_t *len, char *why, size_t wcap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(why, wcap, "cannot open credentials file %s: %s", path, strerror(errno));
-		return CFS_E_CONFIG;
-	}
-	struct stat st;
-	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > CRED_FILE_MAX) {
-		snprintf(why, wcap, "credentials file %s is not a small regular file", path);
-		close(fd);
-		return CFS_E_CONFIG;
-	}
-	if (st.st_mode & 0077)
-		CFS_WARN("credentials file %s is readable by other users (mode %03o); chmod 600 it",
-			 path, (unsigned)(st.st_mode & 0777));
-	char *buf = malloc((size_t)st.st_size + 1);
-	ssize_t got = buf ? read(fd, buf, (size_t)st.st_size) : -1;
-	close(fd);
-	if (got != st.st_size) {
-		free(buf);
-		snprintf(why, wcap, "cannot read credentials file %s", path);
-		return CFS_E_CONFIG;
-	}
-	buf[got] = '\0';
-	*out = buf;
-	*len = (size_t)got;
-	return 0;
-}
-
 static int load_file(struct cfs_auth *a, const char *path, char *why, size_t wcap)
 {
 	char *txt;
 	size_t len;
-	int rc = read_secret_file(path, &txt, &len, why, wcap);
+	/* others may read it: warned, not refused (as before secret.h) */
+	int rc = cfs_secret_read(path, "credentials file", CRED_FILE_MAX, 0, &txt, &len, why, wcap);
 	if (rc)
 		return rc;
 	char w[160];

@@ -504,6 +504,17 @@ def run_cmd(argv, timeout, env=None, cwd=None):
         return rc, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace")
 
 
+def without_other_mounts(argv):
+    """argv run in a private mount namespace from which every colabfs mount of
+    the machine is detached (only there): `colabfs doctor` without a MOUNTPOINT
+    checks the first colabfs mount it finds, and a dead one that another session
+    left behind must not decide a test's verdict.  The machine's mounts are
+    untouched."""
+    script = ("awk '/ - fuse\\.colabfs / {print $5}' /proc/self/mountinfo | "
+              "while read -r m; do umount -l \"$m\" 2>/dev/null; done; exec \"$@\"")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"] + argv
+
+
 def clean_env(extra=None, home=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("COLABFS_", "GOOGLE_", "GCE_", "CLOUDSDK_", "TBE_"))}

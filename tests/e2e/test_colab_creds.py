@@ -87,8 +87,9 @@ def doctor(colabfs, tmp_path, emu, tbe):
     home = tmp_path / "dhome"
     home.mkdir(exist_ok=True)
     env = colab_env(H.clean_env(home=home), tbe)
-    rc, out, err = H.run_cmd([colabfs, "doctor", "--json", "--api-url=" + emu.url,
-                              "--cache-dir=" + str(tmp_path / "dcache")], timeout=60, env=env)
+    rc, out, err = H.run_cmd(H.without_other_mounts(
+        [colabfs, "doctor", "--json", "--api-url=" + emu.url,
+         "--cache-dir=" + str(tmp_path / "dcache")]), timeout=60, env=env)
     assert rc is not None, "doctor timed out: " + err
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     assert TOKEN_PREFIX not in out + err

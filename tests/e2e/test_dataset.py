@@ -18,7 +18,10 @@ test_hedge.py):
    (stats show the refusals and a lower rate) and refusals stay a small
    share of the requests;
 6. the server killed (SIGKILL) during a dataset scan loses nothing: the
-   readers get every byte right from the restarted server.
+   readers get every byte right from the restarted server;
+7. class folders at the top of a whole-drive mount, beside unrelated folders
+   (issue 25): a shuffled two-worker read starts a sibling scan of the class
+   folders, and no file of an unrelated folder is downloaded.
 
 Timings are printed, not asserted, except for the miss in 2, whose bound
 (1.5 s against a 200 ms round trip) is several times below what queueing
@@ -384,3 +387,62 @@ def test_crash_during_scan(class_tree, emulator_factory, mount_factory, capsys):
            % (media_at_kill, len(rels), len(rels), st["server_restarts_total"],
               st["dataset_scans_total"]))
     assert st["server_restarts_total"] >= 1
+
+
+# --------------------------------------------------------------------------
+# 7. class folders at the top of My Drive, beside unrelated folders
+
+TOP_CLASSES, TOP_PER_CLASS = 8, 50
+UNRELATED = {"photos": 40, "notes": 30, "Colab Notebooks": 6}
+
+
+@pytest.fixture(scope="module")
+def top_tree(tmp_path_factory):
+    t = X.SpecTree(tmp_path_factory.mktemp("dataset-top"), "dataset-top", SEED + 25)
+    for c in range(TOP_CLASSES):
+        t.folder("cls%02d" % c)
+        for i in range(TOP_PER_CLASS):
+            t.file("cls%02d/img%03d.jpg" % (c, i), t.rng.randrange(2 * KiB, 30 * KiB))
+    for name, n in UNRELATED.items():
+        t.folder(name)
+        for i in range(n):
+            t.file("%s/f%03d.bin" % (name, i), t.rng.randrange(2 * KiB, 30 * KiB))
+    t.write_spec()
+    return t
+
+
+@pytest.mark.deadline(240)
+def test_top_of_drive_classes(top_tree, emulator_factory, mount_factory, capsys):
+    t = top_tree
+    emu = make_emu(emulator_factory, t, "emu-ds7", ttfb_ms=100, rate=200)
+    m = mount_factory.new(emu, name="ds7")  # the whole of My Drive
+    tops = sorted(os.listdir(m.mnt))
+    assert set(UNRELATED) <= set(tops)
+    for name in UNRELATED:  # listed (a file manager, a notebook's os.walk): known, not opened
+        os.listdir(m.path(name))
+    classes = [c for c in tops if c.startswith("cls")]
+    rels = [c + "/" + n for c in classes for n in sorted(os.listdir(m.path(c)))]
+    assert len(rels) == TOP_CLASSES * TOP_PER_CLASS
+    random.Random(SEED + 7).shuffle(rels)
+    emu.reset()
+    t0 = time.monotonic()
+    got = read_by_processes(m, rels, 2, timeout=180)
+    took = time.monotonic() - t0
+    for rel in rels:
+        X.check(got[rel], t.data[rel], rel)
+    H.wait_until(lambda: settled(m), 30, what="read-ahead to settle")
+    st = X.cstats(m)
+    unrelated_ids = {t.ids[r] for r in t.data if r.split("/")[0] in UNRELATED}
+    media = [r for r in emu.log() if r.get("kind") == "media"]
+    wrong = [r["id"] for r in media if r.get("id") in unrelated_ids]
+    report(capsys, "top of My Drive, %d classes beside %d unrelated folders: %d files in "
+           "%.2f s (quota bound %.2f s); scans %d, fetched ahead %d files, %d media requests, "
+           "%d of unrelated files" % (TOP_CLASSES, len(UNRELATED), len(rels), took,
+                                      len(rels) / 200, st["dataset_scans_total"],
+                                      st["dataset_prefetched_files_total"], len(media),
+                                      len(wrong)))
+    assert not wrong, "files of unrelated folders were downloaded: %s" % wrong[:5]
+    assert st["dataset_scans_total"] >= 1, "no sibling scan started: %s" % st
+    assert st["dataset_prefetched_files_total"] >= len(rels) // 2, st
+    assert "in folders inside it" in X.log_text(m), "the scan was not a sibling scan"
+    assert st["dataset_wasted_bytes_total"] == 0, st

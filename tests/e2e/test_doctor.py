@@ -35,6 +35,8 @@ def doctor(colabfs, tmp_path, emu, *, token=SESSION_TOKEN, extra=(), env_extra=N
     if not any(a.startswith("--cache-dir") for a in extra):
         argv.append("--cache-dir=" + str(tmp_path / "cache"))
     argv += list(extra) + ([mnt] if mnt else [])
+    if not mnt:
+        argv = H.without_other_mounts(argv)
     rc, out, err = H.run_cmd(argv, timeout=60, env=env)
     assert rc is not None, "doctor timed out: " + err
     doc = json.loads(out)
@@ -74,9 +76,9 @@ def test_good_setup_all_ok(colabfs, demu, tmp_path):
     assert not (tmp_path / "cache").exists()
     # the text form: one line per check, the same verdict
     env = H.clean_env(home=tmp_path / "home", extra={"COLABFS_ACCESS_TOKEN": SESSION_TOKEN})
-    rc2, text, err = H.run_cmd([colabfs, "doctor", "--api-url=" + demu.url,
-                                "--token-url=" + demu.token_url,
-                                "--cache-dir=" + str(tmp_path / "cache")], timeout=60, env=env)
+    rc2, text, err = H.run_cmd(H.without_other_mounts(
+        [colabfs, "doctor", "--api-url=" + demu.url, "--token-url=" + demu.token_url,
+         "--cache-dir=" + str(tmp_path / "cache")]), timeout=60, env=env)
     assert rc2 == 0, text + err
     assert text.splitlines()[0].startswith("ok   fuse"), text
     assert "all checks passed" in text

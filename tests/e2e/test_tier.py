@@ -2,12 +2,13 @@
 one Drive emulator, a real 6-node Redis Cluster (redis_cluster.py).
 
 Interface under test:
-  ``colabfs mount --shared-cache=redis://H:P1,H:P2,... MNT``: a local block-cache
-  miss asks the cluster first; a tier miss takes a lease (SET NX PX
-  ``cfs1:BS:{ID@REV:G}:N:lease``) so one mount downloads a block while the others
-  wait, then publishes it at ``cfs1:BS:{ID@REV:G}:N`` (ID the Drive file id, REV its
-  headRevisionId, N the block number, G = N >> 6) as a 16-byte header ("CFB1",
-  u32 LE data length, u32 LE crc32c of the data, u32 LE block size) and the data.
+  ``colabfs mount --shared-cache=redis://H:P1,H:P2,... --shared-cache-key-file=K MNT``:
+  a local block-cache miss asks the cluster first; a tier miss takes a lease (SET NX PX
+  ``cfs2:BS:{ID@REV:G}:N:lease``) so one mount downloads a block while the others
+  wait, then publishes it at ``cfs2:BS:{ID@REV:G}:N`` (ID the Drive file id, REV its
+  headRevisionId, N the block number, G = N >> 6) as a 52-byte header ("CFB2",
+  u32 LE data length, u32 LE block size, the key's id, an HMAC-SHA256 of the block's
+  identity and bytes under the key: tier_values.py) and the data.
   ``colabfs stats --json`` has the TIER_KEYS below, always (zero without a tier).
 
 Tests:
@@ -17,15 +18,16 @@ Tests:
      - with the tier: 0 errors; Drive downloads of the tree / distinct blocks
        <= 1.3; tier hits over the mounts >= 1.5 x files; every block published
        under its documented key (ID, REV, G) and a sample of values has the
-       documented header and the right bytes;
+       documented header, a MAC that verifies (computed here) and the right bytes;
      - without it (the reference, a test of its own): the same ratio is ~3.
   B. a master SIGKILLed during a 3-mount run: 0 errors, every byte right; then
      the whole cluster stopped during another 3-mount run (new mounts, other
      files): 0 errors, every byte right, the mounts noticed (tier_bypassed_total
      or tier_errors_total > 0) and say tier_up 0.
-  C. a byte of the data part of 10 published values overwritten (SETRANGE at
-     >= 16): a second mount with an empty cache gets every byte right,
+  C. a byte of 10 published values overwritten (SETRANGE, anywhere): a second
+     mount with an empty cache gets every byte right, tier_forged_total +
      tier_corrupt_total >= 1, and downloads each corrupted block from Drive.
+     (Forged values made with recomputed checksums: test_tier_security.py.)
 
 Downloads are counted from the emulator's request log (``/_emu/log``): records
 of kind "media" with status 200 or 206 whose id is one of the files read (a
@@ -44,14 +46,13 @@ import multiprocessing
 import os
 import random
 import re
-import struct
 import time
 
 import pytest
 
 import helpers as H
 import chaos_helpers as X
-import redis_cluster as RC
+import tier_values as TV
 from conftest import SEED, SESSION_TOKEN
 
 KiB = H.KiB
@@ -62,12 +63,13 @@ MOUNT_OPTS = ["--block-size=1M", "--hedge-budget=0"]
 TIER_KEYS = ["tier_up", "tier_hits_total", "tier_misses_total", "tier_bytes_read_total",
              "tier_bytes_written_total", "tier_published_total", "tier_lease_waits_total",
              "tier_lease_wait_hits_total", "tier_lease_timeouts_total", "tier_corrupt_total",
-             "tier_errors_total", "tier_bypassed_total", "tier_redirects_total",
+             "tier_forged_total", "tier_dropped_total", "tier_errors_total",
+             "tier_bypassed_total", "tier_redirects_total", "tier_redirects_refused_total",
              "tier_map_refreshes_total", "tier_replica_reads_total"]
 
-KEY_RE = re.compile(r"^cfs1:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+)$")
-LEASE_RE = re.compile(r"^cfs1:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+):lease$")
-HEADER = struct.Struct("<4sIII")
+KEY_RE = TV.KEY2_RE
+LEASE_RE = re.compile(r"^cfs2:1M:\{([^@{}]+)@([^{}]+):([0-9]+)\}:([0-9]+):lease$")
+HEADER = TV.HEADER2
 
 # the tree: a/ for A (1,000 files), b1/ and b2/ for B's two runs, cx/ for C
 A_CLASSES, A_PER = 10, 100
@@ -108,7 +110,8 @@ def make_emu(emulator_factory, t, name, ttfb_ms=20, extra=()):
 
 def tier_mount(mount_factory, emu, cluster, name):
     return mount_factory.new(emu, name=name,
-                             extra=MOUNT_OPTS + ["--shared-cache=" + cluster.seeds])
+                             extra=MOUNT_OPTS + ["--shared-cache=" + cluster.seeds] +
+                             TV.key_opts(mount_factory.tmp.mktemp("key")))
 
 
 def plain_mount(mount_factory, emu, name):
@@ -293,32 +296,26 @@ def settled(m):
         st["dataset_scans_running"] == 0
 
 
-def head_revisions(emu, ids):
-    """{id: headRevisionId} from the emulator's control endpoint (not counted)."""
-    out = {}
-    for i in ids:
-        st, _, body = emu.request("GET", "/_emu/items/" + i)
-        assert st == 200, (i, st, body[:200])
-        out[i] = json.loads(body)["headRevisionId"]
-    return out
-
-
 def block_keys(cluster):
     """(block keys, lease keys) in the cluster."""
-    ks = cluster.keys("cfs1:*")
+    ks = cluster.keys("cfs2:*")
     return [k for k in ks if not k.endswith(":lease")], [k for k in ks if k.endswith(":lease")]
 
 
 def check_value(cluster, key, want_data, what):
     v = cluster.get(key)
     assert v is not None and len(v) >= HEADER.size, "%s: value %r" % (what, v and v[:32])
-    magic, n, crc, bs = HEADER.unpack_from(v)
-    assert magic == b"CFB1", "%s: magic %r" % (what, magic)
+    magic, n, bs, kid, tag = HEADER.unpack_from(v)
+    assert magic == b"CFB2", "%s: magic %r" % (what, magic)
     assert n == len(want_data) == len(v) - HEADER.size, \
-        "%s: header length %d, value data %d, block %d" % (what, n, len(v) - 16, len(want_data))
+        "%s: header length %d, value data %d, block %d" % (what, n, len(v) - HEADER.size,
+                                                          len(want_data))
     assert bs == BLOCK, "%s: header block size %d, mounts use %d" % (what, bs, BLOCK)
-    assert crc == RC.crc32c(want_data), "%s: header crc32c %08x, data's %08x" \
-        % (what, crc, RC.crc32c(want_data))
+    assert kid == TV.key_id(), "%s: key id %s, the key's is %s" % (what, kid.hex(),
+                                                                   TV.key_id().hex())
+    fid, rev, _, blk = KEY_RE.match(key).groups()
+    assert TV.verify2(v, fid, rev, int(blk), BLOCK) is not None, "%s: the MAC does not verify" \
+        % what
     X.check(v[HEADER.size:], want_data, what + " value data")
 
 
@@ -362,6 +359,7 @@ def test_three_mounts_share_through_tier(tier_tree, emulator_factory, mount_fact
            % (len(rels), blocks, took, downloads, ratio, sum(1 for v in dl.values() if v > 1),
               dict(tot), len(keys), len(leases)))
     assert tot["tier_errors_total"] == 0 and tot["tier_corrupt_total"] == 0, per
+    assert tot["tier_forged_total"] == 0, per
     assert all(LEASE_RE.match(k) for k in leases), "odd lease keys: %r" % leases[:5]
     assert all(s["tier_up"] == 1 for s in per), per
     assert set(dl) == ids, "files never downloaded: %d" % len(ids - set(dl))
@@ -372,12 +370,12 @@ def test_three_mounts_share_through_tier(tier_tree, emulator_factory, mount_fact
     assert tot["tier_bytes_read_total"] > 0, tot
 
     # every block under its documented key
-    revs = head_revisions(emu, sorted(ids))
+    revs = TV.head_revisions(emu, sorted(ids))
     by_id = {t.ids[r]: r for r in rels}
     seen = set()
     for k in keys:
         mt = KEY_RE.match(k)
-        assert mt, "a tier key not of the form cfs1:1M:{ID@REV:G}:N: %r" % k
+        assert mt, "a tier key not of the form cfs2:1M:{ID@REV:G}:N: %r" % k
         fid, rev, g, n = mt.group(1), mt.group(2), int(mt.group(3)), int(mt.group(4))
         assert fid in by_id, "key of an unknown file: %r" % k
         assert rev == revs[fid], "key %r: revision %r, the file's headRevisionId is %r" \
@@ -527,7 +525,7 @@ def test_corrupt_value_detected(tier_tree, emulator_factory, mount_factory, redi
            "tier counters %s; %d downloads (%d of the corrupted files); first mount: %s"
            % (len(victims), blocks, len(rels), st2, sum(dl.values()),
               sum(1 for i in corrupted_ids if dl.get(i)), st1))
-    assert st2["tier_corrupt_total"] >= 1, st2
+    assert st2["tier_corrupt_total"] + st2["tier_forged_total"] >= 1, st2
     missing = sorted(by_id[i] for i in corrupted_ids if not dl.get(i))
     assert not missing, "corrupted blocks not fetched again from Drive: %s" % missing
     # the rest came from the tier
@@ -542,7 +540,7 @@ def doctor_tier(colabfs, tmp_path, emu, shared):
     env["COLABFS_ACCESS_TOKEN"] = SESSION_TOKEN
     argv = [colabfs, "doctor", "--json", "--api-url=" + emu.url, "--token-url=" + emu.token_url,
             "--metadata-url=http://127.0.0.1:9", "--cache-dir=" + str(tmp_path / "cache"),
-            "--shared-cache=" + shared]
+            "--shared-cache=" + shared] + TV.key_opts(tmp_path / "key")
     rc, out, err = H.run_cmd(argv, timeout=60, env=env)
     assert rc is not None, "doctor timed out: " + err
     checks = {c["name"]: c for c in json.loads(out)["checks"]}

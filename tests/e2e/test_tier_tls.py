@@ -23,6 +23,7 @@ import pytest
 import helpers as H
 import chaos_helpers as X
 import redis_cluster as RC
+import tier_values as TV
 from conftest import SEED, SESSION_TOKEN
 
 KiB = H.KiB
@@ -111,7 +112,8 @@ def test_tier_over_tls_with_a_password(tls_cluster, emulator_factory, mount_fact
         t.file("d/f%02d.bin" % i, t.rng.randrange(4 * KiB, 300 * KiB))
     t.write_spec()
     emu = emulator_factory(t.spec_path, "emu-tier-tls", access_token=SESSION_TOKEN, ttfb_ms=5)
-    opts = ["--shared-cache=" + url, "--shared-cache-password-file=" + pwfile]
+    key = TV.key_opts(tmp_path / "key")
+    opts = ["--shared-cache=" + url, "--shared-cache-password-file=" + pwfile] + key
     m1 = mount_factory.new(emu, name="tls1", extra=opts + ["--shared-cache-ca-file=" + ca])
     read_all(m1, t)
     s1 = X.cstats(m1)
@@ -133,10 +135,12 @@ def test_tier_over_tls_with_a_password(tls_cluster, emulator_factory, mount_fact
     # no CA for the cluster, and a wrong password: Drive serves, the log says why
     bad = tmp_path / "wrong-password"
     bad.write_text("not-" + PASSWORD + "\n")
+    bad.chmod(0o600)  # a password file others may read is refused (issue 24)
     m3 = mount_factory.new(emu, name="tls3", extra=opts)  # the system CAs: no trust
     m4 = mount_factory.new(emu, name="tls4", extra=["--shared-cache=" + url,
                                                       "--shared-cache-ca-file=" + ca,
-                                                      "--shared-cache-password-file=" + str(bad)])
+                                                      "--shared-cache-password-file=" + str(bad)]
+                           + key)
     for m in (m3, m4):
         read_all(m, t)
         st = X.cstats(m)

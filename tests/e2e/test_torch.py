@@ -10,7 +10,9 @@ reads is compared with the source bytes:
   nothing from Drive;
 * ``numpy.memmap`` of ``big.bin`` on the mount: random windows (block boundaries, the end of the
   file) in the test process, a strided view that touches every page, and a DataLoader whose workers
-  slice their own memmap.
+  slice their own memmap;
+* ``colabfs.torch.PrefetchingSampler`` (issue 25): each epoch's order reaches the mount as the
+  epoch starts, the mount downloads the files in that order, and the samples are right.
 """
 
 import gc
@@ -19,6 +21,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -29,6 +32,9 @@ from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 import helpers as H  # noqa: E402
 from conftest import SESSION_TOKEN  # noqa: E402
+
+sys.path.insert(0, str(H.REPO / "python"))
+import colabfs.torch  # noqa: E402
 
 # 4 workers on a 2-core machine is the point of the test, not a mistake
 pytestmark = pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
@@ -253,3 +259,43 @@ def test_memmap_windows(mount_factory, torch_emu, fileset):
     want = [src[off:off + n].tobytes() for off, n in windows]
     check_samples(samples, want, "memmap")
     assert len({s[2] for s in samples}) >= 2
+
+
+@pytest.mark.deadline(120)
+def test_prefetching_sampler(mount_factory, torch_emu, fileset, monkeypatch):
+    monkeypatch.setenv("COLABFS_BIN", str(H.colabfs_bin()))
+    m = mount_factory.new(torch_emu, name="torch-hint")
+    root = m.path("data")
+    paths = [os.path.join(root, n) for n in sorted(os.listdir(root))]
+    ids = {H.mkid("torch:%d" % i): i for i in range(N_FILES)}
+    g = torch.Generator()
+    g.manual_seed(SEED + 25)
+    sampler = colabfs.torch.PrefetchingSampler(torch.utils.data.RandomSampler(paths, generator=g),
+                                               paths)
+    loader = DataLoader(MountFiles(paths), batch_size=16, sampler=sampler, num_workers=1,
+                        collate_fn=as_list, timeout=BATCH_TIMEOUT, worker_init_fn=worker_init)
+    torch_emu.reset()
+    first = run_epoch(loader)
+    check_samples(first, fileset.sources, "hinted epoch 1")
+    order = [s[0] for s in first]
+    assert sorted(order) == list(range(N_FILES)) and order != sorted(order)
+    assert sampler.last == {"files": N_FILES, "unknown": 0, "bytes": sum(map(len, fileset.sources))}
+    # the mount downloaded in the epoch's order (a few places off: 48 connections, one queue)
+    rank = {i: k for k, i in enumerate(order)}
+    recs = sorted((r for r in torch_emu.log() if r.get("kind") == "media" and r.get("id") in ids),
+                  key=lambda r: r["t"])
+    got = [rank[ids[r["id"]]] for r in recs]
+    assert len(got) == N_FILES, "each file once: %d downloads" % len(got)
+    assert max(abs(k - p) for k, p in enumerate(got)) <= 64, got[:100]
+    r = subprocess.run([str(H.colabfs_bin()), "stats", m.mnt, "--json"], stdout=subprocess.PIPE,
+                       timeout=30)
+    st = json.loads(r.stdout)
+    assert st["order_hints_total"] == 1 and st["order_hints_dropped_total"] == 0, st
+    assert st["order_hint_files_total"] >= N_FILES // 2, st
+    # the next epoch: its own order, handed over again; all from the cache
+    H.wait_until(lambda: settled(m), 30, what="the daemon's downloads to finish")
+    before = media_requests(torch_emu)
+    second = run_epoch(loader)
+    check_samples(second, fileset.sources, "hinted epoch 2")
+    assert [s[0] for s in second] != order
+    assert media_requests(torch_emu) == before

@@ -8,7 +8,7 @@
  * CFS_CTLNAME_MAX bytes that parses to the same request and is never longer
  * than the input (it only drops leading zeros, and a history's ".0"); and
  * who may use it follows the rule (reads, the history among them, for
- * anyone; evict, warm and sync for the owner and root), for caller and
+ * anyone; evict, warm, order and sync for the owner and root), for caller and
  * owner uids taken from the input's first bytes. */
 #include <assert.h>
 #include <stdint.h>

@@ -35,7 +35,7 @@ static int oracle_num(const char *s, size_t n, uint64_t *v)
 static int oracle_parse(const char *name, struct cfs_ctlname *r)
 {
 	static const char evict_to[] = "user.colabfs.evict.to.", warm[] = "user.colabfs.warm.",
-			  history[] = "user.colabfs.history.";
+			  history[] = "user.colabfs.history.", order[] = "user.colabfs.order.";
 	memset(r, 0, sizeof(*r));
 	if (!strcmp(name, "user.colabfs.pid"))
 		r->kind = CFS_CTL_PID;
@@ -52,6 +52,12 @@ static int oracle_parse(const char *name, struct cfs_ctlname *r)
 	else if (!strncmp(name, history, sizeof(history) - 1)) {
 		const char *t = name + sizeof(history) - 1;
 		r->kind = CFS_CTL_HISTORY;
+		if (oracle_num(t, strlen(t), &r->off))
+			return -EINVAL;
+	}
+	else if (!strncmp(name, order, sizeof(order) - 1)) {
+		const char *t = name + sizeof(order) - 1;
+		r->kind = CFS_CTL_ORDER;
 		if (oracle_num(t, strlen(t), &r->off))
 			return -EINVAL;
 	}

@@ -3,14 +3,24 @@
  * tags; a recorded CLUSTER SLOTS reply (3 masters, 3 replicas, the reply a
  * `redis-cli --cluster create` of six loopback nodes gives) routed to
  * masters and replicas; malformed replies refused whole; MOVED and ASK
- * redirections parsed, bad ones refused. */
+ * redirections parsed, bad ones refused.
+ *
+ * Only the cluster named (issue 24): --shared-cache-nodes parsed strictly
+ * (IPv4 and IPv6 CIDRs, bare addresses; host bits, prefix lengths, empty
+ * items, spaces, leading zeros refused), CIDR matching at and around the
+ * prefix boundary (IPv4-mapped IPv6 as IPv4), and the allow set: a seed's
+ * host at any port, an announced node at its port only, names by text
+ * (case-insensitively), a redirect target outside all of them refused. */
+#include <arpa/inet.h>
 #include <stdarg.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "cluster.h"
 #include "err.h"
+#include <errno.h>
 
 /* Reply builders over a static pool (the tests never free). */
 static struct cfs_cluster_reply pool[512];
@@ -165,10 +175,129 @@ static void test_redirect(void)
 		CHECK_EQ(cfs_cluster_redirect(bad[i], strlen(bad[i]), &slot, &to), CFS_E_PROTO);
 }
 
+static int in(const char *cidrs, const char *addr)
+{
+	struct cfs_cluster_cidr c[8];
+	struct cfs_cluster_addr a;
+	char why[200];
+	int n = cfs_cluster_cidrs_parse(cidrs, c, 8, why, sizeof(why));
+	if (n < 0 || !cfs_cluster_addr_parse(addr, &a))
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (cfs_cluster_cidr_match(&c[i], &a))
+			return 1;
+	return 0;
+}
+
+static void test_cidr(void)
+{
+	struct cfs_cluster_cidr c[4];
+	char why[200];
+	CHECK_EQ(cfs_cluster_cidrs_parse("10.0.0.0/8,fd00::/8,192.168.1.7", c, 4, why, sizeof(why)), 3);
+	CHECK_EQ(c[0].bits, 8);
+	CHECK_EQ(c[1].net.family, AF_INET6);
+	CHECK_EQ(c[1].bits, 8);
+	CHECK_EQ(c[2].bits, 32);
+	const char *bad[] = {
+		"", ",", "10.0.0.0/8,", ",10.0.0.0/8", "10.0.0.0/8,,fd00::/8", /* empty items */
+		"10.0.0.0 /8", " 10.0.0.0/8", "10.0.0.0/8 ",                     /* spaces */
+		"10.0.0.1/8", "fd00::1/8", "10.0.0.128/25x",                      /* host bits, junk */
+		"10.0.0.0/33", "::/129", "10.0.0.0/", "10.0.0.0/-1", "10.0.0.0/08", /* prefixes */
+		"10.0.0/8", "10.0.0.256/32", "010.0.0.0/8", "host.example/8",     /* addresses */
+		"[fd00::]/8", "fe80::1%eth0/128", "/8", "10.0.0.0/8/8",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = 0;
+		int rc = cfs_cluster_cidrs_parse(bad[i], c, 4, why, sizeof(why));
+		if (rc != CFS_E_CONFIG)
+			fprintf(stderr, "test_cluster: \"%s\" parsed (%d)\n", bad[i], rc);
+		CHECK_EQ(rc, CFS_E_CONFIG);
+		CHECK(strstr(why, "--shared-cache-nodes") != NULL);
+	}
+	CHECK_EQ(cfs_cluster_cidrs_parse("1.0.0.0/8,2.0.0.0/8,3.0.0.0/8,4.0.0.0/8,5.0.0.0/8", c, 4,
+					 why, sizeof(why)), CFS_E_CONFIG); /* too many */
+	/* matching */
+	CHECK_EQ(in("10.0.0.0/8", "10.255.255.255"), 1);
+	CHECK_EQ(in("10.0.0.0/8", "11.0.0.0"), 0);
+	CHECK_EQ(in("10.0.0.0/8", "9.255.255.255"), 0);
+	CHECK_EQ(in("127.0.0.0/30", "127.0.0.3"), 1);
+	CHECK_EQ(in("127.0.0.0/30", "127.0.0.4"), 0);
+	CHECK_EQ(in("192.168.1.7", "192.168.1.7"), 1);
+	CHECK_EQ(in("192.168.1.7", "192.168.1.6"), 0);
+	CHECK_EQ(in("0.0.0.0/0", "203.0.113.9"), 1);
+	CHECK_EQ(in("0.0.0.0/0", "::1"), 0);       /* families never mix */
+	CHECK_EQ(in("::/0", "10.0.0.1"), 0);
+	CHECK_EQ(in("fd00::/8", "fd12:3456::1"), 1);
+	CHECK_EQ(in("fd00::/8", "fe00::1"), 0);
+	CHECK_EQ(in("2001:db8::/33", "2001:db8:7fff::1"), 1);
+	CHECK_EQ(in("2001:db8::/33", "2001:db8:8000::1"), 0);
+	CHECK_EQ(in("10.0.0.0/8", "::ffff:10.1.2.3"), 1); /* mapped: as IPv4 */
+	CHECK_EQ(in("::ffff:10.0.0.0/104", "10.1.2.3"), 1);
+	CHECK_EQ(in("::ffff:10.0.0.0/104", "11.1.2.3"), 0);
+	struct cfs_cluster_addr a;
+	CHECK_EQ(cfs_cluster_addr_parse("redis.example", &a), 0);
+	CHECK_EQ(cfs_cluster_addr_parse("[::1]", &a), 0);
+	CHECK_EQ(cfs_cluster_addr_parse("::1", &a), 1);
+	CHECK_EQ(a.family, AF_INET6);
+}
+
+static void test_allow(void)
+{
+	static struct cfs_cluster_allow al;
+	struct cfs_cluster_cidr c[2];
+	char why[200];
+	cfs_cluster_allow_init(&al, NULL, 0);
+	/* nothing yet: nothing allowed */
+	CHECK_EQ(cfs_cluster_allowed(&al, "127.0.0.1", 7000), 0);
+	/* a seed's host: any port */
+	CHECK_EQ(cfs_cluster_allow_add(&al, "127.0.0.1", 0), 0);
+	CHECK_EQ(cfs_cluster_allowed(&al, "127.0.0.1", 7000), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "127.0.0.1", 7999), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "::ffff:127.0.0.1", 7999), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "127.0.0.2", 7000), 0); /* the issue's redirect */
+	/* an announced node: its port only */
+	CHECK_EQ(cfs_cluster_allow_add(&al, "10.0.0.5", 7001), 0);
+	CHECK_EQ(cfs_cluster_allowed(&al, "10.0.0.5", 7001), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "10.0.0.5", 7002), 0);
+	/* names, by text */
+	CHECK_EQ(cfs_cluster_allow_add(&al, "Redis-0.cache.internal", 0), 0);
+	CHECK_EQ(cfs_cluster_allowed(&al, "redis-0.cache.internal", 6379), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "redis-0.cache.internal.evil.example", 6379), 0);
+	CHECK_EQ(cfs_cluster_allowed(&al, "evil.example", 6379), 0);
+	CHECK_EQ(cfs_cluster_allow_add(&al, "node-3", 7003), 0);
+	CHECK_EQ(cfs_cluster_allowed(&al, "node-3", 7003), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "node-3", 7004), 0);
+	/* adding again changes nothing; an address by address */
+	CHECK_EQ(cfs_cluster_allow_add(&al, "10.0.0.5", 7001), 0);
+	CHECK_EQ(al.naddr, 2);
+	struct cfs_cluster_addr x;
+	CHECK(cfs_cluster_addr_parse("10.0.0.5", &x));
+	CHECK_EQ(cfs_cluster_allowed_addr(&al, &x, 7001), 1);
+	CHECK_EQ(cfs_cluster_allowed_addr(&al, &x, 7000), 0);
+	/* CIDRs: any port, any address inside */
+	CHECK_EQ(cfs_cluster_cidrs_parse("192.168.0.0/16,fd00::/8", c, 2, why, sizeof(why)), 2);
+	cfs_cluster_allow_init(&al, c, 2);
+	CHECK_EQ(cfs_cluster_allowed(&al, "192.168.44.2", 1), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "fd00::7", 65535), 1);
+	CHECK_EQ(cfs_cluster_allowed(&al, "192.169.0.1", 1), 0);
+	CHECK_EQ(cfs_cluster_allowed(&al, "some.name", 1), 0); /* a name is never in a CIDR by text */
+	/* full: -ENOSPC, nothing overwritten */
+	char h[32];
+	int rc = 0;
+	for (unsigned i = 0; i <= CFS_CLUSTER_ALLOW_ADDRS && !rc; i++) {
+		snprintf(h, sizeof(h), "10.%u.%u.1", i / 256, i % 256);
+		rc = cfs_cluster_allow_add(&al, h, 1);
+	}
+	CHECK_EQ(rc, -ENOSPC);
+	CHECK_EQ(cfs_cluster_allowed(&al, "10.0.0.1", 1), 1);
+}
+
 int main(void)
 {
 	test_hash();
 	test_slots();
 	test_redirect();
+	test_cidr();
+	test_allow();
 	return check_done("test_cluster");
 }

@@ -1,8 +1,102 @@
-/* Unit tests: option parsing. */
+/* Unit tests: option parsing.  And what /proc/PID/environ shows of
+ * COLABFS_SHARED_CACHE_PASSWORD (tiercfg.h): in a copy of this test started
+ * with the variable set, unsetenv alone leaves the bytes visible there (the
+ * kernel shows the block it set up at exec, not environ); after
+ * cfs_tiercfg_stash_password neither the password nor the variable is
+ * there, COLABFS_SHARED_CACHE_PASSWORD_FD names a sealed descriptor that
+ * holds the password, and a program it executes inherits no password in its
+ * environment either. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "check.h"
 #include "config.h"
 #include "drive.h"
 #include "err.h"
+#include "tiercfg.h"
+
+#define ENV_SECRET "env-secret-not-for-proc"
+
+/* 1 when /proc/self/environ holds needle. */
+static int environ_has(const char *needle)
+{
+	char buf[65536];
+	int fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	return memmem(buf, (size_t)n, needle, strlen(needle)) != NULL;
+}
+
+/* The copy of this test started with the variable: its checks, by exit
+ * status (0 all held, else the number of the first that failed). */
+static int environ_child(const char *how)
+{
+	if (environ_has(ENV_SECRET) != 1)
+		return 2;
+	if (strcmp(how, "unsetenv") == 0) {
+		unsetenv("COLABFS_SHARED_CACHE_PASSWORD");
+		/* gone from environ, still in the block the kernel shows */
+		return getenv("COLABFS_SHARED_CACHE_PASSWORD") == NULL &&
+				       environ_has(ENV_SECRET) == 1
+			       ? 0
+			       : 3;
+	}
+	struct cfs_config c;
+	char why[256];
+	const char *argv[] = { "--shared-cache=redis://10.1.2.3:6379", "--shared-cache-trusted",
+			       "/m" };
+	if (cfs_config_parse(3, (char **)argv, &c, why, sizeof(why)) ||
+	    cfs_tiercfg_stash_password(&c, why, sizeof(why)))
+		return 4;
+	cfs_config_cleanup(&c);
+	if (getenv("COLABFS_SHARED_CACHE_PASSWORD") || environ_has(ENV_SECRET) != 0 ||
+	    environ_has("COLABFS_SHARED_CACHE_PASSWORD=") != 0)
+		return 5;
+	const char *fdnum = getenv("COLABFS_SHARED_CACHE_PASSWORD_FD");
+	char pw[64] = "";
+	int fd = fdnum ? atoi(fdnum) : -1;
+	if (fd < 3 || pread(fd, pw, sizeof(pw) - 1, 0) != (ssize_t)strlen(ENV_SECRET) ||
+	    strcmp(pw, ENV_SECRET) != 0)
+		return 6;
+	if (write(fd, "x", 1) >= 0 || fcntl(fd, F_GET_SEALS) <= 0) /* sealed */
+		return 7;
+	/* what a program started now sees */
+	int st = 0;
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl("/bin/sh", "sh", "-c", "! grep -qa '" ENV_SECRET "' /proc/self/environ", NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return 8;
+	return 0;
+}
+
+/* Runs this test again as "--environ-child how" with the variable set. */
+static int environ_run(const char *self, const char *how)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		char *argv[] = { (char *)self, "--environ-child", (char *)how, NULL };
+		char *envp[] = { "PATH=/usr/bin:/bin", "COLABFS_SHARED_CACHE_PASSWORD=" ENV_SECRET,
+				 "LANG=C", NULL };
+		execve("/proc/self/exe", argv, envp);
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+		return -1;
+	if (WEXITSTATUS(st))
+		fprintf(stderr, "test_config: environ child (%s): check %d failed\n", how,
+			WEXITSTATUS(st));
+	return WEXITSTATUS(st);
+}
 
 static int parse(const char **argv, int argc, struct cfs_config *c, char *why, size_t cap)
 {
@@ -92,8 +186,10 @@ static void permissions(void)
 	cfs_config_cleanup(&c);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc == 3 && strcmp(argv[1], "--environ-child") == 0)
+		return environ_child(argv[2]);
 	struct cfs_config c;
 	char why[256];
 	const char *a1[] = { "--root=abc", "--api-url", "http://127.0.0.1:9", "-f", "-o",
@@ -159,8 +255,8 @@ int main(void)
 
 	/* the shared cache tier: seeds checked at parse time, no password in argv */
 	const char *sc[] = { "--shared-cache=redis://10.1.2.3:6379,10.1.2.4:6379",
-			     "--shared-cache-lease=3", "/m" };
-	CHECK_EQ(parse(sc, 3, &c, why, sizeof(why)), 0);
+			     "--shared-cache-lease=3", "--shared-cache-trusted", "/m" };
+	CHECK_EQ(parse(sc, 4, &c, why, sizeof(why)), 0);
 	CHECK_STR(c.shared_cache, "redis://10.1.2.3:6379,10.1.2.4:6379");
 	CHECK_EQ(c.shared_cache_lease_s, 3);
 	CHECK_EQ(c.shared_cache_ttl_s, 604800);
@@ -176,6 +272,23 @@ int main(void)
 				    { "--shared-cache-lease=0", "/m" } };
 	for (int i = 0; i < 5; i++) {
 		CHECK_EQ(parse(sc_bad[i], 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+		cfs_config_cleanup(&c);
+	}
+	/* --shared-cache-nodes: CIDRs, strictly, and only with --shared-cache */
+	const char *sn[] = { "--shared-cache=redis://10.1.2.3:6379", "--shared-cache-trusted",
+			     "--shared-cache-nodes=10.0.0.0/8,fd00::/8", "/m" };
+	CHECK_EQ(parse(sn, 4, &c, why, sizeof(why)), 0);
+	CHECK_STR(c.shared_cache_nodes, "10.0.0.0/8,fd00::/8");
+	cfs_config_cleanup(&c);
+	const char *sn_bad[][3] = {
+		{ "--shared-cache=redis://10.1.2.3:6379", "--shared-cache-nodes=10.0.0.1/8", "/m" },
+		{ "--shared-cache=redis://10.1.2.3:6379", "--shared-cache-nodes=10.0.0.0/8,", "/m" },
+		{ "--shared-cache=redis://10.1.2.3:6379", "--shared-cache-nodes=redis.local", "/m" },
+		{ "--log-level=info", "--shared-cache-nodes=10.0.0.0/8", "/m" },
+	};
+	for (int i = 0; i < 4; i++) {
+		CHECK_EQ(parse(sn_bad[i], 3, &c, why, sizeof(why)), CFS_E_CONFIG);
+		CHECK(strstr(why, "--shared-cache-nodes") != NULL);
 		cfs_config_cleanup(&c);
 	}
 
@@ -244,5 +357,7 @@ int main(void)
 		cfs_config_cleanup(&c);
 	}
 	permissions();
+	CHECK_EQ(environ_run(argv[0], "unsetenv"), 0);
+	CHECK_EQ(environ_run(argv[0], "stash"), 0);
 	return check_done("test_config");
 }

@@ -1,7 +1,10 @@
-/* Unit tests: digests and RS256 signing with a fixed test key. */
+/* Unit tests: digests, HMAC-SHA256 (RFC 4231's vectors; one keyed state signed
+ * with by 4 threads at once) and RS256 signing with a fixed test key. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 
 #include "check.h"
 #include "crypto.h"
@@ -59,8 +62,84 @@ static void hex_of(const char *alg, const char *msg, char *out)
 	CHECK_EQ(cfs_digest_final_hex(d, out, 65), 0);
 }
 
+static void mac_hex(const unsigned char *mac, char *out)
+{
+	for (int i = 0; i < CFS_MAC_LEN; i++)
+		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+}
+
+/* Threads signing with one cfs_mac at once all get the one right MAC. */
+struct signer {
+	const struct cfs_mac *m;
+	const unsigned char *want;
+	int wrong;
+};
+
+static void *sign_many(void *arg)
+{
+	struct signer *s = arg;
+	const char *msg = "what do ya want for nothing?";
+	struct iovec v = { (void *)msg, strlen(msg) };
+	for (int i = 0; i < 2000; i++) {
+		unsigned char mac[CFS_MAC_LEN];
+		if (cfs_mac_sign(s->m, &v, 1, mac) || !cfs_crypto_equal(mac, s->want, CFS_MAC_LEN))
+			s->wrong++;
+	}
+	return NULL;
+}
+
+static void test_hmac_threads(const unsigned char *want)
+{
+	struct cfs_mac *m = NULL;
+	CHECK_EQ(cfs_mac_new("Jefe", 4, &m), 0);
+	pthread_t th[4];
+	struct signer s[4];
+	for (int i = 0; i < 4; i++) {
+		s[i] = (struct signer){ m, want, 0 };
+		pthread_create(&th[i], NULL, sign_many, &s[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		CHECK_EQ(s[i].wrong, 0);
+	}
+	cfs_mac_free(m);
+}
+
+/* RFC 4231 test cases 1 and 2, one-shot and through a keyed cfs_mac in
+ * parts; the constant-time compare. */
+static void test_hmac(void)
+{
+	unsigned char key1[20], mac[CFS_MAC_LEN], mac2[CFS_MAC_LEN];
+	char hex[2 * CFS_MAC_LEN + 1];
+	memset(key1, 0x0b, sizeof(key1));
+	CHECK_EQ(cfs_crypto_hmac_sha256(key1, sizeof(key1), "Hi There", 8, mac), 0);
+	mac_hex(mac, hex);
+	CHECK_STR(hex, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+	const char *msg = "what do ya want for nothing?";
+	CHECK_EQ(cfs_crypto_hmac_sha256("Jefe", 4, msg, strlen(msg), mac), 0);
+	mac_hex(mac, hex);
+	CHECK_STR(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+	struct cfs_mac *m = NULL;
+	CHECK_EQ(cfs_mac_new("Jefe", 4, &m), 0);
+	struct iovec parts[3] = { { (void *)msg, 4 }, { (void *)(msg + 4), 0 },
+				  { (void *)(msg + 4), strlen(msg) - 4 } };
+	for (int round = 0; round < 2; round++) { /* the keyed state is reusable */
+		memset(mac2, 0, sizeof(mac2));
+		CHECK_EQ(cfs_mac_sign(m, parts, 3, mac2), 0);
+		CHECK(cfs_crypto_equal(mac, mac2, CFS_MAC_LEN));
+	}
+	mac2[31] ^= 1;
+	CHECK(!cfs_crypto_equal(mac, mac2, CFS_MAC_LEN));
+	test_hmac_threads(mac);
+	cfs_mac_free(m);
+	cfs_mac_free(NULL);
+	CHECK_EQ(cfs_mac_new("", 0, &m), -EINVAL);
+	CHECK(m == NULL);
+}
+
 int main(void)
 {
+	test_hmac();
 	char hex[65];
 	hex_of("md5", "abc", hex);
 	CHECK_STR(hex, "900150983cd24fb0d6963f7d28e17f72");

@@ -13,6 +13,7 @@
 #define W "user.colabfs.warm."
 #define ET "user.colabfs.evict.to."
 #define H "user.colabfs.history."
+#define O "user.colabfs.order."
 
 static int parse(const char *name, struct cfs_ctlname *r)
 {
@@ -39,6 +40,12 @@ static void fixed_cases(void)
 	CHECK(r.kind == CFS_CTL_HISTORY && r.off == 0);
 	CHECK_EQ(parse(H "9223372036854775807", &r), 0);
 	CHECK(r.kind == CFS_CTL_HISTORY && r.off == (uint64_t)INT64_MAX);
+	CHECK_EQ(parse(O "0", &r), 0); /* drop the order hint */
+	CHECK(r.kind == CFS_CTL_ORDER && r.off == 0);
+	CHECK_EQ(parse(O "4021001", &r), 0);
+	CHECK(r.kind == CFS_CTL_ORDER && r.off == 4021001 && r.len == 0 && r.target == 0);
+	CHECK_EQ(parse(O "9223372036854775807", &r), 0);
+	CHECK(r.kind == CFS_CTL_ORDER && r.off == (uint64_t)INT64_MAX);
 	CHECK_EQ(parse(ET "0", &r), 0);
 	CHECK_EQ(r.kind, CFS_CTL_EVICT_TO);
 	CHECK(r.target == 0);
@@ -60,6 +67,8 @@ static void fixed_cases(void)
 		W " 1.2", W "1. 2", W "1.2 ", W "0x10.1", W "00000000000000000001.1",
 		ET "-1", ET "", ET "1K", ET " 1", ET "+1", ET "18446744073709551616", ET "1.",
 		H "", H "-1", H "1.2", H "x", H "9223372036854775808", H " 1", H "1 ",
+		O "", O "-1", O "1.2", O "../1", O "/tmp/list", O "9223372036854775808", O " 1",
+		O "1 ", O "0x1",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		int rc = parse(bad[i], &r);
@@ -74,7 +83,8 @@ static void fixed_cases(void)
 		"user.xdg.origin.url", "", "USER.COLABFS.PID", "user.colabfs.sync.",
 		"user.colabfs.sync.0", "user.colabfs.syncx", "user.colabfs.syn", "USER.COLABFS.SYNC",
 		"user.colabfs.sync ", "user.colabfs.historyx", "user.colabfs.histor",
-		"USER.COLABFS.HISTORY", "user.colabfs.history ",
+		"USER.COLABFS.HISTORY", "user.colabfs.history ", "user.colabfs.order",
+		"user.colabfs.orderx", "user.colabfs.orde",
 	};
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
 		CHECK_EQ(parse(other[i], &r), -ENODATA);
@@ -113,6 +123,12 @@ static void formatting(void)
 	r.off = (uint64_t)INT64_MAX + 1;
 	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), -EINVAL);
 	CHECK_STR(cfs_ctlname_verb(CFS_CTL_HISTORY), "history");
+	r = (struct cfs_ctlname){ .kind = CFS_CTL_ORDER, .off = 77 };
+	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), 0);
+	CHECK_STR(buf, O "77");
+	CHECK_STR(cfs_ctlname_verb(CFS_CTL_ORDER), "order");
+	r.off = (uint64_t)INT64_MAX + 1;
+	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), -EINVAL);
 	r.kind = (enum cfs_ctlname_kind)0;
 	CHECK_EQ(cfs_ctlname_format(&r, buf, sizeof(buf)), -EINVAL);
 }
@@ -123,7 +139,7 @@ static void permissions(void)
 	static const enum cfs_ctlname_kind reads[] = { CFS_CTL_PID, CFS_CTL_STATS, CFS_CTL_CACHE_DIR,
 						       CFS_CTL_HISTORY };
 	static const enum cfs_ctlname_kind controls[] = { CFS_CTL_EVICT, CFS_CTL_EVICT_TO,
-							  CFS_CTL_WARM, CFS_CTL_SYNC };
+							  CFS_CTL_WARM, CFS_CTL_SYNC, CFS_CTL_ORDER };
 	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], other, owner), 0);
 		CHECK_EQ(cfs_ctlname_allowed(reads[i], owner, owner), 0);
@@ -175,9 +191,9 @@ static size_t gen_part(char *p, size_t cap)
 static void property(void)
 {
 	static const char *const prefixes[] = {
-		W, ET, H, "user.colabfs.evict", "user.colabfs.pid", "user.colabfs.stats",
+		W, ET, H, O, "user.colabfs.evict", "user.colabfs.pid", "user.colabfs.stats",
 		"user.colabfs.sync", "user.colabfs.history", "user.colabfs.", "user.colabfs.warm",
-		"user.colabfs.evict.to", "user.", "",
+		"user.colabfs.evict.to", "user.colabfs.order", "user.", "",
 	};
 	char name[160], again[CFS_CTLNAME_MAX];
 	int accepted = 0, invalid = 0, nodata = 0;

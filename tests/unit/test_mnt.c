@@ -23,12 +23,38 @@ static void test_find(void)
 	/* stacked: the topmost (last) entry counts */
 	CHECK_EQ(cfs_mnt_find(mountinfo, "/tmp/stack", &e), 1);
 	CHECK_STR(e.fstype, "fuse.colabfs");
+	CHECK_EQ(e.major, 0);
+	CHECK_EQ(e.minor, 42);
+	CHECK_EQ(e.user_id, 0);
 	CHECK_EQ(cfs_mnt_find(mountinfo, "/tmp/noopt", &e), 1);
 	CHECK_STR(e.fstype, "fuse.other");
+	CHECK_EQ(e.user_id, -1);
 	CHECK_EQ(cfs_mnt_find(mountinfo, "/tmp", &e), 0);
 	CHECK_EQ(cfs_mnt_find(mountinfo, "/tmp/a b", &e), 0);
 	CHECK_EQ(cfs_mnt_find("", "/", &e), 0);
 	CHECK_EQ(cfs_mnt_find("garbage\nmore garbage", "/", &e), 0);
+}
+
+/* The mount a path lies in, by its letters: the longest mount point above
+ * it, the topmost of a stack; the device and owner come with it. */
+static void test_containing(void)
+{
+	struct cfs_mnt_entry e;
+	CHECK_EQ(cfs_mnt_containing(mountinfo, "/tmp/a b/mnt/x/y.bin", &e), 1);
+	CHECK_STR(e.point, "/tmp/a b/mnt");
+	CHECK_STR(e.fstype, "fuse.colabfs");
+	CHECK_EQ(e.minor, 40);
+	CHECK_EQ(e.user_id, 0);
+	CHECK_EQ(cfs_mnt_containing(mountinfo, "/tmp/a b/mnt", &e), 1);
+	CHECK_EQ(e.minor, 40);
+	CHECK_EQ(cfs_mnt_containing(mountinfo, "/tmp/stack/f", &e), 1);
+	CHECK_EQ(e.minor, 42);
+	CHECK_EQ(cfs_mnt_containing(mountinfo, "/tmp/stacked", &e), 1);
+	CHECK_STR(e.point, "/");
+	CHECK_STR(e.fstype, "ext4");
+	CHECK_EQ(cfs_mnt_containing(mountinfo, "/dev/shm/x", &e), 1);
+	CHECK_EQ(e.minor, 26);
+	CHECK_EQ(cfs_mnt_containing("", "/", &e), 0);
 }
 
 static void test_lexical(void)
@@ -60,6 +86,7 @@ static void test_under(void)
 int main(void)
 {
 	test_find();
+	test_containing();
 	test_lexical();
 	test_under();
 	return check_done("test_mnt");

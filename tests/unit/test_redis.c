@@ -8,7 +8,13 @@
  * accepted, a TLS handshake with a silent server); a close in the middle of
  * a reply, a closed port (CFS_E_NET); error replies (CFS_RESP_ERROR, a MOVED
  * that cluster.c parses); AUTH refused (CFS_E_AUTH) without the password in
- * any log line.
+ * any log line.  Reply caps (issue 24): a reply of exactly its cap passes and
+ * one byte more fails; a bulk or array header announcing more than the cap
+ * fails at once, before its bytes (the server sent only the header); bytes
+ * that pile up past the cap fail while the reply is still arriving (the
+ * server stalls mid-reply: CFS_E_PROTO, not the deadline); in a pipeline
+ * each reply has its own command's cap.  A host whose addresses addr_ok
+ * refuses: -EPERM, no connection made.
  *
  * Against a real redis-server when one is in PATH (else that part is
  * skipped, and says so): AUTH right, wrong and missing, a 1 MiB binary value
@@ -189,10 +195,11 @@ static void test_pipeline(void)
 	CHECK(f.gotlen == sizeof(want) - 1 && memcmp(f.got, want, f.gotlen) == 0);
 }
 
-/* One PING answered with `answer`: returns the status, the time it took in
- * *ms, and whether the connection is broken after it. */
-static int ping_answered(const char *answer, size_t n, int close_after, int io_ms, int64_t *ms,
-			 int *broken)
+/* One PING (its reply capped at cap; 0: the default) answered with
+ * `answer`: returns the status, the time it took in *ms, and whether the
+ * connection is broken after it. */
+static int ping_capped(const char *answer, size_t n, int close_after, int io_ms, size_t cap,
+		       int64_t *ms, int *broken)
 {
 	struct fake f;
 	fake_start(&f, answer, n, 14, close_after, 0);
@@ -203,7 +210,9 @@ static int ping_answered(const char *answer, size_t n, int close_after, int io_m
 	if (!rc) {
 		struct cfs_redis_reply *r = NULL;
 		int64_t t0 = cfs_clock_mono_ms();
-		rc = cfs_redis_command(c, 1, PING, NULL, &r);
+		rc = cfs_redis_append_max(c, 1, PING, NULL, cap);
+		if (!rc)
+			rc = cfs_redis_reply(c, &r);
 		*ms = cfs_clock_mono_ms() - t0;
 		*broken = cfs_redis_broken(c);
 		cfs_redis_reply_free(r);
@@ -215,6 +224,12 @@ static int ping_answered(const char *answer, size_t n, int close_after, int io_m
 	}
 	fake_stop(&f);
 	return rc;
+}
+
+static int ping_answered(const char *answer, size_t n, int close_after, int io_ms, int64_t *ms,
+			 int *broken)
+{
+	return ping_capped(answer, n, close_after, io_ms, 0, ms, broken);
 }
 
 /* Starts f answering a PING with `answer`, connects *c and sends the PING:
@@ -360,6 +375,101 @@ static void test_net_failures(void)
 	CHECK_EQ(cfs_redis_connect("127.0.0.1", f.port, &o, &c), CFS_E_NET);
 	CHECK(cfs_clock_mono_ms() - t0 < 1500);
 	fake_stop(&f);
+}
+
+/* PING with its reply capped at cap, answered with answer (n bytes; the
+ * server keeps the connection open after it).  The status, its time. */
+static int capped_ping(const char *answer, size_t n, size_t cap, int64_t *ms)
+{
+	int broken = 0;
+	return ping_capped(answer, n, 0, 2000, cap, ms, &broken);
+}
+
+static void test_caps(void)
+{
+	int64_t ms = 0;
+	/* a 1000-byte string costs CFS_REDIS_COST(1, 1001): that cap passes, one less fails */
+	static char s1000[1000 + 16];
+	size_t n = (size_t)snprintf(s1000, sizeof(s1000), "$1000\r\n");
+	memset(s1000 + n, 'x', 1000);
+	memcpy(s1000 + n + 1000, "\r\n", 2);
+	n += 1002;
+	CHECK_EQ(capped_ping(s1000, n, CFS_REDIS_COST(1, 1001), &ms), 0);
+	CHECK_EQ(capped_ping(s1000, n, CFS_REDIS_COST(1, 1001) - 1, &ms), CFS_E_PROTO);
+	/* a header announcing 300 MiB against a 2 MiB cap: at once, no bytes awaited */
+	CHECK_EQ(capped_ping("$314572800\r\n", 13, 2u << 20, &ms), CFS_E_PROTO);
+	CHECK(ms < 500);
+	CHECK_EQ(capped_ping("*2\r\n$314572800\r\n", 17, 2u << 20, &ms), CFS_E_PROTO);
+	CHECK(ms < 500);
+	/* an array whose elements alone would pass the cap */
+	CHECK_EQ(capped_ping("*100000\r\n", 10, 64u << 10, &ms), CFS_E_PROTO);
+	CHECK(ms < 500);
+	/* a pipeline: each reply against its own command's cap */
+	struct fake f;
+	static const char two[] = "$5\r\nhello\r\n$5\r\nworld\r\n";
+	fake_start(&f, two, sizeof(two) - 1, 28, 0, 0);
+	struct cfs_redis *c = NULL;
+	CHECK_EQ(cfs_redis_connect("127.0.0.1", f.port, NULL, &c), 0);
+	if (c) {
+		struct cfs_redis_reply *r = NULL;
+		CHECK_EQ(cfs_redis_append_max(c, 1, PING, NULL, CFS_REDIS_COST(1, 6)), 0);
+		CHECK_EQ(cfs_redis_append_max(c, 1, PING, NULL, CFS_REDIS_COST(1, 5)), 0);
+		CHECK_EQ(cfs_redis_reply(c, &r), 0);
+		cfs_redis_reply_free(r);
+		r = NULL;
+		CHECK_EQ(cfs_redis_reply(c, &r), CFS_E_PROTO);
+		CHECK(r == NULL);
+		cfs_redis_close(c);
+	}
+	fake_stop(&f);
+}
+
+/* Strings piling up past the cap while the server stalls before the end
+ * of the reply: refused as they arrive, not at the 2 s deadline. */
+static void test_cap_pile(void)
+{
+	size_t big = 300u * 1010 + 16;
+	char *pile = malloc(big);
+	if (!pile)
+		return;
+	size_t o = (size_t)snprintf(pile, big, "*1000\r\n");
+	for (int i = 0; i < 300; i++) { /* 300 of the 1000 strings of 1000 bytes */
+		o += (size_t)snprintf(pile + o, big - o, "$1000\r\n");
+		memset(pile + o, 'a' + i % 26, 1000);
+		memcpy(pile + o + 1000, "\r\n", 2);
+		o += 1002;
+	}
+	int64_t ms = 0;
+	/* a cap that holds all 1000: the stall runs into the deadline */
+	CHECK_EQ(capped_ping(pile, o, CFS_REDIS_COST(1001, 1000 * (1001 + 8)), &ms), -ETIMEDOUT);
+	/* one that holds ~100 of them: refused on the way */
+	CHECK_EQ(capped_ping(pile, o, CFS_REDIS_COST(1001, 1000 * 8) + (100u << 10), &ms),
+		 CFS_E_PROTO);
+	CHECK(ms < 1000);
+	free(pile);
+}
+
+/* addr_ok refusing every address: -EPERM, nothing connected. */
+static int refuse_all(void *arg, const struct cfs_cluster_addr *a, int port)
+{
+	(void)a;
+	(void)port;
+	++*(int *)arg;
+	return 0;
+}
+
+static void test_addr_refused(void)
+{
+	int port = 0, asked = 0;
+	int lfd = test_loopback(4, &port);
+	struct cfs_redis_opts o = { .addr_ok = refuse_all, .addr_arg = &asked, .password = "pw" };
+	struct cfs_redis *c = NULL;
+	CHECK_EQ(cfs_redis_connect("127.0.0.1", port, &o, &c), -EPERM);
+	CHECK(c == NULL);
+	CHECK_EQ(asked, 1);
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	CHECK_EQ(poll(&p, 1, 100), 0); /* no connection waits to be accepted */
+	close(lfd);
 }
 
 static char tmpdir[64];
@@ -768,6 +878,9 @@ int main(void)
 	test_malformed();
 	test_net_failures();
 	test_auth_fake();
+	test_caps();
+	test_cap_pile();
+	test_addr_refused();
 	int ran = 4;
 	ran += test_real();
 	ran += test_tls();

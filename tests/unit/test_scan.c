@@ -80,33 +80,139 @@ static void twenty_random(void)
 }
 
 /* A shuffled DataLoader over an ImageFolder tree (20 classes of 100 files
- * under folder 5): the scan starts at the 24th distinct file, on folder 5
- * (not a class folder, not the root); later opens are in its tree. */
+ * under folder 5): at the 12th distinct file, spread over several classes,
+ * a sibling scan of folder 5 starts (only the classes opened so far, then
+ * each class at its first open); at the 24th it widens to all of folder 5,
+ * as issue 11's tree scan did (not a class folder, not the root); later
+ * opens are in its tree. */
 static void imagefolder_shuffled(void)
 {
 	struct cfs_scan s;
 	cfs_scan_init(&s, NULL);
-	int started_at = -1;
+	int started_at = -1, widened_at = -1;
 	uint64_t tree = 0;
 	for (int i = 0; i < 200; i++) {
 		int k = (int)(next_rand() % 2000);
 		struct cfs_scan_advice a;
-		open_at(&s, 10000 + (uint64_t)k, (size_t)(k % 100), 100 + (uint64_t)(k / 100), 5,
-			i * 5, &a);
+		uint64_t cls = 100 + (uint64_t)(k / 100);
+		open_at(&s, 10000 + (uint64_t)k, (size_t)(k % 100), cls, 5, i * 5, &a);
 		if (a.start && started_at < 0) {
 			started_at = i;
 			tree = a.start;
+			CHECK_EQ(a.siblings, 1);
+			uint64_t kids[CFS_SCAN_SLOTS];
+			int n = cfs_scan_siblings(&s, 5, i * 5, kids, CFS_SCAN_SLOTS);
+			CHECK(n >= 3 && n <= 12);
+			for (int j = 0; j < n; j++)
+				CHECK(kids[j] >= 100 && kids[j] < 120);
 		}
-		if (started_at >= 0 && i > started_at)
+		if (a.widen) {
+			CHECK_EQ(widened_at, -1);
+			CHECK_EQ(a.widen, 5);
+			widened_at = i;
+		}
+		if (started_at >= 0 && i > started_at) {
 			CHECK_EQ(a.tree, 5);
+			CHECK_EQ(a.start, 0);
+			CHECK_EQ(a.join, widened_at >= 0 && i > widened_at ? 0 : cls);
+		}
 	}
-	CHECK(started_at >= 23 && started_at <= 26); /* 24 distinct (repeats are rare) */
+	CHECK(started_at >= 11 && started_at <= 13); /* 12 distinct (repeats are rare) */
+	CHECK(widened_at >= 23 && widened_at <= 26); /* 24 distinct */
 	CHECK_EQ(tree, 5);
 	CHECK(cfs_scan_running(&s, 5));
 	CHECK_EQ(cfs_scan_count(&s), 1);
 	/* idle: it ends idle_ms after the last open, not before */
 	CHECK_EQ(cfs_scan_expire(&s, 199 * 5 + 3000), 0);
 	CHECK_EQ(cfs_scan_expire(&s, 199 * 5 + 3001), 5);
+	CHECK_EQ(cfs_scan_count(&s), 0);
+}
+
+/* Class folders at the top of a whole-drive mount (no tree there), beside
+ * unrelated folders, read shuffled by two workers: a sibling scan of the
+ * top starts after a handful of files, lists only classes with an opened
+ * file, joins each further class at its first open, never widens to the
+ * whole drive, and never names an unrelated folder. */
+static void top_of_drive_classes(void)
+{
+	struct cfs_scan_opts o = { .no_tree = ROOT };
+	struct cfs_scan s;
+	cfs_scan_init(&s, &o);
+	uint64_t anc[2] = { 0, ROOT };
+	int opened[10] = { 0 }, joined[10] = { 0 }, started_at = -1;
+	struct cfs_scan_advice a;
+	/* a notebook read a file of an unrelated folder 15 s before the epoch */
+	open_at(&s, 40000, 0, 400, ROOT, -15000, &a);
+	CHECK_EQ(a.start, 0);
+	for (int i = 0; i < 1000; i++) {
+		int k = (int)(next_rand() % 1000);
+		uint64_t cls = 300 + (uint64_t)(k / 100);
+		opener = 100 + (uint32_t)(i % 2);
+		open_keep(&s, 50000 + (uint64_t)k, (size_t)(k % 100), cls, ROOT, i * 5, &a);
+		if (i > 0) /* the other worker's file closes after this one opened */
+			cfs_scan_close(&s, anc, 2);
+		anc[0] = cls;
+		opened[cls - 300] = 1;
+		CHECK_EQ(a.widen, 0);
+		if (a.start) {
+			CHECK_EQ(started_at, -1);
+			CHECK_EQ(a.start, ROOT);
+			CHECK_EQ(a.siblings, 1);
+			started_at = i;
+			uint64_t kids[CFS_SCAN_SLOTS];
+			int n = cfs_scan_siblings(&s, ROOT, i * 5, kids, CFS_SCAN_SLOTS);
+			CHECK(n >= 3);
+			for (int j = 0; j < n; j++) {
+				CHECK(kids[j] >= 300 && kids[j] < 310 && opened[kids[j] - 300]);
+				joined[kids[j] - 300] = 1;
+			}
+		} else if (started_at >= 0) {
+			CHECK_EQ(a.tree, ROOT);
+			CHECK_EQ(a.join, cls);
+			joined[cls - 300] = 1;
+		}
+		for (int c = 0; c < 10; c++) /* joined: only classes with an opened file */
+			CHECK(!joined[c] || opened[c]);
+	}
+	opener = 100;
+	CHECK(started_at >= 5 && started_at <= 8); /* 6 with two workers (12 alone) */
+	for (int c = 0; c < 10; c++)
+		CHECK(joined[c]);
+	/* the unrelated folders (400..405) were not opened while the dataset was
+	 * read (400 before): never listed */
+	uint64_t kids[CFS_SCAN_SLOTS];
+	int n = cfs_scan_siblings(&s, ROOT, 999 * 5, kids, CFS_SCAN_SLOTS);
+	CHECK_EQ(n, 10);
+	for (int j = 0; j < n; j++)
+		CHECK(kids[j] >= 300 && kids[j] < 310);
+	CHECK_EQ(cfs_scan_count(&s), 1);
+
+	/* a file opened at the top itself is no member of the sibling scan */
+	open_at(&s, 7, 0, ROOT, 0, 999 * 5 + 1, &a);
+	CHECK_EQ(a.tree, 0);
+	CHECK_EQ(a.join, 0);
+}
+
+/* A person opening files in two folders, or a few files in each of several
+ * folders but spread thinner than the window, starts no sibling scan: and
+ * neither does the same at the top of a whole-drive mount. */
+static void person_in_few_folders(void)
+{
+	struct cfs_scan_opts o = { .no_tree = ROOT };
+	struct cfs_scan s;
+	cfs_scan_init(&s, &o);
+	struct cfs_scan_advice a;
+	for (int i = 0; i < 23; i++) { /* two folders, 23 files */
+		open_at(&s, 700 + (uint64_t)i, (size_t)(i * 5 % 40), 20 + (uint64_t)(i % 2), ROOT,
+			i * 100, &a);
+		CHECK_EQ(a.start, 0);
+	}
+	cfs_scan_init(&s, &o);
+	for (int i = 0; i < 60; i++) { /* a file of a folder every 4 s, 8 folders */
+		open_at(&s, 900 + (uint64_t)i, (size_t)(i * 7 % 50), 30 + (uint64_t)(i % 8), ROOT,
+			(int64_t)i * 4000, &a);
+		CHECK_EQ(a.start, 0);
+	}
 	CHECK_EQ(cfs_scan_count(&s), 0);
 }
 
@@ -247,6 +353,8 @@ int main(void)
 	first_twenty_in_order();
 	twenty_random();
 	imagefolder_shuffled();
+	top_of_drive_classes();
+	person_in_few_folders();
 	flat_two_workers();
 	same_file();
 	window();

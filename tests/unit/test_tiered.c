@@ -296,6 +296,9 @@ static int same(const char *fid, const unsigned char *b, int64_t off, int64_t n)
 	return 1;
 }
 
+/* The deployment key the next machine gets (taken by it; NULL: unkeyed). */
+static struct cfs_tiered_key *machine_key;
+
 /* A machine: a tier on port p and the seam over the fake; owner NULL: random. */
 static struct cfs_tiered *machine_as(int p, const char *password, int lease_ms, const char *owner)
 {
@@ -308,7 +311,8 @@ static struct cfs_tiered *machine_as(int p, const char *password, int lease_ms, 
 	struct cfs_tier *t = NULL;
 	CHECK(cfs_tier_new(&to, &t) == 0);
 	struct cfs_tiered_opts o = { .tier = t, .fetch = fake_fetch, .block_size = BS,
-				     .lease_ms = lease_ms, .owner = owner };
+				     .lease_ms = lease_ms, .owner = owner, .key = machine_key };
+	machine_key = NULL;
 	struct cfs_tiered *x = NULL;
 	CHECK(cfs_tiered_new(&o, &x) == 0);
 	return x;
@@ -760,6 +764,114 @@ static void test_blocks(void)
 	cfs_tiered_free(m2);
 }
 
+/* A machine whose values are MAC'd under key k. */
+static struct cfs_tiered *keyed_machine(const char *k)
+{
+	CHECK_EQ(cfs_tiered_key_new(k, strlen(k), &machine_key), 0);
+	return machine(3000);
+}
+
+/* Keyed values (issue 24): published as format 2 under cfs2 keys; served
+ * to a mount with the same key; a forged one (data changed, header kept)
+ * refused, counted, fetched and overwritten; another key's values refused
+ * and overwritten; unkeyed mounts keep to cfs1; cfs_tiered_forget deletes
+ * a revision's values and reads it from Drive from then on. */
+static void test_keyed(void)
+{
+	static const char KA[] = "test-key-A-0123456789abcdef0123456789";
+	static const char KB[] = "test-key-B-0123456789abcdef0123456789";
+	struct cfs_tiered *m1 = keyed_machine(KA), *m2 = keyed_machine(KA);
+	struct cfs_tiered_stats s;
+	int64_t size = 3 * BS + 1000;
+	char v[BS + 64];
+	size_t n;
+	fetches = 0;
+	CHECK_EQ(read_via(m1, "G1", size, 0, (size_t)size, 0), 0);
+	CHECK_EQ(fetches, 1);
+	CHECK(tier_get(m1, "cfs2:64K:{G1@rev1:0}:3", v, sizeof(v), &n) == 0);
+	CHECK_EQ(n, CFS_TIERED_HEADER_MAC + 1000);
+	CHECK(memcmp(v, "CFB2", 4) == 0);
+	CHECK_EQ(tier_get(m1, "cfs1:64K:{G1@rev1:0}:3", v, sizeof(v), &n), -ENOENT);
+	CHECK_EQ(read_via(m2, "G1", size, 0, (size_t)size, 0), 0);
+	CHECK_EQ(fetches, 1);
+	cfs_tiered_stats(m2, &s);
+	CHECK_EQ(s.hits, 4);
+	CHECK_EQ(s.forged + s.corrupt, 0);
+
+	/* forged: block 1's bytes changed, its header (and MAC) kept */
+	CHECK(tier_get(m1, "cfs2:64K:{G1@rev1:0}:1", v, sizeof(v), &n) == 0);
+	v[CFS_TIERED_HEADER_MAC + 100] ^= 0x5a;
+	CHECK(tier_set(m1, "cfs2:64K:{G1@rev1:0}:1", v, n, NULL) == 0);
+	fetches = 0;
+	fetched = 0;
+	CHECK_EQ(read_via(m2, "G1", size, 0, (size_t)size, 0), 0); /* right bytes (read_via) */
+	CHECK_EQ(fetches, 1);
+	CHECK_EQ(fetched, BS);
+	cfs_tiered_stats(m2, &s);
+	CHECK_EQ(s.forged, 1);
+	CHECK_EQ(s.hits, 7);
+	CHECK(tier_get(m1, "cfs2:64K:{G1@rev1:0}:1", v, sizeof(v), &n) == 0);
+	struct cfs_tiered_key *ka = NULL;
+	CHECK_EQ(cfs_tiered_key_new(KA, strlen(KA), &ka), 0);
+	struct cfs_tiered_block blk = { "G1", "rev1", 1, BS };
+	CHECK_EQ(cfs_tiered_value_check(ka, &blk, v, n, BS), CFS_TIERED_OK); /* overwritten */
+	cfs_tiered_key_free(ka);
+
+	/* another key: every value refused and written over under its own */
+	struct cfs_tiered *mb = keyed_machine(KB);
+	fetches = 0;
+	CHECK_EQ(read_via(mb, "G1", size, 0, (size_t)size, 0), 0);
+	CHECK_EQ(fetches, 1);
+	cfs_tiered_stats(mb, &s);
+	CHECK_EQ(s.forged, 4);
+	CHECK_EQ(s.hits, 0);
+	cfs_tiered_free(mb);
+	/* ... which the first key's mounts refuse in turn */
+	fetches = 0;
+	CHECK_EQ(read_via(m1, "G1", size, 0, (size_t)size, 0), 0);
+	CHECK_EQ(fetches, 1);
+	cfs_tiered_stats(m1, &s);
+	CHECK_EQ(s.forged, 4);
+
+	/* an unkeyed mount keeps to cfs1: a miss, the keyed values untouched */
+	struct cfs_tiered *plain = machine(3000);
+	fetches = 0;
+	CHECK_EQ(read_via(plain, "G1", size, 0, (size_t)size, 0), 0);
+	CHECK_EQ(fetches, 1);
+	cfs_tiered_stats(plain, &s);
+	CHECK_EQ(s.forged + s.corrupt, 0);
+	CHECK(tier_get(m1, "cfs1:64K:{G1@rev1:0}:0", v, sizeof(v), &n) == 0);
+	CHECK(tier_get(m1, "cfs2:64K:{G1@rev1:0}:0", v, sizeof(v), &n) == 0);
+	CHECK(memcmp(v, "CFB2", 4) == 0);
+	cfs_tiered_free(plain);
+
+	/* forgotten: every value deleted; read from Drive from now on, and
+	 * published again */
+	cfs_tiered_forget(m2, "G1", "rev1", size);
+	cfs_tiered_stats(m2, &s);
+	CHECK_EQ(s.dropped, 4);
+	for (int b = 0; b < 4; b++) {
+		char key[64];
+		snprintf(key, sizeof(key), "cfs2:64K:{G1@rev1:0}:%d", b);
+		CHECK_EQ(tier_get(m1, key, v, sizeof(v), &n), -ENOENT);
+	}
+	uint64_t hits = s.hits;
+	for (int round = 0; round < 2; round++) {
+		fetches = 0;
+		CHECK_EQ(read_via(m2, "G1", size, 0, (size_t)size, 0), 0);
+		CHECK_EQ(fetches, 1);
+	}
+	cfs_tiered_stats(m2, &s);
+	CHECK_EQ(s.hits, hits);
+	CHECK(tier_get(m1, "cfs2:64K:{G1@rev1:0}:2", v, sizeof(v), &n) == 0);
+	fetches = 0; /* the others still read it from the tier */
+	CHECK_EQ(read_via(m1, "G1", size, 0, (size_t)size, 0), 0);
+	CHECK_EQ(fetches, 0);
+	cfs_tiered_forget(m2, "G2", NULL, size); /* no revision: nothing to do */
+	cfs_tiered_free(m1);
+	cfs_tiered_free(m2);
+}
+
 int main(void)
 {
 	test_format();
@@ -775,6 +887,7 @@ int main(void)
 		struct cfs_tiered *x = machine(3000);
 		test_routing(x);
 		cfs_tiered_free(x);
+		test_keyed();
 		test_blocks();
 	}
 	stop_servers();

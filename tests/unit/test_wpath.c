@@ -328,19 +328,26 @@ static void test_replay_unchanged_not_uploaded(void)
 
 static void put_row(struct rig *r, struct cfs_jent *e, const char *data, size_t len);
 
+/* A journal row for the rig's old.bin (F1), opened at its revision r1. */
+static struct cfs_jent old_bin_row(void)
+{
+	struct cfs_jent e = { 0 };
+	snprintf(e.id, sizeof(e.id), "F1");
+	snprintf(e.parent, sizeof(e.parent), "ROOT");
+	snprintf(e.name, sizeof(e.name), "old.bin");
+	snprintf(e.base_rev, sizeof(e.base_rev), "r:r1");
+	return e;
+}
+
 static void test_replay_of_an_upload_that_landed(void)
 {
 	/* the machine died after our upload landed and before the journal said
 	 * so: the row comes back with the old base revision */
 	struct rig r;
 	rig_up(&r, 0);
-	struct cfs_jent e = { 0 };
-	snprintf(e.id, sizeof(e.id), "F1");
-	snprintf(e.parent, sizeof(e.parent), "ROOT");
-	snprintf(e.name, sizeof(e.name), "old.bin");
+	struct cfs_jent e = old_bin_row();
 	snprintf(e.sent_name, sizeof(e.sent_name), "old.bin");
 	snprintf(e.sent_parent, sizeof(e.sent_parent), "ROOT");
-	snprintf(e.base_rev, sizeof(e.base_rev), "r:r1");
 	put_row(&r, &e, ours, sizeof(ours));
 	wfake_change(&r.fk, "F1", ours, sizeof(ours)); /* what landed: r2 */
 	rig_start(&r, 1);
@@ -364,11 +371,7 @@ static void test_replay_torn_row(void)
 {
 	struct rig r;
 	rig_up(&r, 0);
-	struct cfs_jent e = { 0 };
-	snprintf(e.id, sizeof(e.id), "F1");
-	snprintf(e.parent, sizeof(e.parent), "ROOT");
-	snprintf(e.name, sizeof(e.name), "old.bin");
-	snprintf(e.base_rev, sizeof(e.base_rev), "r:r1");
+	struct cfs_jent e = old_bin_row();
 	e.state = CFS_JSTATE_TORN;
 	put_row(&r, &e, "torn", 4);
 	rig_start(&r, 1);

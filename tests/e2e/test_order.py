@@ -1,0 +1,202 @@
+"""Order hints (issue 25 item 2), end to end on real mounts.
+
+1. `colabfs warm --ordered --list FILE` hands the mount an order: before
+   anything is read the mount downloads the first files of it, in that
+   order, and no more than its window (a share of the cache budget) ahead;
+   as the reader goes through the list in that order the downloads follow
+   it, every byte right, each file once;
+2. a reader that leaves the order (reads other files) has the hint dropped:
+   the mount stops downloading the hinted files;
+3. colabfs.prefetch (the Python package) and the errors of --ordered: a path
+   outside the mount, a list that cannot be read, paths not found.
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import helpers as H
+import chaos_helpers as X
+from conftest import SEED, SESSION_TOKEN
+
+KiB = H.KiB
+N_FILES = 600
+PY_DIR = str(Path(__file__).resolve().parents[2] / "python")
+
+
+def report(capsys, text):
+    H.report(capsys, "order", text)
+
+
+@pytest.fixture(scope="module")
+def order_tree(tmp_path_factory):
+    """600 files of 40-60 KB in 6 folders at the top of My Drive, and a
+    folder of others."""
+    t = X.SpecTree(tmp_path_factory.mktemp("order-tree"), "order", SEED + 250)
+    for c in range(6):
+        t.folder("set%d" % c)
+        for i in range(N_FILES // 6):
+            t.file("set%d/s%04d.bin" % (c, i), t.rng.randrange(40 * KiB, 60 * KiB))
+    t.folder("other")
+    for i in range(40):
+        t.file("other/o%03d.bin" % i, t.rng.randrange(4 * KiB, 8 * KiB))
+    t.write_spec()
+    return t
+
+
+def make_mount(emulator_factory, mount_factory, t, name, extra=()):
+    emu = emulator_factory(t.spec_path, "emu-" + name, access_token=SESSION_TOKEN, ttfb_ms=50,
+                           extra=["--user-rate", "200"])
+    # a 16 MiB cache: the hint's window is at most half of it (8 MiB, ~160 files)
+    m = mount_factory.new(emu, name=name, extra=["--cache-size=16M"] + list(extra))
+    return emu, m
+
+
+def hinted(t, seed):
+    rels = sorted(r for r in t.data if r.startswith("set"))
+    random.Random(seed).shuffle(rels)
+    return rels
+
+
+def give_order(m, rels, tmp_path, extra=()):
+    lst = tmp_path / "order.txt"
+    lst.write_text("".join(os.path.join(str(m.mnt), r) + "\n" for r in rels))
+    rc, out, err = H.run_cmd([str(H.colabfs_bin()), "warm", "--ordered", "--json", "--list",
+                              str(lst)] + list(extra), 60, env=m.env)
+    lines = [json.loads(x) for x in out.splitlines() if x.strip()]
+    return rc, lines[-1] if lines else None, err
+
+
+def downloads(emu, ids):
+    """The media requests of the files whose ids are given, in the order the
+    emulator got them: their ids."""
+    recs = [r for r in emu.log() if r.get("kind") == "media" and r.get("id") in ids]
+    recs.sort(key=lambda r: r["t"])
+    return [r["id"] for r in recs]
+
+
+def read_in_order(m, t, rels):
+    for rel in rels:
+        with open(m.path(rel), "rb") as f:
+            X.check(f.read(), t.data[rel], rel)
+
+
+@pytest.mark.deadline(180)
+def test_hinted_order_followed(order_tree, emulator_factory, mount_factory, tmp_path, capsys):
+    t = order_tree
+    emu, m = make_mount(emulator_factory, mount_factory, t, "ord1")
+    rels = hinted(t, SEED + 1)
+    pos = {t.ids[r]: i for i, r in enumerate(rels)}
+    emu.reset()
+    rc, done, err = give_order(m, rels, tmp_path)
+    assert rc == 0 and done["ok"], (rc, done, err)
+    assert done["files"] == N_FILES and done["unknown"] == 0, done
+    assert done["bytes"] == sum(len(t.data[r]) for r in rels), done
+    # nothing read yet: the window's worth comes, in the hinted order, and stops
+    H.wait_until(lambda: len(downloads(emu, pos)) >= 100, 30, what="the first downloads")
+    time.sleep(1.5)
+    first = downloads(emu, pos)
+    st = X.cstats(m)
+    window = st["order_hint_window_bytes"]
+    ahead = sum(len(t.data[rels[pos[i]]]) for i in first)
+    report(capsys, "before reading: %d of %d files downloaded (%d bytes, window %d)"
+           % (len(first), N_FILES, ahead, window))
+    assert 0 < window <= 8 << 20, st
+    assert len(first) < N_FILES // 2, "all at once, not a window: %d" % len(first)
+    assert ahead <= window + 60 * KiB, (ahead, window)
+    assert sorted(pos[i] for i in first) == list(range(len(first))), \
+        "not the first files of the order"
+    # the reader goes through it: downloads follow the order, each file once
+    t0 = time.monotonic()
+    read_in_order(m, t, rels)
+    took = time.monotonic() - t0
+    got = downloads(emu, pos)
+    order = [pos[i] for i in got]
+    late = max(k - p for k, p in enumerate(order))
+    early = max(p - k for k, p in enumerate(order))
+    st = X.cstats(m)
+    report(capsys, "read in the hinted order: %d files in %.2f s (quota bound %.2f s); %d "
+           "downloads, out of place by at most %d (late) / %d (early); hint files %d, used %d "
+           "bytes, wasted %d" % (N_FILES, took, N_FILES / 200, len(got), late, early,
+                                  st["order_hint_files_total"], st["order_hint_used_bytes_total"],
+                                  st["order_hint_wasted_bytes_total"]))
+    assert len(got) == N_FILES and len(set(got)) == N_FILES, "a file downloaded twice, or not"
+    # 48 scan connections start requests from one queue: a request may pass
+    # one queued a few places before it, never by much
+    assert late <= 64 and early <= 64, order[:200]
+    assert st["order_hints_total"] == 1 and st["order_hints_dropped_total"] == 0, st
+    assert st["dataset_scans_total"] == 0, "a scan competed with the hint: %s" % st
+    assert st["order_hint_wasted_bytes_total"] == 0, st
+
+
+@pytest.mark.deadline(180)
+def test_hint_dropped_on_divergence(order_tree, emulator_factory, mount_factory, tmp_path,
+                                    capsys):
+    t = order_tree
+    emu, m = make_mount(emulator_factory, mount_factory, t, "ord2")
+    rels = hinted(t, SEED + 2)
+    ids = {t.ids[r] for r in rels}
+    rc, done, err = give_order(m, rels, tmp_path)
+    assert rc == 0 and done["files"] == N_FILES, (rc, done, err)
+    read_in_order(m, t, rels[:100])
+    assert X.cstats(m)["order_hints_dropped_total"] == 0
+    # the reader leaves the order: other files, one by one
+    others = sorted(r for r in t.data if r.startswith("other/"))
+    for k, rel in enumerate(others):
+        with open(m.path(rel), "rb") as f:
+            X.check(f.read(), t.data[rel], rel)
+        if X.cstats(m)["order_hints_dropped_total"]:
+            break
+    st = X.cstats(m)
+    assert st["order_hints_dropped_total"] == 1, "the hint was not dropped: %s" % st
+    dropped_after = k + 1
+    time.sleep(1.0)  # what was in flight lands
+    n1 = len(downloads(emu, ids))
+    time.sleep(2.0)
+    n2 = len(downloads(emu, ids))
+    report(capsys, "hint dropped after %d reads off its order; hinted files downloaded: %d, "
+           "%d two seconds later" % (dropped_after, n1, n2))
+    assert dropped_after <= 24 + 2, dropped_after
+    assert n2 == n1, "the mount went on downloading the hinted files"
+    assert n1 < N_FILES, "the whole list was fetched"
+    assert "order hint ended (the reader left its order)" in X.log_text(m)
+
+
+@pytest.mark.deadline(120)
+def test_ordered_errors_and_python(order_tree, emulator_factory, mount_factory, tmp_path):
+    t = order_tree
+    emu, m = make_mount(emulator_factory, mount_factory, t, "ord3")
+    # a path outside the mount: bad_path, exit 2, nothing handed over
+    rc, done, err = give_order(m, ["set0/s0000.bin"], tmp_path)
+    assert rc == 0 and done["files"] == 1
+    lst = tmp_path / "bad.txt"
+    lst.write_text(m.path("set0/s0001.bin") + "\n/etc/hostname\n")
+    r = subprocess.run([str(H.colabfs_bin()), "warm", "--ordered", "--json", "--list", str(lst)],
+                       capture_output=True, text=True, env=m.env, timeout=60)
+    assert r.returncode == 2 and json.loads(r.stdout.splitlines()[-1])["error"] == "bad_path", r
+    assert "/etc/hostname is not in the mount" in r.stderr
+    # a list that cannot be read
+    r = subprocess.run([str(H.colabfs_bin()), "warm", "--ordered", "--list", str(tmp_path / "no")],
+                       capture_output=True, text=True, env=m.env, timeout=60)
+    assert r.returncode == 2, r
+    # unknown paths are counted, not fatal; the spool is left empty
+    rc, done, err = give_order(m, ["set0/s0002.bin", "set0/nothere", "set9/x", "other"], tmp_path)
+    assert rc == 0 and done["files"] == 1 and done["unknown"] == 3, (done, err)
+    cache = m.workdir / "cache" / "hints"
+    assert cache.is_dir() and not list(cache.iterdir()), list(cache.iterdir())
+    # the Python package: colabfs.prefetch runs the same command
+    code = ("import colabfs, json, sys; print(json.dumps(colabfs.prefetch(sys.argv[1:])))")
+    paths = [m.path(r) for r in hinted(t, SEED + 3)[:50]]
+    r = subprocess.run([sys.executable, "-c", code] + paths, capture_output=True, text=True,
+                       timeout=60, env=dict(m.env, PYTHONPATH=PY_DIR,
+                                            COLABFS_BIN=str(H.colabfs_bin())))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"files": 50, "unknown": 0,
+                                    "bytes": sum(os.path.getsize(p) for p in paths)}
+    assert X.cstats(m)["order_hints_total"] == 3
