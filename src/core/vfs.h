@@ -159,7 +159,8 @@ uint64_t cfs_vfs_pin_nodeid(struct cfs_vfs *v, uint64_t ino);
 int cfs_vfs_pin_getattr(struct cfs_vfs *v, uint64_t nodeid, int from_file, struct cfs_vfs_attr *a);
 /* Reads node id's revision; pid: the reader (for the dataset read-ahead).
  * *drop: a file object to give up once the reply is sent (0: none), with
- * cfs_vfs_pin_drop (a whole-file check may run then). */
+ * cfs_vfs_pin_drop (a whole-file check may run then), which also gives up
+ * those the clock set aside meanwhile; call it after every read. */
 int cfs_vfs_pin_read(struct cfs_vfs *v, uint64_t nodeid, uint32_t pid, int64_t off, size_t len,
 		     char *buf, size_t *got, uint64_t *drop);
 void cfs_vfs_pin_drop(struct cfs_vfs *v, uint64_t drop);

@@ -209,6 +209,10 @@ struct cfs_vfs_pins {
 	pthread_mutex_t lock;   /* the clock */
 	uint64_t key[CFS_VFS_PIN_FILES]; /* handle keys of the file objects kept; 0: free */
 	unsigned char ref[CFS_VFS_PIN_FILES]; /* read since the hand last passed */
+	uint64_t held[CFS_VFS_PIN_FILES]; /* bytes each one holds in the cache */
+	uint64_t held_sum, held_max; /* ... in all; the most before the clock gives up more */
+	uint64_t out[CFS_VFS_PIN_FILES]; /* handle keys given up, to drop after a reply */
+	unsigned nout;
 	unsigned hand;
 };
 
@@ -283,6 +287,7 @@ struct cfs_vfs_file {
 	struct cfs_wfile *w;    /* staged content (reads and writes go there), or NULL */
 	int writer;             /* opened for writing */
 	unsigned pin_slot;      /* open-less reads: 1 + its place in the clock, or 0 */
+	int pin_telling;        /* open-less reads: a thread tells its open (vfs_pin.c) */
 };
 
 static inline int64_t cfs_vfs_clock_ms(clockid_t c)
@@ -482,10 +487,10 @@ uint64_t cfs_vfs_pin_node_id(struct cfs_vfs *v, struct cfs_node *n);
  * of its own: its node id moves on, the old one keeps its revision. */
 void cfs_vfs_pin_supersede(struct cfs_vfs *v, struct cfs_node *n, const char *rev);
 /* vfs_pin.c: the file object reads of handle key fh (CFS_VFS_PIN_FH | node
- * id) use, made (not registered).  -ESTALE: a superseded node id whose
- * revision is no longer known. */
-int cfs_vfs_pin_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, uint32_t pid,
-		     struct cfs_vfs_file **out);
+ * id) use, made (not registered; the dataset read-ahead is told of it by the
+ * read, see vfs_pin.c).  -ESTALE: a superseded node id whose revision is no
+ * longer known. */
+int cfs_vfs_pin_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);
 /* vfs_file.c: the open file fh of ino with a reference (rebuilt after a
  * restart), given back with cfs_vfs_put_file.  -EBADF: no such handle. */
 int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);

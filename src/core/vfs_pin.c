@@ -38,13 +38,38 @@
  *
  * Reads.  A READ carries no handle: it is served by a file object per node
  * id (registered under CFS_VFS_PIN_FH | node id), made at its first read as
- * an open makes one (a stream for the read-ahead, a hold on the blocks, an
- * open for the dataset read-ahead) and given up, as a release does (the
- * whole-file check, the hold and the dataset read-ahead's count), when a
- * clock over CFS_VFS_PIN_FILES of them picks it, after the reply that made
- * room.  An export's size is unknown until it is fetched: the kernel asks
- * for the attributes with the file (FUSE_GETATTR_FH) before it reads past
- * the size it knows, and that getattr fetches the export.
+ * an open makes one (a stream for the read-ahead, a hold on the blocks) and
+ * given up, as a release does (the whole-file check, the hold and the
+ * dataset read-ahead's count), when a clock over CFS_VFS_PIN_FILES of them
+ * picks it, after the reply that made room; the clock also gives up objects
+ * not read lately while the blocks they hold pass an eighth of the cache
+ * budget (a kept object is no open file: its hold must not crowd out what
+ * the dataset read-ahead or an order hint fetched ahead).  An export's size
+ * is unknown until it is fetched: the kernel asks for the attributes with
+ * the file (FUSE_GETATTR_FH) before it reads past the size it knows, and
+ * that getattr fetches the export.
+ *
+ * Open-less opens.  The dataset read-ahead (vfs_scan.c: the tree and
+ * sibling-folder detector) and the order hint (vfs_hint.c) learn what a
+ * reader opens from OPEN, which never comes here; they are told of an
+ * "open-less open" instead, before the read that makes it is served:
+ *   - the first READ of a node id (the one that makes its file object), at
+ *     any offset;
+ *   - a READ at offset 0 of a node id whose file object is kept: the kernel
+ *     asks for a file's first page only when its page cache lacks it, so this
+ *     is a reader starting the file again (a later epoch whose pages were
+ *     reclaimed, a file read again after colabfs evict), not more of a read
+ *     in progress, which goes on past offset 0.
+ * Each tell ends the object's previous one (for the detector, its open is
+ * closed and a new one begins), so a file object counts as one file open
+ * from its last tell to its release by the clock; a READ elsewhere in the
+ * file tells nothing.  What is served from the page cache (a warm epoch)
+ * tells nothing either: it needs no read-ahead.  So on a read-only mount the
+ * detector and the hint see the cold and re-read files of an epoch, in the
+ * order their first pages are asked for; a reader that starts a file
+ * elsewhere than at offset 0 with its first page cached (a header read
+ * before) is not seen again until the clock gave its object up.  Exports
+ * tell nothing, as their opens do not.
  *
  * Thread rules: any thread; node fields under the table lock, the clock
  * under pin.lock (never the other way round). */
@@ -60,6 +85,7 @@
 #include "hash.h"
 #include "log.h"
 #include "nsdb.h"
+#include "store.h"
 
 #define GEN_ROW 0x7fffu /* generations are 0..GEN_ROW-1; this marks override rows */
 #define ROW_KEY(nodeid) (CFS_VFS_PIN_FH | (nodeid))
@@ -73,6 +99,7 @@ int cfs_vfs_pin_start(struct cfs_vfs *v)
 	if (cfs_nsdb_ino_older(v->ns, 1ull << 47))
 		return -ERANGE;
 	pthread_mutex_init(&v->pin.lock, NULL);
+	v->pin.held_max = cfs_store_budget(v->store) / 8;
 	v->pin.on = 1;
 	return 0;
 }
@@ -172,8 +199,7 @@ static int superseded_row(struct cfs_vfs *v, uint64_t ino, uint64_t nodeid, stru
 	return rc;
 }
 
-int cfs_vfs_pin_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, uint32_t pid,
-		     struct cfs_vfs_file **out)
+int cfs_vfs_pin_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out)
 {
 	uint64_t nodeid = fh & ~CFS_VFS_PIN_FH;
 	int rc = cfs_vfs_resolve_node(v, ino);
@@ -211,46 +237,95 @@ int cfs_vfs_pin_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, uint32_t pid,
 		cfs_inode_lock(v->tab);
 		n->size = f->b.size; /* an export's size is known once fetched */
 		cfs_inode_unlock(v->tab);
-	} else {
-		cfs_vfs_scan_open(v, ino, pid, &f->scan); /* an open, for the dataset read-ahead */
 	}
 	*out = f;
 	return 0;
 }
 
-/* Keeps f among the file objects reads use (the clock); returns the handle
- * key of one to give up (0: none). */
+/* An open-less open of f (see the top): its last one ends, the dataset
+ * read-ahead and the order hint are told of a new one.  Only one thread at a
+ * time tells for f; another one meanwhile tells nothing. */
+static void tell(struct cfs_vfs *v, struct cfs_vfs_file *f, uint32_t pid)
+{
+	if (f->data || f->w || __atomic_exchange_n(&f->pin_telling, 1, __ATOMIC_ACQUIRE))
+		return;
+	if (f->scan.nanc)
+		cfs_vfs_scan_close(v, &f->scan);
+	cfs_vfs_scan_open(v, f->ino, pid, &f->scan);
+	__atomic_store_n(&f->pin_telling, 0, __ATOMIC_RELEASE);
+}
+
+/* pin.lock held: slot i is given up (its object's hold no longer counted);
+ * the key it had. */
+static uint64_t give_up(struct cfs_vfs_pins *p, unsigned i)
+{
+	uint64_t key = p->key[i];
+	p->held_sum -= p->held[i];
+	p->key[i] = 0;
+	p->held[i] = 0;
+	p->ref[i] = 0;
+	return key;
+}
+
+/* Keeps f among the file objects reads use (the clock): it takes the slot
+ * of the first one not read since the hand last passed it; returns that
+ * one's handle key, to give up (0: none).  And while the blocks the kept
+ * objects hold (cfs_store_hold, as an open's) pass held_max, the hand goes
+ * on (at most one turn), giving up those not read since it last passed,
+ * into pin.out: a kept object is no open file, and its hold must not crowd
+ * out what the read-ahead fetched for the files to come. */
 static uint64_t keep(struct cfs_vfs *v, struct cfs_vfs_file *f)
 {
-	uint64_t out;
-	pthread_mutex_lock(&v->pin.lock);
+	struct cfs_vfs_pins *p = &v->pin;
+	uint64_t out, size = f->held && f->b.size > 0 ? (uint64_t)f->b.size : 0;
+	unsigned mine;
+	pthread_mutex_lock(&p->lock);
 	for (;;) { /* at most one turn past every slot read since the last */
-		unsigned i = v->pin.hand;
-		v->pin.hand = (i + 1) % CFS_VFS_PIN_FILES;
-		if (v->pin.key[i] && v->pin.ref[i]) {
-			v->pin.ref[i] = 0;
+		unsigned i = p->hand;
+		p->hand = (i + 1) % CFS_VFS_PIN_FILES;
+		if (p->key[i] && p->ref[i]) {
+			p->ref[i] = 0;
 			continue;
 		}
-		out = v->pin.key[i];
-		v->pin.key[i] = f->h.fh;
-		v->pin.ref[i] = 1;
+		out = give_up(p, i);
+		p->key[i] = f->h.fh;
+		p->ref[i] = 1;
+		p->held[i] = size;
+		p->held_sum += size;
+		mine = i;
 		__atomic_store_n(&f->pin_slot, i + 1, __ATOMIC_RELAXED);
 		break;
 	}
-	pthread_mutex_unlock(&v->pin.lock);
+	for (unsigned k = 0; k < CFS_VFS_PIN_FILES && p->held_sum > p->held_max &&
+			     p->nout < CFS_VFS_PIN_FILES; k++) {
+		unsigned i = p->hand;
+		p->hand = (i + 1) % CFS_VFS_PIN_FILES;
+		if (i == mine || !p->key[i])
+			continue;
+		if (p->ref[i]) {
+			p->ref[i] = 0;
+		} else {
+			p->out[p->nout] = give_up(p, i);
+			__atomic_store_n(&p->nout, p->nout + 1, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
 	return out;
 }
 
 /* The file object reads of node id use, with a reference: the one kept, or
- * a new one (*drop: one to give up after the reply). */
-static int get_pinned(struct cfs_vfs *v, uint64_t nodeid, uint32_t pid, struct cfs_vfs_file **out,
-		      uint64_t *drop)
+ * a new one (*drop: one to give up after the reply).  off: the offset of the
+ * READ it is for, by process pid (an open-less open is told: see the top);
+ * -1: not a read. */
+static int get_pinned(struct cfs_vfs *v, uint64_t nodeid, uint32_t pid, int64_t off,
+		      struct cfs_vfs_file **out, uint64_t *drop)
 {
 	uint64_t key = CFS_VFS_PIN_FH | nodeid;
 	struct cfs_handle *e = cfs_handles_get(v->handles, key, H_FILE);
 	struct cfs_vfs_file *f = (struct cfs_vfs_file *)e;
+	int made = 0;
 	if (!e) {
-		int made, rc = cfs_vfs_pin_file(v, cfs_vfs_pin_ino(nodeid), key, pid, &f);
+		int rc = cfs_vfs_pin_file(v, cfs_vfs_pin_ino(nodeid), key, &f);
 		if (!rc)
 			rc = cfs_vfs_file_adopt(v, f, &f, &made);
 		if (rc)
@@ -258,6 +333,8 @@ static int get_pinned(struct cfs_vfs *v, uint64_t nodeid, uint32_t pid, struct c
 		if (made)
 			*drop = keep(v, f);
 	}
+	if (off >= 0 && (made || off == 0))
+		tell(v, f, pid);
 	unsigned slot = __atomic_load_n(&f->pin_slot, __ATOMIC_RELAXED);
 	if (slot)
 		__atomic_store_n(&v->pin.ref[slot - 1], 1, __ATOMIC_RELAXED);
@@ -265,11 +342,26 @@ static int get_pinned(struct cfs_vfs *v, uint64_t nodeid, uint32_t pid, struct c
 	return 0;
 }
 
-void cfs_vfs_pin_drop(struct cfs_vfs *v, uint64_t drop)
+static void drop_key(struct cfs_vfs *v, uint64_t key)
 {
-	struct cfs_handle *e = drop ? cfs_handles_remove(v->handles, drop, H_FILE) : NULL;
+	struct cfs_handle *e = key ? cfs_handles_remove(v->handles, key, H_FILE) : NULL;
 	if (e)
 		cfs_vfs_put_file(v, (struct cfs_vfs_file *)e);
+}
+
+void cfs_vfs_pin_drop(struct cfs_vfs *v, uint64_t drop)
+{
+	drop_key(v, drop);
+	if (!v->pin.on || !__atomic_load_n(&v->pin.nout, __ATOMIC_RELAXED))
+		return;
+	uint64_t keys[CFS_VFS_PIN_FILES];
+	pthread_mutex_lock(&v->pin.lock);
+	unsigned n = v->pin.nout;
+	memcpy(keys, v->pin.out, n * sizeof(keys[0]));
+	__atomic_store_n(&v->pin.nout, 0, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&v->pin.lock);
+	for (unsigned i = 0; i < n; i++)
+		drop_key(v, keys[i]);
 }
 
 /* A read found ino changed in Drive (the node is stale now): the kernel
@@ -302,7 +394,7 @@ int cfs_vfs_pin_read(struct cfs_vfs *v, uint64_t nodeid, uint32_t pid, int64_t o
 	struct cfs_vfs_file *f;
 	*got = 0;
 	*drop = 0;
-	int rc = get_pinned(v, nodeid, pid, &f, drop);
+	int rc = get_pinned(v, nodeid, pid, off, &f, drop);
 	if (rc)
 		return rc;
 	rc = cfs_vfs_file_read(v, f, off, len, buf, got);
@@ -325,7 +417,7 @@ int cfs_vfs_pin_getattr(struct cfs_vfs *v, uint64_t nodeid, int from_file, struc
 			/* a read past what the kernel knows of an export's size */
 			struct cfs_vfs_file *f;
 			uint64_t drop = 0;
-			rc = get_pinned(v, nodeid, 0, &f, &drop);
+			rc = get_pinned(v, nodeid, 0, -1, &f, &drop);
 			if (!rc) {
 				cfs_vfs_put_file(v, f);
 				rc = cfs_vfs_getattr(v, ino, a);

@@ -11,8 +11,12 @@
  * revision whose hash names the node id it leaves gets the next generation,
  * which a restarted server finds again.  The clock keeps at most
  * CFS_VFS_PIN_FILES file objects.  Without rows (--recovery=off), the old
- * node id after a change is ESTALE, never the new bytes.  Drive is a closed
- * port: nothing is asked of it (checked). */
+ * node id after a change is ESTALE, never the new bytes.  Open-less opens
+ * (vfs_pin.c): an order hint and the dataset detector are told of a node
+ * id's first read at any offset and of each later read at offset 0, never
+ * of reads elsewhere, and a file told again is counted open once; the
+ * blocks kept objects hold stay near a share of the cache budget.  Drive is
+ * a closed port: nothing is asked of it (checked). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +30,7 @@
 #include "drive.h"
 #include "fhtab.h"
 #include "hash.h"
+#include "hint.h"
 #include "http.h"
 #include "nsdb.h"
 #include "store.h"
@@ -68,11 +73,11 @@ static void seed(struct cfs_store *s, const char *rev, int64_t size)
 	cfs_nsdb_free(n);
 }
 
-static struct cfs_vfs *pinned_vfs(struct env *e, struct cfs_store *s, struct cfs_fhtab *t,
-				  int fresh)
+static struct cfs_vfs *pinned_vfs_ra(struct env *e, struct cfs_store *s, struct cfs_fhtab *t,
+				     int fresh, int readahead)
 {
 	struct cfs_vfs_opts o = { .dir_ttl_s = 3600, .fhtab = t, .no_fh_rows = !t,
-				  .fresh_mount = fresh, .no_dataset_readahead = 1 };
+				  .fresh_mount = fresh, .no_dataset_readahead = !readahead };
 	struct cfs_vfs *v = NULL;
 	CHECK_EQ(cfs_vfs_new(e->drive, s, &o, &v), 0);
 	if (!v)
@@ -80,6 +85,12 @@ static struct cfs_vfs *pinned_vfs(struct env *e, struct cfs_store *s, struct cfs
 	CHECK_EQ(cfs_vfs_pin_start(v), 0);
 	CHECK(cfs_vfs_pinned(v));
 	return v;
+}
+
+static struct cfs_vfs *pinned_vfs(struct env *e, struct cfs_store *s, struct cfs_fhtab *t,
+				  int fresh)
+{
+	return pinned_vfs_ra(e, s, t, fresh, 0);
 }
 
 /* 1 if node id reads the whole blob key of size bytes. */
@@ -268,6 +279,154 @@ static void test_without_rows(void)
 	teardown(&e, s, dir);
 }
 
+/* A read of [off, off + len) of small file i (folder c) by process pid. */
+static void read_small(struct cfs_vfs *v, int i, int64_t off, size_t len, uint32_t pid)
+{
+	char name[8], buf[SMALL];
+	struct cfs_vfs_attr a;
+	size_t got = 0;
+	uint64_t drop = 0;
+	snprintf(name, sizeof(name), "s%03d", i);
+	CHECK_EQ(cfs_vfs_lookup(v, 13, name, &a), 0);
+	CHECK_EQ(cfs_vfs_pin_read(v, a.nodeid, pid, off, len, buf, &got, &drop), 0);
+	CHECK_EQ(got, len);
+	cfs_vfs_pin_drop(v, drop);
+}
+
+static void hint_counts(struct cfs_vfs *v, uint64_t *hits, uint64_t *misses)
+{
+	struct cfs_hint_stats hs;
+	pthread_mutex_lock(&v->scan.lock);
+	cfs_hint_stats(v->scan.hint, 0, &hs);
+	pthread_mutex_unlock(&v->scan.lock);
+	*hits = hs.hits;
+	*misses = hs.misses;
+}
+
+/* The detector's folder c (inode 13): distinct files counted, files open now. */
+static void folder_counts(struct cfs_vfs *v, unsigned *count, unsigned *open_now)
+{
+	*count = *open_now = 0;
+	pthread_mutex_lock(&v->scan.lock);
+	for (int i = 0; i < CFS_SCAN_SLOTS; i++)
+		if (v->scan.det.slots[i].folder == 13) {
+			*count = v->scan.det.slots[i].count;
+			*open_now = v->scan.det.slots[i].open_now;
+		}
+	pthread_mutex_unlock(&v->scan.lock);
+}
+
+/* The order hint and the dataset detector learn from open-less opens. */
+static void test_open_less_opens(void)
+{
+	char dir[64], key[16];
+	mkdir_tmp(dir, sizeof(dir));
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	seed(s, "r:rev1", F1);
+	for (int i = 0; i < NSMALL; i++) { /* whatever read-ahead asks for is cached */
+		snprintf(key, sizeof(key), "S%03d@r:1", i);
+		put_blob(s, key, SMALL);
+	}
+	struct env e;
+	env_new(&e);
+	struct cfs_vfs *v = pinned_vfs_ra(&e, s, NULL, 1, 1);
+	struct cfs_vfs_attr a;
+	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
+	CHECK_EQ(cfs_vfs_lookup(v, 10, "c", &a), 0); /* a / c: its listing in memory */
+
+	/* a hint over two epochs, s000 s001 s002 each time (inodes 100..102),
+	 * installed as cfs_vfs_hint_spool does but without its scanner thread */
+	uint64_t inos[6] = { 100, 101, 102, 100, 101, 102 }, sizes[6];
+	for (int i = 0; i < 6; i++)
+		sizes[i] = SMALL;
+	struct cfs_hint_opts ho = { .ahead_max = 1u << 20 };
+	struct cfs_hint *h = NULL;
+	CHECK_EQ(cfs_hint_new(inos, sizes, 6, &ho, 0, &h), 0);
+	pthread_mutex_lock(&v->scan.lock);
+	v->scan.hint = h;
+	pthread_mutex_unlock(&v->scan.lock);
+	uint64_t hits, misses;
+	read_small(v, 0, 0, SMALL, 7); /* its first read: an open */
+	hint_counts(v, &hits, &misses);
+	CHECK_EQ(hits, 1);
+	read_small(v, 0, 50, 50, 7); /* more of the same read: nothing */
+	read_small(v, 1, 10, 90, 7); /* a first read elsewhere than at 0: an open */
+	read_small(v, 1, 0, SMALL, 7); /* its first page, asked again: an open */
+	read_small(v, 2, 0, SMALL, 8);
+	hint_counts(v, &hits, &misses);
+	CHECK_EQ(hits, 4); /* s000, s001, s001 again (the second epoch's), s002 */
+	CHECK_EQ(misses, 0);
+	read_small(v, 0, 0, SMALL, 7); /* the second epoch: kept objects, read again */
+	read_small(v, 2, 0, SMALL, 8);
+	read_small(v, 2, 40, 60, 8);
+	hint_counts(v, &hits, &misses);
+	CHECK_EQ(hits, 6);
+	CHECK_EQ(misses, 0);
+	read_small(v, 250, 0, SMALL, 7); /* not in the hint: the detector's */
+	hint_counts(v, &hits, &misses);
+	CHECK_EQ(misses, 1);
+	unsigned count, open_now;
+	folder_counts(v, &count, &open_now);
+	CHECK_EQ(count, 1); /* hinted opens are the hint's alone */
+	CHECK_EQ(open_now, 1);
+	pthread_mutex_lock(&v->scan.lock);
+	v->scan.hint = NULL;
+	pthread_mutex_unlock(&v->scan.lock);
+	cfs_hint_free(h);
+
+	/* no hint: the detector counts each file once, open once, however
+	 * often it is told */
+	read_small(v, 200, 30, 70, 7);
+	read_small(v, 180, 0, SMALL, 8);
+	read_small(v, 200, 0, SMALL, 7);
+	read_small(v, 180, 0, SMALL, 8);
+	read_small(v, 180, 20, 80, 8);
+	read_small(v, 250, 0, SMALL, 8);
+	folder_counts(v, &count, &open_now);
+	CHECK_EQ(count, 3);
+	CHECK_EQ(open_now, 3);
+	cfs_vfs_free(v);
+	teardown(&e, s, dir);
+}
+
+/* The clock gives up kept objects while their holds pass held_max (an
+ * eighth of the cache budget; set lower here): never far past it. */
+static void test_held_bytes(void)
+{
+	char dir[64], key[16];
+	mkdir_tmp(dir, sizeof(dir));
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+	seed(s, "r:rev1", F1);
+	for (int i = 0; i < NSMALL; i++) {
+		snprintf(key, sizeof(key), "S%03d@r:1", i);
+		put_blob(s, key, SMALL);
+	}
+	struct env e;
+	env_new(&e);
+	struct cfs_vfs *v = pinned_vfs(&e, s, NULL, 1);
+	CHECK_EQ(v->pin.held_max, (64u << 20) / 8);
+	v->pin.held_max = 10 * SMALL;
+	struct cfs_vfs_attr a;
+	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
+	CHECK_EQ(cfs_vfs_lookup(v, 10, "c", &a), 0);
+	size_t before = cfs_handles_count(v->handles);
+	uint64_t most = 0;
+	for (int i = 0; i < 60; i++) {
+		read_small(v, i, 0, SMALL, 7);
+		if (v->pin.held_sum > most)
+			most = v->pin.held_sum;
+	}
+	CHECK(most <= 12 * SMALL);
+	CHECK(cfs_handles_count(v->handles) <= before + 12);
+	CHECK(cfs_handles_count(v->handles) >= before + 9);
+	size_t kept = cfs_handles_count(v->handles);
+	for (int i = 55; i < 60; i++) /* the last ones read are among those kept */
+		read_small(v, i, 0, SMALL, 7);
+	CHECK_EQ(cfs_handles_count(v->handles), kept);
+	cfs_vfs_free(v);
+	teardown(&e, s, dir);
+}
+
 int main(void)
 {
 	unsetenv("CLOUDSDK_CONFIG");
@@ -280,6 +439,8 @@ int main(void)
 		setenv("HOME", home, 1); /* no credential file of this machine's user */
 	test_story();
 	test_without_rows();
+	test_open_less_opens();
+	test_held_bytes();
 	rmdir(home);
 	return check_done("test_vfs_pin");
 }
