@@ -391,6 +391,11 @@ void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_
 	cfs_reader_forget(v->reader, &rf);
 	snprintf(prefix, sizeof(prefix), "%s", b->key);
 	cfs_store_evict_prefix(v->store, prefix, &bytes, &blocks);
+	/* open-less (vfs_pin.c), no open will come to drop the kernel's pages:
+	 * drop them now (through the poller's notices; none when it does not
+	 * run, and the pages then live until the kernel reclaims them) */
+	if (v->pin.on && v->notify.inode)
+		v->notify.inode(v->notify.arg, ino);
 }
 
 /* When a file is completely cached and Drive gave a checksum, the cached

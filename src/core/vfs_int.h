@@ -502,7 +502,8 @@ void cfs_vfs_node_checksum(const struct cfs_node *n, const char **alg, char want
  * read for a copy: what), differ from Drive's alg checksum: counted, logged,
  * and every copy of them dropped -- the shared tier's first
  * (cfs_reader_forget: a read after this reaches Drive), then the local
- * blocks, and the kernel's pages at the next open (no keep_cache). */
+ * blocks, and the kernel's pages at the next open (no keep_cache; on an
+ * open-less mount, at once).  No vfs lock held. */
 void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_ref *b,
 			     const char *alg, const char *what);
 /* vfs_upload.c: start (at open), resume the journal, stop (at free). */

@@ -15,7 +15,8 @@
  * (vfs_pin.c): an order hint and the dataset detector are told of a node
  * id's first read at any offset and of each later read at offset 0, never
  * of reads elsewhere, and a file told again is counted open once; the
- * blocks kept objects hold stay near a share of the cache budget.  Drive is
+ * blocks kept objects hold stay near a share of the cache budget; a cached
+ * copy that fails Drive's checksum drops the kernel's pages at once.  Drive is
  * a closed port: nothing is asked of it (checked). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -427,6 +428,56 @@ static void test_held_bytes(void)
 	teardown(&e, s, dir);
 }
 
+static uint64_t inval_ino;
+static int inval_calls;
+
+static void count_inval(void *arg, uint64_t ino)
+{
+	(void)arg;
+	inval_ino = ino;
+	inval_calls++;
+}
+
+/* A whole-file check that fails on an open-less mount drops the kernel's
+ * pages at once (no open will come to do it): an inode notice. */
+static void test_checksum_mismatch(void)
+{
+	char dir[64];
+	struct cfs_store *s = story_store(dir, sizeof(dir));
+	struct env e;
+	env_new(&e);
+	struct cfs_vfs *v = pinned_vfs(&e, s, NULL, 1);
+	v->notify = (struct cfs_vfs_notify){ .inode = count_inval }; /* as the poller's */
+	uint64_t id = lookup_f(v);
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, 12);
+	CHECK(n != NULL);
+	cfs_node_set_sums(n, "0123456789abcdef0123456789abcdef", ""); /* not the blocks' */
+	cfs_inode_unlock(v->tab);
+	CHECK(reads(v, id, "F1@r:rev1", F1));
+	CHECK_EQ(inval_calls, 0); /* checked when its file object is given up */
+	for (int i = 0; i < NSMALL && !inval_calls; i++) { /* the clock passes it */
+		char name[8], key[16];
+		struct cfs_vfs_attr a;
+		snprintf(name, sizeof(name), "s%03d", i);
+		snprintf(key, sizeof(key), "S%03d@r:1", i);
+		put_blob(s, key, SMALL);
+		if (i == 0) {
+			CHECK_EQ(cfs_vfs_lookup(v, 10, "c", &a), 0);
+		}
+		CHECK_EQ(cfs_vfs_lookup(v, 13, name, &a), 0);
+		CHECK(reads(v, a.nodeid, key, SMALL));
+	}
+	CHECK_EQ(inval_calls, 1);
+	CHECK_EQ(inval_ino, 12);
+	uint64_t checked, mismatched;
+	cfs_vfs_counters(v, &checked, &mismatched);
+	CHECK_EQ(mismatched, 1);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev1"), 0); /* dropped */
+	cfs_vfs_free(v);
+	teardown(&e, s, dir);
+}
+
 int main(void)
 {
 	unsetenv("CLOUDSDK_CONFIG");
@@ -441,6 +492,7 @@ int main(void)
 	test_without_rows();
 	test_open_less_opens();
 	test_held_bytes();
+	test_checksum_mismatch();
 	rmdir(home);
 	return check_done("test_vfs_pin");
 }
