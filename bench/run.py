@@ -1339,6 +1339,7 @@ class Bench:
         return [f["id"] for fid in tree.folder_ids for f in emu.children(fid, "id,mimeType")
                 if f["mimeType"] != FOLDER and f["id"] not in tree.unrelated_ids]
 
+    def w10(self):
         """Workload 10 (issue 25 item 3): warm shuffled 2-worker DataLoader epochs over an
         ImageFolder tree whose every file is cached (cache on tmpfs), against the same epochs on the
         local tmpfs copy, runs of the two interleaved (local, mount, local, mount): best and median
