@@ -5,7 +5,8 @@ reference measured (or computed) in the same run.
     /usr/bin/python3 bench/run.py [--quick] [--ttfb-ms 100] [--bandwidth 25000000]
                                   [--total-bandwidth 0] [--max-connections 16] [--only 1,3,7]
                                   [--user-rate 200] [--recovery both|auto|resend|forward]
-                                  [--mount-opt=--max-request=64M ...] [--json FILE] [--keep]
+                                  [--mount-opt=--max-request=64M ...] [--ref-bin OLD/colabfs]
+                                  [--json FILE] [--keep]
 
 It writes the data deterministically under a fresh folder in /dev/shm (tmpfs), starts
 tests/emulator/drive_emulator.py on it with the given time to first byte and per-connection
@@ -34,6 +35,10 @@ Workloads (see bench/README.md):
      folder layout  ref: the quota bound measured in the same run (a client that knows the quota
      downloading every file once at it); read-ahead waste; downloads of unrelated files.
      The first mode of --recovery.
+  10 warm epochs at the kernel's floor (issue 25): the same DataLoader over 1,000 and 10,000 small
+     files (quick: 500 and 2,000) already cached on tmpfs, on a writable and on a read-only mount, each
+     recovery mode of --recovery (and an older binary's, --ref-bin), with the FUSE requests per file
+     by kind  ref: the local tmpfs copy, epochs in turn with the mounts'
 """
 
 import argparse
@@ -96,6 +101,10 @@ FAULT_TTFB_MS = 20
 FAULT_SHAPE = dict(large_size=4 * MiB, nlarge=4, small_dirs=8, small_per_dir=41, small_min=KiB,
                    small_max=64 * KiB, seed=4242)   # chaos_helpers.chaos_tree: 332 files, ~26 MiB
 FAULT_TREE_BYTES = 4 * 4 * MiB + 8 * 41 * 33 * KiB
+WARM_SIZES = {"full": (1000, 10000), "quick": (500, 2000)}   # workload 10: files per tree
+WARM_PER_CLASS = 100                           # workload 10: files per class folder
+WARM_EPOCHS = 2                                # workload 10: epochs per DataLoader run
+WARM_ROUNDS = 3                                # workload 10: runs per side, in turn with the other sides
 # Workload 9 (issue 25): unrelated folders beside the class folders at the top of My Drive: (path,
 # files, smallest, largest): photos of small files (what a dataset scan could mistake), notebooks,
 # large PDFs, a nested backup.
@@ -426,7 +435,7 @@ class Emulator:
 
 
 class Mount:
-    def __init__(self, bench, name, cache_dir=None, emu=None, opts=()):
+    def __init__(self, bench, name, cache_dir=None, emu=None, opts=(), binary=None):
         self.bench = bench
         self.name = name
         self.mnt = os.path.join(bench.work, "mnt-" + name)
@@ -435,7 +444,8 @@ class Mount:
         os.makedirs(self.mnt, exist_ok=True)
         self.pid = None
         self.env = dict(os.environ, COLABFS_ACCESS_TOKEN=TOKEN)
-        argv = [BIN, "mount", "--api-url=" + (emu or bench.emu).url, "--cache-dir=" + self.cache_dir,
+        argv = [binary or BIN, "mount", "--api-url=" + (emu or bench.emu).url,
+                "--cache-dir=" + self.cache_dir,
                 "--log-file=" + self.log_file, "--max-connections=%d" % bench.args.max_connections]
         argv += bench.args.mount_opt + list(opts) + [self.mnt]
         bench.mounts.append(self)
@@ -784,9 +794,9 @@ class Bench:
         if note:
             self.notes.append("%s: %s" % (key, note))
 
-    def new_mount(self, name=None, cache_dir=None, emu=None, opts=()):
+    def new_mount(self, name=None, cache_dir=None, emu=None, opts=(), binary=None):
         self.nmount += 1
-        return Mount(self, name or str(self.nmount), cache_dir, emu, opts)
+        return Mount(self, name or str(self.nmount), cache_dir, emu, opts, binary)
 
     @staticmethod
     def stop_procs(procs):
@@ -862,9 +872,9 @@ class Bench:
 
     # -- setup ------------------------------------------------------------------------------------
 
-    def setup(self, suite, dataset):
+    def setup(self, suite, dataset, warm=False):
         """The work folder; with ``suite`` (any of workloads 1-7) their data and the emulator that
-        serves it (workload 8, ``dataset``, makes its own)."""
+        serves it (workloads 8 and 9, ``dataset``, and 10, ``warm``, make their own)."""
         a = self.args
         for tool in ("curl", "find"):
             if not shutil.which(tool):
@@ -877,6 +887,9 @@ class Bench:
                                             + self.cfg["dl_files"] * self.cfg["dl_size"]) * 3)
         if dataset:   # the tree, two caches of it at a time, the fault tree and its caches
             need += self.cfg["ds_files"] * DS_MAX_SIZE * 3 // 2 + 3 * FAULT_TREE_BYTES
+        if warm:      # the largest tree and its caches (mean file size 135 KB)
+            need += (max(WARM_SIZES["quick" if a.quick else "full"]) * (DS_MIN_SIZE + DS_MAX_SIZE) // 2
+                     * (3 if a.ref_bin else 2))
         st = os.statvfs(a.workdir)
         if st.f_bavail * st.f_frsize < need * 1.2:
             raise SystemExit("bench: %s has %s free; this run needs about %s"
@@ -1326,6 +1339,93 @@ class Bench:
         return [f["id"] for fid in tree.folder_ids for f in emu.children(fid, "id,mimeType")
                 if f["mimeType"] != FOLDER and f["id"] not in tree.unrelated_ids]
 
+    def w10(self):
+        """Workload 10 (issue 25 item 3): warm shuffled 2-worker DataLoader epochs over an
+        ImageFolder tree whose every file is cached (cache on tmpfs), against the same epochs on the
+        local tmpfs copy, runs of the two interleaved (local, mount, local, mount): best and median
+        of each side, and the FUSE requests the server read per file and epoch, by kind."""
+        a = self.args
+        if not self.have_torch("10"):
+            return
+        for n in WARM_SIZES["quick" if a.quick else "full"]:
+            base = os.path.join(self.work, "w10-%d" % n)
+            tree = DatasetTree(base, n, max(1, n // WARM_PER_CLASS))
+            t = time.monotonic()
+            tree.make()
+            log("10: %d files (%s) written in %.1f s" % (n, fmt_bytes(tree.bytes), time.monotonic() - t))
+            # no time to first byte and no quota: the cold pass only fills the cache
+            emu = Emulator(self, tree.spec_path, "emu-warm-%d" % n, 0, a.bandwidth, a.total_bandwidth)
+            emu.prepare(tree.folder_ids)
+            for mode in RECOVERY_MODES[a.recovery]:
+                self.w10_mode(mode, tree, emu)
+            shutil.rmtree(base, ignore_errors=True)
+
+    def w10_mode(self, mode, tree, emu):
+        """Workload 10's rows for ``--recovery=MODE``: a writable mount (the default), then a read-only
+        one on the same cache folder (the kernel opens files itself there); with --ref-bin the
+        reference binary's mounts beside them.  Each round runs WARM_EPOCHS epochs on the local
+        copy and on every mount, in turn."""
+        a = self.args
+        n = tree.files
+        size = "%dk" % (n // 1000) if n % 1000 == 0 else "%d" % n
+        sfx = "" if mode == "auto" else "/" + mode[:3]
+        bins = [("", None)] + ([("-ref", a.ref_bin)] if a.ref_bin else [])
+
+        def run(root):
+            return [e["seconds"] for e in self.dl_epochs(root, WARM_EPOCHS, 2, options=DS_OPTIONS)["epochs"]]
+        for kind, what, opts in (("w", "writable", []), ("r", "read-only", ["--read-only"])):
+            side = {}
+            for tag, binary in bins:
+                cache = os.path.join(self.work, "cache-warm%d-%s%s" % (n, mode, tag))
+                m = self.new_mount("warm%d-%s-%s%s" % (n, mode, kind, tag), cache, emu,
+                                   ["--recovery=" + mode] + opts, binary)
+                t = time.monotonic()
+                self.dl_epochs(m.path("dataset"), 1, 2, options=DS_OPTIONS)  # fills the caches
+                log("10: %d files, %s%s: first epoch in %.1f s" % (n, what, tag, time.monotonic() - t))
+                side[tag] = (m, [], m.stats(), proc_cpu(m.server_pid()))
+            local = []
+            for _ in range(WARM_ROUNDS):
+                local += run(tree.root)
+                for tag, _ in bins:
+                    side[tag][1].extend(run(side[tag][0].path("dataset")))
+            for tag, binary in bins:
+                m, got, before, cpu0 = side[tag]
+                after = m.stats()
+                cpu = (proc_cpu(m.server_pid()) or 0) - (cpu0 or 0)
+                running = after.get("recovery_mode")
+                label = "%s, recovery %s%s" % (what, RECOVERY_NAMES[running] if running in range(4)
+                                               else mode, ", reference binary" if tag else "")
+                if kind == "w" and not tag and not a.no_verify:
+                    for folder, _, names in os.walk(tree.root):
+                        for name in names:
+                            p = os.path.join(folder, name)
+                            compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
+                m.umount(keep_cache=kind == "w")
+                self.w10_row("10%s%s%s%s" % (kind, size, tag, sfx), n, label, got, local, before, after,
+                            cpu)
+
+    def w10_row(self, key, n, label, got, local, before, after, cpu):
+        """A row of workload 10: the median epochs, and the FUSE requests the server read per file
+        and epoch between the stats ``before`` and ``after`` (by kind where the binary counts them)
+        and its CPU seconds ``cpu`` meanwhile."""
+        epochs = n * len(got)
+        delta = {k: v - before.get(k, 0) for k, v in after.items() if isinstance(v, (int, float))}
+        per_kind = ", ".join("%s %.2f" % (k[len("fuse_requests_"):-len("_total")], v / epochs)
+                             for k, v in sorted(delta.items())
+                             if k.startswith("fuse_requests_") and k != "fuse_requests_total"
+                             and v >= 0.005 * epochs)
+        total = delta.get("fuse_requests_total")
+        reqs = ("%.2f FUSE requests per file and epoch%s" % (total / epochs, " (%s)" % per_kind
+                                                             if per_kind else "")
+                if total is not None else "no FUSE request counter")
+        self.row(key, "warm epoch, %d files, 2 workers, shuffled (%s)" % (n, label), med(got), "s",
+                 med(local), "s", "median epoch on the local tmpfs copy", higher_better=False,
+                 target=">= 77% (<= 1.3x time)",
+                 note="%s; server CPU %.1f us per file and epoch; best %.3f s vs %.3f s (%.2fx); "
+                      "mount epochs %s; local %s"
+                      % (reqs, cpu * 1e6 / epochs, min(got), min(local), min(got) / min(local),
+                         ", ".join("%.3f" % x for x in got), ", ".join("%.3f" % x for x in local)))
+
     def w8_mode(self, mode, tree, emu, chaos, femu, faults):
         """Every row of workload 8 with ``colabfs mount --recovery=MODE``."""
         a = self.args
@@ -1561,9 +1661,12 @@ def main(argv=None):
     ap.add_argument("--user-rate", type=float, default=DS_USER_RATE,
                     help="workload 8: Drive API requests/s per user the emulator allows (%d; 0: no "
                          "quota)" % DS_USER_RATE)
+    ap.add_argument("--ref-bin", metavar="PATH",
+                    help="workload 10: also mount this colabfs binary (an older build) beside the one "
+                         "measured, on the same data, epochs in turn (rows marked -ref)")
     ap.add_argument("--recovery", choices=sorted(RECOVERY_MODES), default="both",
-                    help="workload 8: colabfs --recovery mode(s) (both: auto and forward)")
-    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9", help="workloads to run, e.g. 1,2,6")
+                    help="workloads 8 and 10: colabfs --recovery mode(s) (both: auto and forward; workload 9: the first)")
+    ap.add_argument("--only", default="1,2,3,4,5,6,7,8,9,10", help="workloads to run, e.g. 1,2,6")
     ap.add_argument("--workdir", default="/dev/shm", help="where the data and caches go (/dev/shm)")
     ap.add_argument("--no-verify", action="store_true", help="skip the (untimed) byte comparisons")
     ap.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -1576,7 +1679,7 @@ def main(argv=None):
     bench = Bench(args)
 
     def body():
-        bench.setup(bool(only & set("1234567")), bool(only & set("89")))
+        bench.setup(bool(only & set("1234567")), bool(only & {"8", "9"}), "10" in only)
         if only & {"1", "2", "6"}:
             bench.w1_w2_w6("1" in only, "2" in only, "6" in only)
         if "3" in only:
@@ -1591,6 +1694,8 @@ def main(argv=None):
             bench.w8()
         if "9" in only:
             bench.w9()
+        if "10" in only:
+            bench.w10()
     rc = bench.guarded(body)
     if bench.rows:
         bench.report(argv)

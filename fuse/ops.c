@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ctlname.h"
+#include "err.h"
 #include "json.h"
 #include "log.h"
 #include "reply.h"
@@ -84,10 +85,23 @@ static double attr_ttl(struct cfs_fs *fs, const struct cfs_vfs_attr *a)
 	return a->size_known ? entry_ttl(fs, a) : 0.0;
 }
 
+/* The number the kernel knows inode ino by (open-less: with its revision's
+ * generation, vfs.h). */
+static uint64_t kernel_id(struct cfs_fs *fs, uint64_t ino)
+{
+	return fs->pinned ? cfs_vfs_pin_nodeid(fs->vfs, ino) : ino;
+}
+
+/* ... and back: the inode number of the node id a request names. */
+static uint64_t ino_of(struct cfs_fs *fs, fuse_ino_t nodeid)
+{
+	return fs->pinned ? cfs_vfs_pin_ino(nodeid) : nodeid;
+}
+
 static void notify_inode(void *arg, uint64_t ino)
 {
 	struct cfs_fs *fs = arg;
-	fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	fuse_lowlevel_notify_inval_inode(fs->se, kernel_id(fs, ino), 0, 0);
 }
 
 static void notify_entry(void *arg, uint64_t parent, const char *name)
@@ -112,6 +126,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = CFS_MAX_WRITE;     /* what the request log records whole */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* A read-only mount needs no OPEN, FLUSH or RELEASE (vfs.h, open-less
+	 * reads): the first OPEN is answered ENOSYS and the kernel opens files
+	 * itself from then on (Linux 4.20).  Decided the same way by every
+	 * server of the mount, since the kernel remembers it. */
+	if (fs->se && !fs->daemon_opens && !cfs_vfs_writable(fs->vfs) &&
+	    (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)) {
+		int rc = cfs_vfs_pin_start(fs->vfs);
+		if (rc)
+			CFS_INFO("opens go to the daemon: %s", cfs_strerror(rc));
+		fs->pinned = !rc;
+	}
 	if (fs->se && cfs_vfs_writable(fs->vfs) && cfs_vfs_start_uploads(fs->vfs))
 		CFS_WARN("cannot start the uploaders");
 }
@@ -120,7 +145,7 @@ static void entry_param(struct cfs_fs *fs, const struct cfs_vfs_attr *a,
 			struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->ino = a->ino;
+	e->ino = a->nodeid;
 	e->generation = 1;
 	e->attr_timeout = attr_ttl(fs, a);
 	e->entry_timeout = entry_ttl(fs, a);
@@ -158,26 +183,34 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	reply_entry(req, fs, &a);
 }
 
+/* Nodes live as long as the mount (see src/core/inode.h); open-less, the
+ * record of a superseded revision goes with its node id. */
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	(void)ino;
-	(void)nlookup; /* nodes live as long as the mount (see src/core/inode.h) */
+	(void)nlookup;
+	struct cfs_fs *fs = fs_of(req);
+	if (fs->pinned)
+		cfs_vfs_pin_forget(fs->vfs, ino);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
-	(void)count;
-	(void)forgets;
+	struct cfs_fs *fs = fs_of(req);
+	for (size_t i = 0; fs->pinned && i < count; i++)
+		cfs_vfs_pin_forget(fs->vfs, forgets[i].ino);
 	fuse_reply_none(req);
 }
 
+/* fi: set when asked with an open file (FUSE_GETATTR_FH), as before a read
+ * past the size the kernel knows. */
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)fi;
 	struct cfs_fs *fs = fs_of(req);
 	struct cfs_vfs_attr a;
-	reply_attr(req, fs, cfs_vfs_getattr(fs->vfs, ino, &a), &a);
+	int rc = fs->pinned ? cfs_vfs_pin_getattr(fs->vfs, ino, fi != NULL, &a)
+			    : cfs_vfs_getattr(fs->vfs, ino, &a);
+	reply_attr(req, fs, rc, &a);
 }
 
 /* The request being served, for the core's once-only record of
@@ -289,7 +322,12 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	(void)datasync;
-	reply_status(req, cfs_vfs_fsync(fs_of(req)->vfs, ino, fi->fh));
+	struct cfs_fs *fs = fs_of(req);
+	if (fs->pinned) { /* read-only, nothing to sync */
+		fuse_reply_err(req, 0);
+		return;
+	}
+	reply_status(req, cfs_vfs_fsync(fs->vfs, ino, fi->fh));
 }
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -392,6 +430,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct cfs_fs *fs = fs_of(req);
 	uint64_t fh;
 	int keep = 0, direct = 0;
+	if (fs->pinned) { /* open-less from now on (the kernel remembers) */
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	int rc = cfs_vfs_open(fs->vfs, ino, fi->flags, (uint32_t)fuse_req_ctx(req)->pid, &fh, &keep,
 			      &direct);
 	if (rc) {
@@ -401,6 +443,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fi->fh = fh;
 	fi->keep_cache = keep;
 	fi->direct_io = direct;
+	/* Only a writer's close is a durability point (cfs_vfs_flush): a
+	 * reader's close needs no FLUSH round trip (FOPEN_NOFLUSH, Linux 5.16) */
+	fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		cfs_vfs_release(fs->vfs, ino, fh);
 }
@@ -413,13 +458,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	struct cfs_fs *fs = fs_of(req);
 	size_t got = 0;
-	int rc = cfs_vfs_read(fs_of(req)->vfs, ino, fi->fh, off, size, buf, &got);
+	uint64_t drop = 0;
+	int rc = fs->pinned && !fi->fh
+			 ? cfs_vfs_pin_read(fs->vfs, ino, (uint32_t)fuse_req_ctx(req)->pid, off, size,
+					    buf, &got, &drop)
+			 : cfs_vfs_read(fs->vfs, ino_of(fs, ino), fi->fh, off, size, buf, &got);
 	if (rc)
 		reply_status(req, rc);
 	else
 		fuse_reply_buf(req, buf, got);
 	free(buf);
+	cfs_vfs_pin_drop(fs->vfs, drop); /* after the reply: it may hash a whole file */
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -443,7 +494,7 @@ static void inval_cb(uint64_t ino, void *arg)
 {
 	struct cfs_fs *fs = arg;
 	if (fs->se)
-		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+		fuse_lowlevel_notify_inval_inode(fs->se, kernel_id(fs, ino), 0, 0);
 }
 
 /* Replies to getxattr with a value computed on demand. */
@@ -517,9 +568,10 @@ int cfs_ops_mount_pid(const struct cfs_fs *fs)
 
 /* Control attributes (src/core/ctlname.h): the daemon's pid, its stats and
  * their history, and evictions and warms, which are reads with an effect. */
-static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+static void op_getxattr(fuse_req_t req, fuse_ino_t nodeid, const char *name, size_t size)
 {
 	struct cfs_fs *fs = fs_of(req);
+	fuse_ino_t ino = ino_of(fs, nodeid);
 	struct cfs_ctlname c;
 	char val[32];
 	int rc = cfs_ctlname_parse(name, &c);

@@ -34,6 +34,9 @@ struct cfs_fs {
 	unsigned ctl_refused;    /* evict/warm calls refused (atomic), to bound the log */
 	const char *cache_dir;   /* user.colabfs.cache_dir */
 	struct cfs_sampler *hist; /* user.colabfs.history; NULL: none (ENODATA) */
+	int daemon_opens;        /* --daemon-opens: never open-less */
+	int pinned;              /* open-less (set at INIT): the kernel opens files itself, node
+				  * ids carry a revision generation (vfs.h, vfs_pin.c) */
 };
 
 extern const struct fuse_lowlevel_ops cfs_ops;

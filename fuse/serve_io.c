@@ -95,6 +95,33 @@ static uint32_t opcode_of(uint64_t unique)
 	return s ? s->opcode : 0;
 }
 
+/* The kind a request is counted as in colabfs stats. */
+static enum cfs_stats_fuse_op fuse_op(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_LOOKUP: return CFS_FOP_LOOKUP;
+	case FUSE_GETATTR: return CFS_FOP_GETATTR;
+	case FUSE_SETATTR: return CFS_FOP_SETATTR;
+	case FUSE_OPEN: return CFS_FOP_OPEN;
+	case FUSE_READ: return CFS_FOP_READ;
+	case FUSE_WRITE: return CFS_FOP_WRITE;
+	case FUSE_FLUSH: return CFS_FOP_FLUSH;
+	case FUSE_RELEASE: return CFS_FOP_RELEASE;
+	case FUSE_FSYNC: return CFS_FOP_FSYNC;
+	case FUSE_CREATE: return CFS_FOP_CREATE;
+	case FUSE_OPENDIR: return CFS_FOP_OPENDIR;
+	case FUSE_READDIR: return CFS_FOP_READDIR;
+	case FUSE_READDIRPLUS: return CFS_FOP_READDIRPLUS;
+	case FUSE_RELEASEDIR: return CFS_FOP_RELEASEDIR;
+	case FUSE_FORGET: case FUSE_BATCH_FORGET: return CFS_FOP_FORGET;
+	case FUSE_GETXATTR: return CFS_FOP_GETXATTR;
+	case FUSE_STATFS: return CFS_FOP_STATFS;
+	case FUSE_INTERRUPT: return CFS_FOP_INTERRUPT;
+	case FUSE_IOCTL: return CFS_FOP_IOCTL;
+	default: return CFS_FOP_OTHER;
+	}
+}
+
 uint64_t cfs_serve_current_unique(void)
 {
 	return g.shm ? cur_unique & ~RESEND_BIT : 0;
@@ -225,6 +252,7 @@ again:
 		cur_opcode = h->opcode;
 		cur_repeat |= (h->unique & RESEND_BIT) != 0;
 		__atomic_fetch_add(&g.shm->rec.requests, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&g.shm->rec.by_op[fuse_op(h->opcode)], 1, __ATOMIC_RELAXED);
 		if (cfs_reqlog_has_reply(h->opcode)) {
 			if (!g.log) /* the log is the guard's record in forward mode */
 				track(h->unique, h->opcode);

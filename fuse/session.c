@@ -162,7 +162,8 @@ int cfs_session_check(const struct cfs_session_opts *o)
 int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 {
 	struct cfs_fs fs = { .vfs = vfs, .attr_timeout = o->attr_timeout, .stats = o->stats,
-			     .poll_interval = o->poll_interval, .owner = (uint32_t)getuid(),
+			     .poll_interval = o->poll_interval, .daemon_opens = o->daemon_opens,
+			     .owner = (uint32_t)getuid(),
 			     .uid = o->uid, .gid = o->gid, .file_mode = o->file_mode,
 			     .dir_mode = o->dir_mode, .cache_dir = o->cache_dir };
 	int rc = 0;

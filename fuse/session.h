@@ -17,6 +17,7 @@ struct cfs_session_opts {
 	int max_threads;
 	double attr_timeout;
 	long poll_interval;
+	int daemon_opens;        /* a read-only mount still sends OPEN and RELEASE (ops.h) */
 	uint32_t uid, gid;            /* owner and group every entry reports */
 	uint32_t file_mode, dir_mode; /* their permission bits (umask applied) */
 	const char *log_file;    /* where logging moves when daemonized */

@@ -76,6 +76,9 @@ static const struct opt opts[] = {
 	  1000000 },
 	{ "no-dataset-readahead", 0, T_FLAG, O(no_dataset_readahead), NULL,
 	  "no read-ahead of a folder's next files or of a dataset tree being scanned" },
+	{ "daemon-opens", 0, T_FLAG, O(daemon_opens), NULL,
+	  "a read-only mount sends every open and close to the daemon too (default: its "
+	  "kernel opens files itself, see WARM OPENS)" },
 	{ "hedge-budget", 0, T_LONG, O(hedge_budget), "PERCENT",
 	  "second requests for late downloads, at most PERCENT per 100 (default 5; 0: never)", 0,
 	  50 },

@@ -41,6 +41,7 @@ struct cfs_config {
 	long api_rate;
 	long api_burst;
 	long no_dataset_readahead;
+	long daemon_opens;    /* --daemon-opens: a read-only mount asks the daemon at open too */
 	long hedge_budget;    /* --hedge-budget: hedges per 100 downloads, 0: never */
 	long poll_interval_s;
 	char *metadata_url;

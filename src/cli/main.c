@@ -469,6 +469,7 @@ static void session_opts(struct mount *m, const char *log_path, struct cfs_sessi
 		.max_threads = (int)c->max_threads,
 		.attr_timeout = (double)c->attr_timeout_s,
 		.poll_interval = c->poll_interval_s,
+		.daemon_opens = (int)c->daemon_opens,
 		.uid = c->uid >= 0 ? (uint32_t)c->uid : (uint32_t)getuid(),
 		.gid = c->gid >= 0 ? (uint32_t)c->gid : (uint32_t)getgid(),
 		.file_mode = (uint32_t)(c->file_mode & ~c->umask_bits),

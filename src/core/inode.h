@@ -64,11 +64,14 @@ struct cfs_node {
 	uint64_t opened_rev;          /* cfs_node_rev_hash when last opened (kernel cache); 0: none */
 	uint64_t checked_rev;         /* ... of the rev whose cached copy passed the whole-file check */
 	size_t lpos;                  /* position in its folder's sorted listing */
+	uint16_t pin_gen;             /* open-less mounts: the node id's generation when
+				       * pin_override (vfs_pin.c) */
 	unsigned char md5[16], sha256[32]; /* whole-file checksums from Drive (see has_*) */
 	unsigned is_dir : 1;
 	unsigned stale : 1;           /* a read found rev no longer current: refresh at open */
 	unsigned has_md5 : 1, has_sha256 : 1;
 	unsigned has_atime : 1;       /* else the mtime shown is the atime */
+	unsigned pin_known : 1, pin_override : 1; /* its override row looked for, found */
 	char id[];                    /* the item's own Drive id */
 };
 

@@ -23,6 +23,17 @@ struct field {
 	uint64_t v;
 };
 
+static const char *const fuse_op_names[CFS_FOP_COUNT] = {
+	[CFS_FOP_LOOKUP] = "lookup", [CFS_FOP_GETATTR] = "getattr",
+	[CFS_FOP_SETATTR] = "setattr", [CFS_FOP_OPEN] = "open", [CFS_FOP_READ] = "read",
+	[CFS_FOP_WRITE] = "write", [CFS_FOP_FLUSH] = "flush", [CFS_FOP_RELEASE] = "release",
+	[CFS_FOP_FSYNC] = "fsync", [CFS_FOP_CREATE] = "create", [CFS_FOP_OPENDIR] = "opendir",
+	[CFS_FOP_READDIR] = "readdir", [CFS_FOP_READDIRPLUS] = "readdirplus",
+	[CFS_FOP_RELEASEDIR] = "releasedir", [CFS_FOP_FORGET] = "forget",
+	[CFS_FOP_GETXATTR] = "getxattr", [CFS_FOP_STATFS] = "statfs",
+	[CFS_FOP_INTERRUPT] = "interrupt", [CFS_FOP_IOCTL] = "ioctl", [CFS_FOP_OTHER] = "other",
+};
+
 int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 {
 	struct cfs_drive_stats d = { 0 };
@@ -61,6 +72,8 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		rec.requests = __atomic_load_n(&sr->requests, __ATOMIC_RELAXED);
 		rec.journalled = __atomic_load_n(&sr->journalled, __ATOMIC_RELAXED);
 		rec.mounted_ms = __atomic_load_n(&sr->mounted_ms, __ATOMIC_RELAXED);
+		for (size_t i = 0; i < CFS_FOP_COUNT; i++)
+			rec.by_op[i] = __atomic_load_n(&sr->by_op[i], __ATOMIC_RELAXED);
 	}
 	int64_t since = sr && rec.mounted_ms ? rec.mounted_ms : s->started_ms;
 	const struct field f[] = {
@@ -198,6 +211,12 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		char line[128];
 		int n = snprintf(line, sizeof(line), "%s\"%s\":%" PRIu64, i ? "," : "", f[i].name,
 				 f[i].v);
+		rc = cfs_buf_append(out, line, (size_t)n);
+	}
+	for (size_t i = 0; !rc && i < CFS_FOP_COUNT; i++) {
+		char line[128];
+		int n = snprintf(line, sizeof(line), ",\"fuse_requests_%s_total\":%" PRIu64,
+				 fuse_op_names[i], rec.by_op[i]);
 		rc = cfs_buf_append(out, line, (size_t)n);
 	}
 	if (!rc)

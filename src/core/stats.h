@@ -30,6 +30,17 @@ enum cfs_recovery_mode {
 	CFS_RECOVERY_NONE = 3,    /* restarted without replay (a test control) */
 };
 
+/* FUSE requests by kind (fuse_requests_<kind>_total): fuse/serve_io.c
+ * maps the kernel's opcodes onto these; the rest count as "other". */
+enum cfs_stats_fuse_op {
+	CFS_FOP_LOOKUP, CFS_FOP_GETATTR, CFS_FOP_SETATTR, CFS_FOP_OPEN, CFS_FOP_READ,
+	CFS_FOP_WRITE, CFS_FOP_FLUSH, CFS_FOP_RELEASE, CFS_FOP_FSYNC, CFS_FOP_CREATE,
+	CFS_FOP_OPENDIR, CFS_FOP_READDIR, CFS_FOP_READDIRPLUS, CFS_FOP_RELEASEDIR,
+	CFS_FOP_FORGET, CFS_FOP_GETXATTR, CFS_FOP_STATFS, CFS_FOP_INTERRUPT, CFS_FOP_IOCTL,
+	CFS_FOP_OTHER,
+	CFS_FOP_COUNT
+};
+
 struct cfs_stats_recovery {
 	uint32_t mode;            /* enum cfs_recovery_mode */
 	int32_t super_pid;
@@ -41,6 +52,7 @@ struct cfs_stats_recovery {
 	uint64_t poisoned;        /* requests answered EIO by the crash-loop guard */
 	uint64_t requests;        /* requests the servers read from the kernel */
 	uint64_t journalled;      /* repeated requests answered from the reply journal */
+	uint64_t by_op[CFS_FOP_COUNT]; /* requests by kind, as `requests` */
 };
 
 /* The name of a recovery mode ("off", "resend", ...). */

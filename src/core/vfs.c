@@ -65,6 +65,7 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	v->mem_floor = o->mem_floor;
 	v->mem_hold_ms = o->mem_hold_ms;
 	v->exports = o->exports;
+	v->pin.probe = !o->fresh_mount; /* generation rows of servers before (vfs_pin.c) */
 	pthread_mutex_init(&v->poll_lock, NULL);
 	pthread_cond_init(&v->poll_cond, NULL);
 	pthread_mutex_init(&v->w.lock, NULL);

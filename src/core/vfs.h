@@ -80,6 +80,8 @@ struct cfs_vfs_opts {
 
 struct cfs_vfs_attr {
 	uint64_t ino;
+	uint64_t nodeid;       /* the kernel's node id: ino, or ino with the revision's
+				* generation on an open-less mount (cfs_vfs_pin_start) */
 	int is_dir;
 	int64_t size;          /* 0 when not known yet */
 	int size_known;        /* 0 for an export never fetched */
@@ -129,6 +131,41 @@ int cfs_vfs_read(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size
 void cfs_vfs_release(struct cfs_vfs *v, uint64_t ino, uint64_t fh);
 
 int cfs_vfs_statfs(struct cfs_vfs *v, struct statvfs *st);
+
+/* ---- open-less reads (vfs_pin.c) -------------------------------------------
+ * A read-only mount whose kernel opens and closes files by itself (FUSE
+ * no-open: no OPEN, RELEASE or FLUSH; every read comes with handle 0).  The
+ * kernel's inode pins the revision instead of a handle: a file's node id is
+ * its inode number with a generation in bits 48-62 that moves whenever the
+ * file's revision changes, so a new lookup gets a new kernel inode (and the
+ * new revision) while a reader of the old one keeps the old revision (or
+ * fails with ESTALE once it cannot be had), never a mix.  Folders' node ids
+ * are their inode numbers. */
+#define CFS_VFS_PIN_SHIFT 48
+static inline uint64_t cfs_vfs_pin_ino(uint64_t nodeid)
+{
+	return nodeid & ((1ull << CFS_VFS_PIN_SHIFT) - 1);
+}
+/* Makes v open-less (before the first request): -EROFS on a writable mount,
+ * -ERANGE when its inode numbers reach bit 47 (after 128 index resets). */
+int cfs_vfs_pin_start(struct cfs_vfs *v);
+int cfs_vfs_pinned(const struct cfs_vfs *v);
+/* The node id the kernel knows ino by now (for its notices). */
+uint64_t cfs_vfs_pin_nodeid(struct cfs_vfs *v, uint64_t ino);
+/* Attributes of node id (from_file: asked with an open file, as before a read
+ * past the size the kernel knows: an export of unknown size is fetched).  A
+ * superseded node id shows the size of its revision; -ESTALE when that
+ * revision is no longer known (its record lost). */
+int cfs_vfs_pin_getattr(struct cfs_vfs *v, uint64_t nodeid, int from_file, struct cfs_vfs_attr *a);
+/* Reads node id's revision; pid: the reader (for the dataset read-ahead).
+ * *drop: a file object to give up once the reply is sent (0: none), with
+ * cfs_vfs_pin_drop (a whole-file check may run then), which also gives up
+ * those the clock set aside meanwhile; call it after every read. */
+int cfs_vfs_pin_read(struct cfs_vfs *v, uint64_t nodeid, uint32_t pid, int64_t off, size_t len,
+		     char *buf, size_t *got, uint64_t *drop);
+void cfs_vfs_pin_drop(struct cfs_vfs *v, uint64_t drop);
+/* The kernel forgot node id: a superseded one's record goes. */
+void cfs_vfs_pin_forget(struct cfs_vfs *v, uint64_t nodeid);
 
 /* ---- writes (vfs_write.c, vfs_upload.c) -------------------------------------
  * Every call that changes the namespace takes the kernel's request number

@@ -24,9 +24,7 @@
 #include "store.h"
 
 
-/* A file a read found changed in Drive: its metadata again, before the
- * next open uses it (lock not held). */
-static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
+int cfs_vfs_refresh_stale(struct cfs_vfs *v, uint64_t ino)
 {
 	char cid[CFS_ID_MAX];
 	cfs_inode_lock(v->tab);
@@ -46,9 +44,11 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	char rev[CFS_ID_MAX];
 	cfs_vfs_content_rev(&m, rev, sizeof(rev));
 	cfs_inode_lock(v->tab);
-	if (m.trashed) {
+	if (m.trashed)
 		rc = -ENOENT;
-	} else if (!(rc = cfs_node_set_rev(n, rev))) {
+	else
+		cfs_vfs_pin_supersede(v, n, rev); /* open-less: the old node id keeps the old */
+	if (!rc && !(rc = cfs_node_set_rev(n, rev))) {
 		n->size = m.size < 0 ? 0 : m.size;
 		n->mtime_ns = m.mtime_ns;
 		cfs_node_set_sums(n, m.md5, m.sha256);
@@ -63,7 +63,7 @@ static int refresh_stale(struct cfs_vfs *v, uint64_t ino)
 /* Gets f ready to read what f->b names: the whole export when export_mime
  * is set (into memory), else a stream for the prefetcher and a hold on the
  * blocks.  On failure f holds nothing. */
-static int file_start(struct cfs_vfs *v, struct cfs_vfs_file *f, const char *export_mime)
+int cfs_vfs_file_start(struct cfs_vfs *v, struct cfs_vfs_file *f, const char *export_mime)
 {
 	if (export_mime[0]) {
 		struct cfs_buf b = { 0 };
@@ -128,7 +128,7 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint6
 		return -EROFS;
 	int rc = cfs_vfs_resolve_node(v, ino);
 	if (!rc)
-		rc = refresh_stale(v, ino);
+		rc = cfs_vfs_refresh_stale(v, ino);
 	if (rc)
 		return rc;
 	struct cfs_vfs_file *f = calloc(1, sizeof(*f));
@@ -150,7 +150,7 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint6
 	if (!rc)
 		rc = staged_start(v, f, writer, trunc);
 	if (!rc && !f->w)
-		rc = file_start(v, f, export_mime);
+		rc = cfs_vfs_file_start(v, f, export_mime);
 	if (!rc && f->w)
 		*keep_cache = *direct_io = 0;
 	if (!rc && f->data) {
@@ -186,6 +186,35 @@ int cfs_vfs_open(struct cfs_vfs *v, uint64_t ino, int flags, uint32_t pid, uint6
 	return 0;
 }
 
+int cfs_vfs_file_from_row(struct cfs_vfs *v, uint64_t fh, const struct cfs_nsdb_fh *r,
+			  struct cfs_vfs_file **out)
+{
+	/* the node is not needed for the bytes, only for noting a revision
+	 * change and the whole-file check: best effort */
+	cfs_vfs_resolve_node(v, r->ino);
+	struct cfs_vfs_file *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->h.fh = fh;
+	f->h.kind = H_FILE;
+	f->ino = r->ino;
+	memcpy(f->b.key, r->key, sizeof(f->b.key));
+	memcpy(f->b.id, r->id, sizeof(f->b.id));
+	memcpy(f->b.rev, r->rev, sizeof(f->b.rev));
+	f->b.size = r->size;
+	int rc;
+	if (strncmp(r->key, STAGED_KEY, sizeof(STAGED_KEY) - 1) == 0)
+		rc = staged_start(v, f, strcmp(r->rev, "w") == 0, 0);
+	else
+		rc = cfs_vfs_file_start(v, f, r->export_mime);
+	if (rc) {
+		cfs_vfs_file_free(v, f, 0);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
 /* Rebuilds file handle fh, handed out by a server process that was restarted
  * since, from its stored row: the same content key, revision and size the
  * open pinned, never the node's current revision, so the kernel gets the
@@ -200,33 +229,25 @@ static int file_rebuild(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs
 	int rc = cfs_nsdb_fh_get(v->ns, fh, &r);
 	if (rc == -ENOENT || rc == CFS_E_PROTO || (!rc && r.ino != ino))
 		return -EBADF;
-	if (rc)
-		return rc;
-	/* the node is not needed for the bytes, only for noting a revision
-	 * change and the whole-file check: best effort */
-	cfs_vfs_resolve_node(v, ino);
-	struct cfs_vfs_file *f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->h.fh = fh;
-	f->h.kind = H_FILE;
-	f->ino = ino;
-	memcpy(f->b.key, r.key, sizeof(f->b.key));
-	memcpy(f->b.id, r.id, sizeof(f->b.id));
-	memcpy(f->b.rev, r.rev, sizeof(f->b.rev));
-	f->b.size = r.size;
-	if (strncmp(r.key, STAGED_KEY, sizeof(STAGED_KEY) - 1) == 0)
-		rc = staged_start(v, f, strcmp(r.rev, "w") == 0, 0);
-	else
-		rc = file_start(v, f, r.export_mime);
-	if (rc) {
-		cfs_vfs_file_free(v, f, 0);
-		return rc;
-	}
-	CFS_INFO("rebuilt file handle %llu (inode %llu, %s) after a restart",
-		 (unsigned long long)fh, (unsigned long long)ino, r.key);
-	*out = f;
-	return 0;
+	if (!rc)
+		rc = cfs_vfs_file_from_row(v, fh, &r, out);
+	if (!rc)
+		CFS_INFO("rebuilt file handle %llu (inode %llu, %s) after a restart",
+			 (unsigned long long)fh, (unsigned long long)ino, r.key);
+	return rc;
+}
+
+int cfs_vfs_file_adopt(struct cfs_vfs *v, struct cfs_vfs_file *f, struct cfs_vfs_file **out,
+		       int *made)
+{
+	struct cfs_handle *e;
+	int rc = cfs_handles_add(v->handles, &f->h, &e);
+	*made = !rc && e == &f->h;
+	if (!*made)
+		cfs_vfs_file_free(v, f, 0); /* another thread made it first */
+	if (!rc)
+		*out = (struct cfs_vfs_file *)e;
+	return rc;
 }
 
 /* The handle fh on file ino with a reference taken, rebuilt if this process
@@ -234,18 +255,16 @@ static int file_rebuild(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs
 int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out)
 {
 	struct cfs_handle *e = cfs_handles_get(v->handles, fh, H_FILE);
-	if (!e) {
+	if (e) {
+		*out = (struct cfs_vfs_file *)e;
+	} else {
 		struct cfs_vfs_file *f;
-		int rc = file_rebuild(v, ino, fh, &f);
-		if (rc)
-			return rc;
-		rc = cfs_handles_add(v->handles, &f->h, &e);
-		if (rc || e != &f->h)
-			cfs_vfs_file_free(v, f, 0); /* another thread rebuilt it first */
+		int made, rc = file_rebuild(v, ino, fh, &f);
+		if (!rc)
+			rc = cfs_vfs_file_adopt(v, f, out, &made);
 		if (rc)
 			return rc == -EEXIST ? -EBADF : rc;
 	}
-	*out = (struct cfs_vfs_file *)e;
 	if ((*out)->ino != ino) { /* not this file's handle */
 		cfs_vfs_put_file(v, *out);
 		return -EBADF;
@@ -253,21 +272,14 @@ int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vf
 	return 0;
 }
 
-static int read_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
-		     char *buf, size_t *got)
+int cfs_vfs_file_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t len,
+		      char *buf, size_t *got)
 {
 	*got = 0;
 	if (off < 0)
 		return -EINVAL;
-	struct cfs_vfs_file *f;
-	int rc = cfs_vfs_get_file(v, ino, fh, &f);
-	if (rc)
-		return rc;
-	if (f->w) {
-		rc = cfs_staging_pread(f->w->fd, off, buf, len, got);
-		cfs_vfs_put_file(v, f);
-		return rc;
-	}
+	if (f->w)
+		return cfs_staging_pread(f->w->fd, off, buf, len, got);
 	if (f->data) {
 		if (off < f->b.size) {
 			if ((int64_t)len > f->b.size - off)
@@ -275,11 +287,10 @@ static int read_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, 
 			memcpy(buf, f->data + off, len);
 			*got = len;
 		}
-		cfs_vfs_put_file(v, f);
 		return 0;
 	}
 	struct cfs_reader_file rf = cfs_vfs_reader_file(&f->b);
-	rc = cfs_reader_read(v->reader, f->stream, &rf, off, len, buf, got);
+	int rc = cfs_reader_read(v->reader, f->stream, &rf, off, len, buf, got);
 	if (rc == -ESTALE) {
 		/* The file changed in Drive since its listing: fail this read rather
 		 * than mix revisions, and make the next lookup fetch the listing
@@ -295,6 +306,18 @@ static int read_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, 
 		}
 		cfs_inode_unlock(v->tab);
 	}
+	return rc;
+}
+
+static int read_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, int64_t off, size_t len,
+		     char *buf, size_t *got)
+{
+	struct cfs_vfs_file *f;
+	*got = 0;
+	int rc = cfs_vfs_get_file(v, ino, fh, &f);
+	if (rc)
+		return rc;
+	rc = cfs_vfs_file_read(v, f, off, len, buf, got);
 	cfs_vfs_put_file(v, f);
 	return rc;
 }
@@ -368,6 +391,11 @@ void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_
 	cfs_reader_forget(v->reader, &rf);
 	snprintf(prefix, sizeof(prefix), "%s", b->key);
 	cfs_store_evict_prefix(v->store, prefix, &bytes, &blocks);
+	/* open-less (vfs_pin.c), no open will come to drop the kernel's pages:
+	 * drop them now (through the poller's notices; none when it does not
+	 * run, and the pages then live until the kernel reclaims them) */
+	if (v->pin.on && v->notify.inode)
+		v->notify.inode(v->notify.arg, ino);
 }
 
 /* When a file is completely cached and Drive gave a checksum, the cached

@@ -16,7 +16,8 @@
  * What it does.  The new hint replaces the last one (each epoch brings its
  * order).  The scanner thread (vfs_scan.c) queues the hint's files on the
  * reader's scan queue, in order, as the window allows (hint.h); an open
- * that follows the hint is the hint's alone (the dataset detector does not
+ * (on an open-less mount, a first read: vfs_pin.c) that follows the hint is
+ * the hint's alone (the dataset detector does not
  * count it, so no scan competes with the order it was told); a hint the
  * reader no longer follows, or read to its end, is dropped, and what it had
  * queued and nobody opened is counted as wasted.  Its window's ceiling is

@@ -200,6 +200,22 @@ struct cfs_vfs_w {
 	uint64_t rnd;               /* backoff jitter (xorshift) */
 };
 
+/* Open-less reads (vfs_pin.c): the file objects reads use, kept by a clock. */
+#define CFS_VFS_PIN_FILES 256
+#define CFS_VFS_PIN_FH (1ull << 63) /* their handle keys, and the rows' */
+struct cfs_vfs_pins {
+	int on;                 /* an open-less mount */
+	int probe;              /* generations may be in rows (a restarted server) */
+	pthread_mutex_t lock;   /* the clock */
+	uint64_t key[CFS_VFS_PIN_FILES]; /* handle keys of the file objects kept; 0: free */
+	unsigned char ref[CFS_VFS_PIN_FILES]; /* read since the hand last passed */
+	uint64_t held[CFS_VFS_PIN_FILES]; /* bytes each one holds in the cache */
+	uint64_t held_sum, held_max; /* ... in all; the most before the clock gives up more */
+	uint64_t out[CFS_VFS_PIN_FILES]; /* handle keys given up, to drop after a reply */
+	unsigned nout;
+	unsigned hand;
+};
+
 struct cfs_vfs {
 	struct cfs_drive *drive;
 	struct cfs_store *store;
@@ -227,6 +243,7 @@ struct cfs_vfs {
 	struct cfs_vfs_w w;
 	uint64_t mem_floor;
 	int64_t mem_hold_ms;
+	struct cfs_vfs_pins pin;
 };
 
 enum { H_FILE = 1, H_DIR = 2 }; /* struct cfs_handle kinds */
@@ -269,6 +286,8 @@ struct cfs_vfs_file {
 	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
 	struct cfs_wfile *w;    /* staged content (reads and writes go there), or NULL */
 	int writer;             /* opened for writing */
+	unsigned pin_slot;      /* open-less reads: 1 + its place in the clock, or 0 */
+	int pin_telling;        /* open-less reads: a thread tells its open (vfs_pin.c) */
 };
 
 static inline int64_t cfs_vfs_clock_ms(clockid_t c)
@@ -438,6 +457,40 @@ void cfs_vfs_w_created(struct cfs_vfs *v, uint64_t ino, const char *id, const ch
 		       const char *parent_cid);
 /* vfs_write.c: Drive's storage quota in st (cached a minute). */
 void cfs_vfs_w_statfs(struct cfs_vfs *v, struct statvfs *st);
+/* vfs_file.c: a file the Changes poller or a read found changed in Drive
+ * gets its metadata again (files.get) before an open (or, open-less, a
+ * lookup) uses it.  0 or Drive's error (-ENOENT: trashed). */
+int cfs_vfs_refresh_stale(struct cfs_vfs *v, uint64_t ino);
+/* vfs_file.c: gets f (ino, b set) ready to read: an export fetched whole,
+ * else a stream and a hold on the blocks.  On failure f holds nothing. */
+int cfs_vfs_file_start(struct cfs_vfs *v, struct cfs_vfs_file *f, const char *export_mime);
+/* vfs_file.c: a file object under handle key fh reading what row r pinned
+ * (not registered). */
+struct cfs_nsdb_fh;
+int cfs_vfs_file_from_row(struct cfs_vfs *v, uint64_t fh, const struct cfs_nsdb_fh *r,
+			  struct cfs_vfs_file **out);
+/* vfs_file.c: registers f, made for a handle number this process did not
+ * know, and gives it with a reference in *out; when another thread
+ * registered one first, f is freed and *out is that one (*made: 1 when f
+ * went in).  0 or the table's error (-EEXIST: a handle of another kind). */
+int cfs_vfs_file_adopt(struct cfs_vfs *v, struct cfs_vfs_file *f, struct cfs_vfs_file **out,
+		       int *made);
+/* vfs_file.c: reads [off, off+len) of f (a staged file, an export in
+ * memory, or blocks through the reader; a revision gone from Drive marks the
+ * node stale: -ESTALE). */
+int cfs_vfs_file_read(struct cfs_vfs *v, struct cfs_vfs_file *f, int64_t off, size_t len,
+		      char *buf, size_t *got);
+/* vfs_pin.c, table lock held: the node id of n (open-less: with its
+ * generation, read from its row the first time after a restart). */
+uint64_t cfs_vfs_pin_node_id(struct cfs_vfs *v, struct cfs_node *n);
+/* vfs_pin.c, table lock held: file n is about to show revision rev instead
+ * of its own: its node id moves on, the old one keeps its revision. */
+void cfs_vfs_pin_supersede(struct cfs_vfs *v, struct cfs_node *n, const char *rev);
+/* vfs_pin.c: the file object reads of handle key fh (CFS_VFS_PIN_FH | node
+ * id) use, made (not registered; the dataset read-ahead is told of it by the
+ * read, see vfs_pin.c).  -ESTALE: a superseded node id whose revision is no
+ * longer known. */
+int cfs_vfs_pin_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);
 /* vfs_file.c: the open file fh of ino with a reference (rebuilt after a
  * restart), given back with cfs_vfs_put_file.  -EBADF: no such handle. */
 int cfs_vfs_get_file(struct cfs_vfs *v, uint64_t ino, uint64_t fh, struct cfs_vfs_file **out);
@@ -449,7 +502,8 @@ void cfs_vfs_node_checksum(const struct cfs_node *n, const char **alg, char want
  * read for a copy: what), differ from Drive's alg checksum: counted, logged,
  * and every copy of them dropped -- the shared tier's first
  * (cfs_reader_forget: a read after this reaches Drive), then the local
- * blocks, and the kernel's pages at the next open (no keep_cache). */
+ * blocks, and the kernel's pages at the next open (no keep_cache; on an
+ * open-less mount, at once).  No vfs lock held. */
 void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_ref *b,
 			     const char *alg, const char *what);
 /* vfs_upload.c: start (at open), resume the journal, stop (at free). */

@@ -86,6 +86,7 @@ static void fill_attr(struct cfs_vfs *v, struct cfs_node *n, struct cfs_vfs_attr
 		left = p->dir->listed_at_ms + v->dir_ttl_ms - cfs_vfs_now_ms();
 	a->valid_ms = left > 1000 ? left : 1000;
 	a->ino = n->ino;
+	a->nodeid = cfs_vfs_pin_node_id(v, n);
 	a->is_dir = n->is_dir;
 	a->size_known = n->size >= 0;
 	a->size = n->size >= 0 ? n->size : 0;
@@ -139,6 +140,11 @@ int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct 
 {
 	uint64_t ino;
 	int rc = cfs_vfs_find_child(v, parent, name, &ino);
+	/* open-less, the lookup is what an open's refresh was: a file found
+	 * changed gets its new revision (and node id) now; with Drive out of
+	 * reach the old one is served */
+	if (!rc && v->pin.on && cfs_vfs_refresh_stale(v, ino) == -ENOENT)
+		rc = -ENOENT;
 	return rc ? rc : cfs_vfs_getattr(v, ino, a);
 }
 

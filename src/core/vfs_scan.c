@@ -2,7 +2,9 @@
  * part does it.
  *
  * Every open of a regular file is told to the detector with the file's
- * listing position and the folders above it.  Listing-order advice queues
+ * listing position and the folders above it (on an open-less mount, which
+ * sees no OPEN, what vfs_pin.c counts as an open: a node id's first READ,
+ * and a later READ at offset 0).  Listing-order advice queues
  * the next small files of the folder at once.  A tree scan is run by one
  * scanner thread: it lists the tree's small files (size <= the reader's
  * largest request; folders whose listing is in memory, depth first in

@@ -21,7 +21,8 @@ test_hedge.py):
    readers get every byte right from the restarted server;
 7. class folders at the top of a whole-drive mount, beside unrelated folders
    (issue 25): a shuffled two-worker read starts a sibling scan of the class
-   folders, and no file of an unrelated folder is downloaded.
+   folders, and no file of an unrelated folder is downloaded; also on a
+   read-only mount, where the kernel opens files itself.
 
 Timings are printed, not asserted, except for the miss in 2, whose bound
 (1.5 s against a 200 ms round trip) is several times below what queueing
@@ -412,10 +413,14 @@ def top_tree(tmp_path_factory):
 
 
 @pytest.mark.deadline(240)
-def test_top_of_drive_classes(top_tree, emulator_factory, mount_factory, capsys):
+@pytest.mark.parametrize("ro", [False, True], ids=["writable", "read-only"])
+def test_top_of_drive_classes(ro, top_tree, emulator_factory, mount_factory, capsys):
+    """Also on a read-only mount, whose kernel opens files itself (FUSE
+    no-open): the detector learns of a file from its first read there."""
     t = top_tree
     emu = make_emu(emulator_factory, t, "emu-ds7", ttfb_ms=100, rate=200)
-    m = mount_factory.new(emu, name="ds7")  # the whole of My Drive
+    m = mount_factory.new(emu, name="ds7",  # the whole of My Drive
+                          extra=["--read-only"] if ro else [])
     tops = sorted(os.listdir(m.mnt))
     assert set(UNRELATED) <= set(tops)
     for name in UNRELATED:  # listed (a file manager, a notebook's os.walk): known, not opened
@@ -435,9 +440,10 @@ def test_top_of_drive_classes(top_tree, emulator_factory, mount_factory, capsys)
     unrelated_ids = {t.ids[r] for r in t.data if r.split("/")[0] in UNRELATED}
     media = [r for r in emu.log() if r.get("kind") == "media"]
     wrong = [r["id"] for r in media if r.get("id") in unrelated_ids]
-    report(capsys, "top of My Drive, %d classes beside %d unrelated folders: %d files in "
+    report(capsys, "top of My Drive (%s), %d classes beside %d unrelated folders: %d files in "
            "%.2f s (quota bound %.2f s); scans %d, fetched ahead %d files, %d media requests, "
-           "%d of unrelated files" % (TOP_CLASSES, len(UNRELATED), len(rels), took,
+           "%d of unrelated files" % ("read-only" if ro else "writable", TOP_CLASSES,
+                                      len(UNRELATED), len(rels), took,
                                       len(rels) / 200, st["dataset_scans_total"],
                                       st["dataset_prefetched_files_total"], len(media),
                                       len(wrong)))
@@ -446,3 +452,5 @@ def test_top_of_drive_classes(top_tree, emulator_factory, mount_factory, capsys)
     assert st["dataset_prefetched_files_total"] >= len(rels) // 2, st
     assert "in folders inside it" in X.log_text(m), "the scan was not a sibling scan"
     assert st["dataset_wasted_bytes_total"] == 0, st
+    if ro:
+        assert st["fuse_requests_open_total"] <= 2, "the kernel still sends OPEN: %s" % st

@@ -22,6 +22,7 @@
 
 #include "auth.h"
 #include "check.h"
+#include "dead_drive.h"
 #include "drive.h"
 #include "fhtab.h"
 #include "http.h"
@@ -31,15 +32,7 @@
 #include "store_util.h"
 #include "vfs.h"
 
-#define DEAD_URL "http://127.0.0.1:9"
 #define FSIZE (100000)
-
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void save_dir(struct cfs_nsdb *n, const char *cid, uint64_t ino, int is_dir,
 		     const char *name, const char *id, const char *rev, int64_t size)
@@ -61,33 +54,6 @@ static void seed(struct cfs_store *s)
 	cfs_nsdb_free(n);
 	CHECK_EQ(put(s, "F1@r:rev1", 0, K64), 0);
 	CHECK_EQ(put(s, "F1@r:rev1", 1, FSIZE - K64), 0);
-}
-
-struct env {
-	struct cfs_http *http;
-	struct cfs_auth *auth;
-	struct cfs_drive *drive;
-};
-
-static void env_new(struct env *e)
-{
-	struct cfs_http_opts ho = { .user_agent = "test" };
-	struct cfs_auth_opts ao = { .metadata_url = DEAD_URL };
-	struct cfs_drive_opts dopt = { .api_url = DEAD_URL, .io_timeout_ms = 1000, .api_rate = -1 };
-	char why[256];
-	CHECK_EQ(cfs_http_new(&ho, &e->http), 0);
-	CHECK_EQ(cfs_auth_new(e->http, &ao, &e->auth, why, sizeof(why)), 0);
-	CHECK_EQ(cfs_drive_new(e->http, e->auth, &dopt, &e->drive), 0);
-}
-
-static void env_free(struct env *e)
-{
-	struct cfs_drive_stats st;
-	cfs_drive_stats(e->drive, &st);
-	CHECK_EQ(st.requests, 0); /* everything came from the cache index */
-	cfs_drive_free(e->drive);
-	cfs_auth_free(e->auth);
-	cfs_http_free(e->http);
 }
 
 static struct cfs_vfs *vfs_new(struct env *e, struct cfs_store *s, struct cfs_fhtab *t)
