@@ -81,6 +81,21 @@ def give_order(m, rels, tmp_path, extra=()):
     return rc, lines[-1] if lines else None, err
 
 
+def check_followed(order):
+    """order: the hint positions of the downloads, in the order the emulator
+    got them.  48 scan connections start requests from one queue, so a
+    request may pass one queued a few places before it; on a loaded machine
+    a connection's thread can also wait a few hundred ms for a CPU between
+    taking a request and sending it (74 places seen at load 17).  So: 95% of
+    the downloads within 64 places of their position, none beyond 160 (an
+    order not followed, a shuffle of 600 files, puts half of them 200
+    places or more away)."""
+    away = sorted(abs(k - p) for k, p in enumerate(order))
+    p95 = away[int(0.95 * (len(away) - 1))] if away else 0
+    assert p95 <= 64 and (not away or away[-1] <= 160), \
+        "out of place: p95 %d, max %d; %r" % (p95, away[-1] if away else 0, order[:200])
+
+
 def downloads(emu, ids):
     """The media requests of the files whose ids are given, in the order the
     emulator got them: their ids."""
@@ -155,9 +170,7 @@ def test_hinted_order_followed(ro, order_tree, emulator_factory, mount_factory, 
                                   st["order_hint_wasted_bytes_total"]))
     check_open_less(m, ro)
     assert len(got) == N_FILES and len(set(got)) == N_FILES, "a file downloaded twice, or not"
-    # 48 scan connections start requests from one queue: a request may pass
-    # one queued a few places before it, never by much
-    assert late <= 64 and early <= 64, order[:200]
+    check_followed(order)
     assert st["order_hints_total"] == 1 and st["order_hints_dropped_total"] == 0, st
     assert st["dataset_scans_total"] == 0, "a scan competed with the hint: %s" % st
     assert st["order_hint_wasted_bytes_total"] == 0, st
@@ -241,7 +254,7 @@ def test_hinted_second_epoch(ro, order_tree, emulator_factory, mount_factory, tm
     # each file once, in about the order (under load a few come twice, or a
     # request waits behind more than the 48 connections' worth)
     assert len(set(got)) == N_FILES and len(got) <= N_FILES + 6, "a file not downloaded, or often twice"
-    assert late <= 96 and early <= 96, order[:200]
+    check_followed(order)
     assert st["order_hints_total"] == 2 and st["order_hints_dropped_total"] == 0, st
     assert st["dataset_scans_total"] == 0, "a scan competed with the hint: %s" % st
     assert st["order_hint_wasted_bytes_total"] == 0, st
