@@ -250,8 +250,26 @@ static void ram_budget(struct mount *m, uint64_t *floor)
 	*floor = in.floor;
 }
 
-#define FIRST_CALL_S "10"
 #define FIRST_CALL_MS 10000
+#define START_MARGIN_MS 1500 /* left of --start-timeout to say why the first call failed */
+
+static int64_t started_ms; /* CLOCK_MONOTONIC when this process began */
+
+/* How long a new mount's first call to Drive may keep trying: FIRST_CALL_MS,
+ * but ending START_MARGIN_MS before --start-timeout (which the supervisor
+ * counts from this process's start), so that the reason, not "did not
+ * start serving", is what the mount says; at least a second. */
+static long first_call_ms(const struct cfs_config *c)
+{
+	long ms = FIRST_CALL_MS;
+	if (c->start_timeout_s > 0) {
+		int64_t left = (int64_t)c->start_timeout_s * 1000 -
+			       (cfs_clock_mono_ms() - started_ms) - START_MARGIN_MS;
+		if (left < ms)
+			ms = left > 1000 ? (long)left : 1000;
+	}
+	return ms;
+}
 
 /* Opens the cache and the file system core.  Called before daemonizing to
  * catch every error on the terminal, and again in the daemon: LMDB cannot
@@ -321,18 +339,20 @@ static int open_core(struct mount *m)
 			 (unsigned long long)stale);
 	/* a new mount asks Drive for its root first: with Drive unreachable,
 	 * say so within seconds, not after --io-timeout */
-	long io = 0;
-	if (m->fresh && (io = cfs_drive_set_io_timeout(m->drive, FIRST_CALL_MS)) < FIRST_CALL_MS)
+	long io = 0, first = first_call_ms(c);
+	if (m->fresh && (io = cfs_drive_set_io_timeout(m->drive, first)) < first)
 		cfs_drive_set_io_timeout(m->drive, io); /* --io-timeout is shorter still */
 	rc = cfs_vfs_new(m->drive, m->store, &vo, &m->vfs);
 	if (m->fresh)
 		cfs_drive_set_io_timeout(m->drive, io);
 	const char *root = cfs_config_root(c) ? cfs_config_root(c) : "My Drive";
+	char tried[48];
+	snprintf(tried, sizeof(tried), " for %.2g s", (double)(io < first ? io : first) / 1000);
 	if (rc == CFS_E_NET || rc == CFS_E_SERVER || rc == CFS_E_TLS)
 		snprintf(m->why, sizeof(m->why), "cannot reach Drive at %s to open %s: %s%s (see "
 			 "the log for the details; check the network, --api-url or --ca-file)",
 			 c->api_url, root, cfs_strerror(rc),
-			 rc == CFS_E_TLS ? "" : m->fresh ? " for " FIRST_CALL_S " s" : "");
+			 rc == CFS_E_TLS ? "" : m->fresh ? tried : "");
 	else if (rc)
 		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s%s", root,
 			 cfs_strerror(rc),
@@ -849,6 +869,7 @@ static void close_inherited(void)
 
 int main(int argc, char **argv)
 {
+	started_ms = cfs_clock_mono_ms();
 	if (argc < 2)
 		return usage_error("missing command (try colabfs --help)");
 	const char *cmd = argv[1];

@@ -163,6 +163,10 @@ def test_servers_dying_before_serving_end_the_mount(mount_factory, emulator_fact
     th.start()
     for i in range(5):  # five servers in a row killed while they start
         cur = new_server(m, old)
+        # the hook file is read once (and removed) by the server that starts:
+        # write the next one's only once cur has taken its own, else cur
+        # takes both and the next server starts at once and serves
+        H.wait_until(lambda: not slow.exists(), 10, what="server %d taking its slow start" % cur)
         if i < 4:
             slow.write_text("60000")
         os.kill(cur, signal.SIGKILL)

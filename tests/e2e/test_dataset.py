@@ -183,8 +183,10 @@ def test_shuffled_two_workers_class_tree(class_tree, emulator_factory, mount_fac
               es.get("max_concurrent", -1), es.get("max_requests_per_s", "?"), st["api_rate"]))
     assert st["dataset_scans_total"] >= 1, "no dataset scan started"
     assert st["dataset_prefetched_files_total"] >= len(rels) // 2, st
-    # every file downloaded once (a refused request is retried: not a download)
-    assert media - es.get("quota_rejected", 0) <= len(rels) + 5, es
+    # every file downloaded once (a refused request is retried: not a download;
+    # a request the client closed unanswered, a hedge's loser on a loaded
+    # machine, neither: 9 of them in a fresh-clone CI run)
+    assert media - es.get("quota_rejected", 0) - es.get("cancelled", 0) <= len(rels) + 5, es
     assert es["quota_rejected"] <= 10, "a storm of quota refusals: %s" % es
     # colabfs's own limit: 48 scan + 17 reader connections, listings aside
     assert es["max_concurrent"] <= 48 + 17 + 4, es

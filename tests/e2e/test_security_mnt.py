@@ -148,6 +148,19 @@ def test_drive_unreachable_said_within_seconds(mount_factory):
     assert not H.is_fuse_mounted(m.mnt)
 
 
+def test_drive_unreachable_said_before_a_short_start_timeout(mount_factory):
+    """With --start-timeout=4 the first call gives up 1.5 s before it (not
+    after its 10 s): the mount says why, not "did not start serving" (a
+    fresh-clone CI run of colabfs.mount(timeout_ms=15000) got the latter)."""
+    m = mount_factory.new(None, start=False)  # an API URL where nothing listens
+    rc, _, err, took = colabfs_mount(m, ["--start-timeout=4"], timeout=60)
+    assert rc == 1, err
+    assert took < 10, took
+    assert "colabfs: cannot reach Drive at http://127.0.0.1:9 to open My Drive: " in err, err
+    assert "did not start serving" not in err, err
+    assert not H.is_fuse_mounted(m.mnt)
+
+
 def test_http_urls_to_other_hosts_refused(mount_factory, tmp_path):
     m = mount_factory.new(None, start=False)
     rc, _, err, _ = colabfs_mount(m, ["--api-url=http://www.googleapis.com"], timeout=20)
