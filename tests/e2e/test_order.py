@@ -96,6 +96,19 @@ def check_followed(order):
         "out of place: p95 %d, max %d; %r" % (p95, away[-1] if away else 0, order[:200])
 
 
+def hinted_epoch(m, emu, t, rels, pos):
+    """Reads rels in order: (seconds, the downloads' ids in arrival order,
+    their hint positions, the most places one came late, early, stats)."""
+    t0 = time.monotonic()
+    read_in_order(m, t, rels)
+    took = time.monotonic() - t0
+    got = downloads(emu, pos)
+    order = [pos[i] for i in got]
+    late = max(k - p for k, p in enumerate(order))
+    early = max(p - k for k, p in enumerate(order))
+    return took, got, order, late, early, X.cstats(m)
+
+
 def downloads(emu, ids):
     """The media requests of the files whose ids are given, in the order the
     emulator got them: their ids."""
@@ -154,14 +167,7 @@ def test_hinted_order_followed(ro, order_tree, emulator_factory, mount_factory, 
     assert sorted(pos[i] for i in first) == list(range(len(first))), \
         "not the first files of the order"
     # the reader goes through it: downloads follow the order, each file once
-    t0 = time.monotonic()
-    read_in_order(m, t, rels)
-    took = time.monotonic() - t0
-    got = downloads(emu, pos)
-    order = [pos[i] for i in got]
-    late = max(k - p for k, p in enumerate(order))
-    early = max(p - k for k, p in enumerate(order))
-    st = X.cstats(m)
+    took, got, order, late, early, st = hinted_epoch(m, emu, t, rels, pos)
     report(capsys, "%s: read in the hinted order: %d files in %.2f s (quota bound %.2f s); %d "
            "downloads, out of place by at most %d (late) / %d (early); hint files %d, used %d "
            "bytes, wasted %d" % ("read-only" if ro else "writable", N_FILES, took, N_FILES / 200,
@@ -238,14 +244,7 @@ def test_hinted_second_epoch(ro, order_tree, emulator_factory, mount_factory, tm
     emu.reset()
     rc, done, err = give_order(m, rels, tmp_path)
     assert rc == 0 and done["files"] == N_FILES, (rc, done, err)
-    t0 = time.monotonic()
-    read_in_order(m, t, rels)
-    took = time.monotonic() - t0
-    got = downloads(emu, pos)
-    order = [pos[i] for i in got]
-    late = max(k - p for k, p in enumerate(order))
-    early = max(p - k for k, p in enumerate(order))
-    st = X.cstats(m)
+    took, got, order, late, early, st = hinted_epoch(m, emu, t, rels, pos)
     report(capsys, "%s: second hinted epoch after an evict: %d files in %.2f s; %d downloads, out "
            "of place by at most %d / %d; hints %d, dropped %d, used %d bytes, wasted %d"
            % ("read-only" if ro else "writable", N_FILES, took, len(got), late, early,
