@@ -116,6 +116,13 @@ def test_tier_over_tls_with_a_password(tls_cluster, emulator_factory, mount_fact
     opts = ["--shared-cache=" + url, "--shared-cache-password-file=" + pwfile] + key
     m1 = mount_factory.new(emu, name="tls1", extra=opts + ["--shared-cache-ca-file=" + ca])
     read_all(m1, t)
+    # a block is published after it was handed to its reader (the SET may still be on
+    # its way when the read returns): wait for every file's, with a deadline
+    try:
+        H.wait_until(lambda: X.cstats(m1)["tier_published_total"] >= len(t.data), 15,
+                     what="every file published")
+    except H.Timeout:
+        pass  # the assertion below says what the mount counted
     s1 = X.cstats(m1)
     assert s1["tier_up"] == 1 and s1["tier_published_total"] >= len(t.data), s1
     media0 = emu.stats()["by_kind"].get("media", 0)
