@@ -7,8 +7,9 @@ sequentially (the read-ahead's large requests), while the bench runs `colabfs st
 every --interval seconds and times each call from fork to exit (a call that takes over 10 s is
 killed and counted as 10 s); in turn with the same command run by the full program
 (libexec/colabfs, which `colabfs` runs for every other command: src/cli/front.c), so the lean
-front end's gain is measured under the same load, and with `true` (a program that does
-nothing: the floor of any command's start on that machine at that moment). Two threads time the same stats reached in-process, so the
+front end's gain is measured under the same load, with `true` (a program that does
+nothing: the floor of any command's start on that machine at that moment), and with every
+--also LABEL=PATH (another build of the front end: its `stats`, reported as stats_LABEL). Two threads time the same stats reached in-process, so the
 command's own start-up cost is apart from the daemon's answer: the attribute
 (user.colabfs.stats, a FUSE request) and the control socket (fuse/ctlsock.h; "none" with a
 colabfs that has none). Prints p50/p99/max of each, the epoch's length and what the mount
@@ -16,6 +17,7 @@ counted.
 
     /usr/bin/python3 bench/stats_latency.py [--files 2000] [--readers 8] [--big 2]
         [--ttfb-ms 200] [--interval 0.1] [--cpu-hogs N] [--stall] [--keep] [--json FILE]
+        [--also LABEL=PATH ...]
 
 --cpu-hogs N: N busy-looping processes next to it (the load of a test suite on the same cores).
 --stall: every Drive download stalls (the emulator's stall_ms fault) once the epoch has started,
@@ -155,6 +157,8 @@ def main():
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--full-bin", help="the full program, timed in turn with `colabfs stats` "
                     "(default: libexec/colabfs beside it)")
+    ap.add_argument("--also", action="append", default=[], metavar="LABEL=PATH",
+                    help="another colabfs front end (another build), timed in turn with the others")
     a = ap.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="colabfs-statslat-", dir="/dev/shm"))
@@ -187,11 +191,18 @@ def main():
             procs.append(ctx.Process(target=small_reader, args=(m.mnt, order, stop), daemon=True))
         for rel in bigs:
             procs.append(ctx.Process(target=big_reader, args=(m.mnt, rel, stop), daemon=True))
-        cli, cli_full, floor, inproc, insock, errors = [], [], [], [], [], []
-        truebin = shutil.which("true")
+        inproc, insock, errors, done = [], [], [], []
         fullbin = a.full_bin or str(H.colabfs_bin().parent / "libexec" / "colabfs")
         if not os.access(fullbin, os.X_OK):
             fullbin = None  # a colabfs from before the front end (src/cli/front.c)
+        turns = [("stats_cli", [str(H.colabfs_bin()), "stats", "--json", m.mnt])]
+        if fullbin:
+            turns.append(("stats_cli_full_program", [fullbin, "stats", "--json", m.mnt]))
+        turns.append(("floor_true", [shutil.which("true")]))
+        for also in a.also:
+            label, _, path = also.partition("=")
+            turns.append(("stats_" + label, [path, "stats", "--json", m.mnt]))
+        cli_by = {label: [] for label, _ in turns}
         name = ctl_name(m.mnt)
         t0 = time.monotonic()
         for p in procs:
@@ -230,13 +241,10 @@ def main():
             el = time.monotonic() - t0
             if not running or (a.seconds and el >= a.seconds) or (a.stall and el >= (a.seconds or 20)):
                 break
-            # the front end, the full program and the floor in turn: the same load for each
-            if fullbin and len(cli) > len(cli_full):
-                argv, into = [fullbin, "stats", "--json", m.mnt], cli_full
-            elif len(cli) > len(floor):
-                argv, into = [truebin], floor
-            else:
-                argv, into = [str(H.colabfs_bin()), "stats", "--json", m.mnt], cli
+            # every command in turn: the same load for each
+            label, argv = turns[len(done) % len(turns)]
+            into = cli_by[label]
+            done.append(label)
             s = time.monotonic()
             try:
                 r = subprocess.run(argv, env=env,
@@ -265,9 +273,7 @@ def main():
         out = {"files": a.files, "readers": a.readers, "big": a.big, "ttfb_ms": a.ttfb_ms,
                "cpu_hogs": a.cpu_hogs, "stall": a.stall, "epoch_s": round(epoch, 1),
                "load1": os.getloadavg()[0],
-               "stats_cli": summary(cli),
-               "stats_cli_full_program": summary(cli_full) if fullbin else "none",
-               "floor_true": summary(floor),
+               **{label: summary(xs) for label, xs in cli_by.items()},
                "stats_getxattr": summary(inproc),
                "stats_socket": summary(insock) if insock else "none",
                "errors": errors[:5], "nerrors": len(errors),

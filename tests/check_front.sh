@@ -9,8 +9,13 @@ full=$(dirname "$bin")/libexec/colabfs
 fail=0
 say() { echo "check_front: $*" >&2; fail=1; }
 [ -x "$full" ] || { say "no full program at $full"; exit 1; }
-needed=$(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-[ -n "$needed" ] || say "readelf found no NEEDED entries in $bin"
+needed=$(readelf -d "$bin" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+if [ -z "$needed" ] && readelf -l "$bin" | grep -q INTERP; then
+	say "readelf found no NEEDED entries in $bin, a dynamic executable"
+fi # none and no INTERP: linked statically (configure's --enable-static-front)
+# linked in either way: none of the daemon's libraries' code
+daemon_syms=$(nm "$bin" 2>/dev/null | grep -E ' [TtWw] (curl_|fuse_|SSL_|EVP_|mdb_|redis)' | head -3)
+[ -z "$daemon_syms" ] || say "$bin holds code of the daemon's libraries: $daemon_syms"
 for lib in $needed; do
 	case $lib in
 	libc.so.* | libjansson.so.* | ld-linux*) ;;
@@ -44,5 +49,7 @@ rm -rf "$d"
 if [ $rc -ne 0 ] && { [ $rc -ne 127 ] || ! printf '%s' "$out" | grep -q "cannot run"; }; then
 	say "without the full program: status $rc, [$out] (want 127 and 'cannot run')"
 fi
-[ $fail = 0 ] && echo "check_front: the front end links libc and jansson only; other commands run the full program"
+how=dynamically
+[ -n "$needed" ] || how=statically
+[ $fail = 0 ] && echo "check_front: the front end ($how linked) links libc and jansson only; other commands run the full program"
 exit $fail

@@ -385,6 +385,25 @@ def ctl_thread_nice(pid):
     raise AssertionError("no colabfs-ctl thread in %d: %r" % (pid, os.listdir(base)))
 
 
+def proc_nice(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+
+def stats_cli_nice(m):
+    """The nice value `colabfs stats` runs at (src/cli/front.c raises it where allowed),
+    read while a `colabfs stats --watch` runs."""
+    p = subprocess.Popen([str(H.colabfs_bin()), "stats", "--watch=1", m.mnt], env=m.env,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        assert p.stdout.readline(), "colabfs stats --watch printed nothing"
+        return proc_nice(p.pid)
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+
+
 def stats_cli(m, argv_prefix=()):
     t0 = time.monotonic()
     rc, out, err = H.run_cmd(list(argv_prefix) + [str(H.colabfs_bin()), "stats", "--json",
@@ -407,6 +426,7 @@ def test_stats_while_every_worker_waits_on_drive(nohang_tree, emulator_factory, 
     names = set(json.loads(out))
     # the socket's thread runs ahead of the busy ones (nice -10: the tests run as root)
     assert ctl_thread_nice(json.loads(out)["server_pid"]) == -10
+    assert stats_cli_nice(m) == -10  # and so does the command (as root)
     X.set_faults(emu, ["kind=media,stall_ms=60000"])
     rd = Readers([m], t, rels, per_mount=8).start()
     try:
