@@ -58,7 +58,7 @@ static void to_stat(const struct cfs_fs *fs, const struct cfs_vfs_attr *a, struc
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->ino;
 	st->st_mode = a->is_dir ? S_IFDIR | fs->dir_mode : S_IFREG | fs->file_mode;
-	st->st_nlink = a->is_dir ? 2 : 1;
+	st->st_nlink = a->unlinked ? 0 : a->is_dir ? 2 : 1;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_size = a->size;

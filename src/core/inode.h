@@ -72,8 +72,20 @@ struct cfs_node {
 	unsigned has_md5 : 1, has_sha256 : 1;
 	unsigned has_atime : 1;       /* else the mtime shown is the atime */
 	unsigned pin_known : 1, pin_override : 1; /* its override row looked for, found */
+	unsigned unlinked : 1;        /* removed here (unlink, rmdir, replaced by a rename)
+				       * while the kernel may hold it open: st_nlink 0;
+				       * placed in a folder again: cleared (cfs_node_place) */
 	char id[];                    /* the item's own Drive id */
 };
+
+/* Lists n in folder parent (lock held): what every listing, create and
+ * rename that names n does, so a node unlinked once and named again (a
+ * Drive file untrashed, say) shows its link again. */
+static inline void cfs_node_place(struct cfs_node *n, uint64_t parent)
+{
+	n->parent = parent;
+	n->unlinked = 0;
+}
 
 struct cfs_inode;
 

@@ -83,6 +83,7 @@ struct cfs_vfs_attr {
 	uint64_t nodeid;       /* the kernel's node id: ino, or ino with the revision's
 				* generation on an open-less mount (cfs_vfs_pin_start) */
 	int is_dir;
+	int unlinked;          /* removed here while open (st_nlink 0) */
 	int64_t size;          /* 0 when not known yet */
 	int size_known;        /* 0 for an export never fetched */
 	int64_t mtime_ns, ctime_ns, atime_ns; /* see cfs_node_mtime (inode.h) */

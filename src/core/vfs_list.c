@@ -184,7 +184,7 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 				  cfs_strerror(rc));
 			break;
 		}
-		nd->parent = ino;
+		cfs_node_place(nd, ino);
 		nd->is_dir = it[i].is_dir ? 1 : 0;
 		if (rev_changed || !it[i].export_mime[0] || it[i].size >= 0)
 			nd->size = it[i].size; /* an export keeps its learned size until it changes */

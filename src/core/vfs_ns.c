@@ -88,6 +88,7 @@ static void fill_attr(struct cfs_vfs *v, struct cfs_node *n, struct cfs_vfs_attr
 	a->ino = n->ino;
 	a->nodeid = cfs_vfs_pin_node_id(v, n);
 	a->is_dir = n->is_dir;
+	a->unlinked = n->unlinked;
 	a->size_known = n->size >= 0;
 	a->size = n->size >= 0 ? n->size : 0;
 	a->mtime_ns = cfs_node_mtime(n);

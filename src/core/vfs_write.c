@@ -275,7 +275,7 @@ void cfs_vfs_w_created(struct cfs_vfs *v, uint64_t ino, const char *id, const ch
 		if (!n)
 			n = cfs_inode_add(v->tab, id, ino);
 		if (n) {
-			n->parent = d->ino;
+			cfs_node_place(n, d->ino);
 			listing_edit(v, d->ino, NULL, name, ino, 0);
 		}
 	}
@@ -343,7 +343,7 @@ static int add_node(struct cfs_vfs *v, uint64_t parent, const char *name, const 
 	if (!rc && is_dir)
 		rc = cfs_node_make_dir(n);
 	if (!rc) {
-		n->parent = parent;
+		cfs_node_place(n, parent);
 		n->is_dir = is_dir ? 1 : 0;
 		n->size = 0;
 		n->mtime_ns = n->ctime_ns = mtime_ns;
@@ -858,8 +858,10 @@ static int remove_entry(struct cfs_vfs *v, uint64_t parent, const char *name, in
 	cfs_inode_lock(v->tab);
 	listing_edit(v, parent, name, NULL, 0, 0);
 	struct cfs_node *n = cfs_inode_get(v->tab, c.ino);
-	if (n) /* its ctime moves, as fstat on a descriptor still open shows */
+	if (n) { /* fstat on a descriptor still open shows it: ctime moved, no link */
 		cfs_node_changed(n, cfs_clock_wall_ns());
+		n->unlinked = 1;
+	}
 	cfs_inode_unlock(v->tab);
 	return 0;
 }
@@ -1025,12 +1027,14 @@ static int do_rename(struct cfs_vfs *v, uint64_t parent, const char *name, uint6
 	listing_edit(v, newparent, newname, newname, s.ino, s.is_dir);
 	struct cfs_node *n = cfs_inode_get(v->tab, s.ino);
 	if (n) {
-		n->parent = newparent;
+		cfs_node_place(n, newparent);
 		cfs_node_changed(n, cfs_clock_wall_ns());
 	}
 	struct cfs_node *tn = exists ? cfs_inode_get(v->tab, t.ino) : NULL;
-	if (tn) /* replaced: as unlinked */
+	if (tn) { /* replaced: as unlinked */
 		cfs_node_changed(tn, cfs_clock_wall_ns());
+		tn->unlinked = 1;
+	}
 	cfs_inode_unlock(v->tab);
 	return 0;
 }
@@ -1403,7 +1407,7 @@ int cfs_vfs_w_overlay(struct cfs_vfs *v, uint64_t ino, struct cfs_listing **lp)
 			rc = -ENOMEM;
 			break;
 		}
-		n->parent = ino;
+		cfs_node_place(n, ino);
 		n->size = w->j.size;
 		n->mtime_ns = n->ctime_ns = w->j.mtime_ns;
 		if (!(nl->e[k].name = strdup(w->j.name))) {

@@ -188,6 +188,39 @@ def test_file_ctime_moves_on_write_truncate_rename(mount_factory, temu):
     assert_moved(b, times(q), "write to a Drive file")
 
 
+def test_unlinked_while_open_has_no_link(mount_factory, temu):
+    """fstat on a descriptor whose name was removed says st_nlink 0 (pjdfstest unlink/14.t,
+    SQLite's "file unlinked while open" check): a file made here, a Drive file, a file
+    replaced by a rename, a removed folder; a name made again links again."""
+    m = tmount(mount_factory, temu)
+    p, q = m.path("gone.bin"), m.path("new.bin")
+    cases = [("unlink", p, lambda: os.unlink(p)),
+             ("unlink a Drive file", m.path("old.txt"), lambda: os.unlink(m.path("old.txt"))),
+             ("replaced by a rename", p,
+              lambda: (open(q, "w").close(), os.rename(q, p)))]
+    for what, path, remove in cases:
+        if path == p:
+            with open(p, "wb") as f:
+                f.write(b"x")
+        with open(path, "rb") as f:
+            assert os.fstat(f.fileno()).st_nlink == 1, what
+            remove()
+            assert os.fstat(f.fileno()).st_nlink == 0, what
+    d = m.path("d")
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rmdir(d)
+        assert os.fstat(fd).st_nlink == 0
+    finally:
+        os.close(fd)
+    assert os.stat(p).st_nlink == 1  # the rename's source, at the name now
+    os.unlink(p)
+    with open(p, "wb") as f:
+        f.write(b"again")
+        assert os.fstat(f.fileno()).st_nlink == 1
+    assert os.stat(p).st_nlink == 1
+
+
 def test_what_a_remount_keeps(mount_factory, temu):
     """mtime is Drive's modifiedTime (milliseconds); atime and a folder's local change are
     memory only: after a remount atime is the mtime again, the folder shows Drive's time."""
