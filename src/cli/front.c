@@ -5,10 +5,11 @@
  * hiredis, 38 shared libraries whose loading alone took 11 ms at the median
  * and 158 ms at p99 on a loaded 2-core VM, where stats has 100 ms to answer
  * (bench/stats_latency.py); statically where configure can (no dynamic
- * loader at all: --disable-static-front says otherwise).  Every other command (and a stats this program
- * cannot serve: none today) runs the full program with the same arguments,
- * in the same process (execv): in a build tree libexec/colabfs beside this
- * program, else $(pkglibexecdir)/colabfs where `make install` put it.
+ * loader at all; --disable-static-front links it dynamically).  Every other
+ * command (and a stats this program cannot serve: none today) runs the full
+ * program with the same arguments, in the same process (execv): in a build
+ * tree libexec/colabfs beside this program, else $(pkglibexecdir)/colabfs
+ * where `make install` put it.
  * tests/check_front.sh checks what this program links. */
 #define _GNU_SOURCE
 #include <errno.h>
