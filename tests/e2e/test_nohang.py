@@ -372,6 +372,12 @@ def test_umount_when_the_stop_hangs(nohang_tree, emulator_factory, mount_factory
 # stats does not queue behind FUSE work
 
 
+def stat_nice(path):
+    """The nice value in a /proc/.../stat file (field 19)."""
+    with open(path) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
 def ctl_thread_nice(pid):
     """The nice value of the server's control socket thread (ctlsock.h:
     CFS_CTLSOCK_THREAD), from /proc/PID/task/TID/stat."""
@@ -380,14 +386,8 @@ def ctl_thread_nice(pid):
         with open("%s/%s/comm" % (base, tid)) as f:
             if f.read().strip() != "colabfs-ctl":
                 continue
-        with open("%s/%s/stat" % (base, tid)) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
+        return stat_nice("%s/%s/stat" % (base, tid))
     raise AssertionError("no colabfs-ctl thread in %d: %r" % (pid, os.listdir(base)))
-
-
-def proc_nice(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
 
 
 def stats_cli_nice(m):
@@ -398,7 +398,7 @@ def stats_cli_nice(m):
                          stderr=subprocess.DEVNULL)
     try:
         assert p.stdout.readline(), "colabfs stats --watch printed nothing"
-        return proc_nice(p.pid)
+        return stat_nice("/proc/%d/stat" % p.pid)
     finally:
         p.kill()
         p.wait(timeout=10)
