@@ -62,6 +62,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("COLABFS_BIN", os.path.join(TOP, "colabfs"))
 EMU = os.path.join(TOP, "tests", "emulator", "drive_emulator.py")
 DL_EPOCH = os.path.join(TOP, "bench", "dl_epoch.py")
+FLOOR_BIN = os.path.join(TOP, "bench", "floor_fuse")   # workload 10's floor: `make bench/floor_fuse`
 PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 TOKEN = "bench-token-" + os.urandom(6).hex()
 ROOT_ID = "0AEmuRootFolder0000000000000000"
@@ -519,6 +520,47 @@ class Mount:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
         for p in problems:
             log("mount %s: %s" % (self.name, p))
+
+
+class FloorMount:
+    """bench/floor_fuse serving the folder ``src`` read-only at mnt-NAME: a FUSE server that does
+    nothing but answer (workload 10's floor); ``no_open``: it answers the first OPEN with ENOSYS and
+    the kernel opens files itself.  Listed in bench.mounts, so cleanup unmounts it like a Mount."""
+
+    def __init__(self, bench, name, src, no_open):
+        self.bench, self.name = bench, name
+        self.mnt = os.path.join(bench.work, "mnt-" + name)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.log_path = os.path.join(bench.work, "logs", name + ".stderr")
+        with open(self.log_path, "wb") as err:
+            self.proc = subprocess.Popen([FLOOR_BIN] + (["--no-open"] if no_open else []) +
+                                         [src, self.mnt], stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=err,
+                                         start_new_session=True)
+        GROUPS.add(self.proc.pid)
+        bench.mounts.append(self)
+        wait_until(lambda: is_mounted(self.mnt) or self.proc.poll() is not None, 60,
+                   "floor_fuse to mount " + self.mnt)
+        if not is_mounted(self.mnt):
+            raise RuntimeError("floor_fuse failed: " + open(self.log_path, errors="replace").read())
+
+    def path(self, *rel):
+        return os.path.join(self.mnt, *rel)
+
+    def umount(self, keep_cache=False):
+        if self not in self.bench.mounts:
+            return
+        for argv in (["fusermount3", "-u", self.mnt], ["umount", "-l", self.mnt]):
+            if is_mounted(self.mnt):
+                subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, timeout=60)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            log("floor_fuse %s still running after unmount; killed" % self.name)
+            signal_proc(self.proc, signal.SIGKILL)
+            self.proc.wait(10)
+        self.bench.mounts.remove(self)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1343,10 +1385,12 @@ class Bench:
         """Workload 10 (issue 25 item 3): warm shuffled 2-worker DataLoader epochs over an
         ImageFolder tree whose every file is cached (cache on tmpfs), against the same epochs on the
         local tmpfs copy, runs of the two interleaved (local, mount, local, mount): best and median
-        of each side, and the FUSE requests the server read per file and epoch, by kind."""
+        of each side, and the FUSE requests the server read per file and epoch, by kind; beside
+        them the kernel's floor, bench/floor_fuse over the local copy (rows -floor)."""
         a = self.args
         if not self.have_torch("10"):
             return
+        self.floor = self.floor_bin()
         for n in WARM_SIZES["quick" if a.quick else "full"]:
             base = os.path.join(self.work, "w10-%d" % n)
             tree = DatasetTree(base, n, max(1, n // WARM_PER_CLASS))
@@ -1359,6 +1403,18 @@ class Bench:
             for mode in RECOVERY_MODES[a.recovery]:
                 self.w10_mode(mode, tree, emu)
             shutil.rmtree(base, ignore_errors=True)
+
+    def floor_bin(self):
+        """Builds bench/floor_fuse if it is missing; False (and a note) where it cannot."""
+        if os.access(FLOOR_BIN, os.X_OK):
+            return True
+        r = subprocess.run(["make", "-C", TOP, "bench/floor_fuse"], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        if r.returncode == 0 and os.access(FLOOR_BIN, os.X_OK):
+            return True
+        self.notes.append("10: no floor rows: `make bench/floor_fuse` failed: %s"
+                          % r.stdout.decode(errors="replace")[-500:])
+        return False
 
     def w10_mode(self, mode, tree, emu):
         """Workload 10's rows for ``--recovery=MODE``: a writable mount (the default), then a read-only
@@ -1383,11 +1439,33 @@ class Bench:
                 self.dl_epochs(m.path("dataset"), 1, 2, options=DS_OPTIONS)  # fills the caches
                 log("10: %d files, %s%s: first epoch in %.1f s" % (n, what, tag, time.monotonic() - t))
                 side[tag] = (m, [], m.stats(), proc_cpu(m.server_pid()))
-            local = []
+            # the floor: a server that answers OPEN at once (as the writable mount must be asked),
+            # or answers no OPEN (as the read-only mount)
+            floor = FloorMount(self, "floor%d-%s-%s" % (n, mode, kind), os.path.dirname(tree.root),
+                               no_open=kind == "r") if self.floor else None
+            if floor:
+                self.dl_epochs(floor.path("dataset"), 1, 2, options=DS_OPTIONS)  # the page cache
+                floor_cpu = proc_cpu(floor.proc.pid)
+            local, floored = [], []
             for _ in range(WARM_ROUNDS):
                 local += run(tree.root)
                 for tag, _ in bins:
                     side[tag][1].extend(run(side[tag][0].path("dataset")))
+                if floor:
+                    floored += run(floor.path("dataset"))
+            if floor:
+                floor_cpu = (proc_cpu(floor.proc.pid) or 0) - (floor_cpu or 0)
+                floor.umount()
+                self.row("10%s%s-floor%s" % (kind, size, sfx),
+                         "warm epoch, %d files, 2 workers, shuffled (bench/floor_fuse, %s)"
+                         % (n, "opens answered ENOSYS: no-open" if kind == "r" else
+                            "OPEN and RELEASE answered at once"),
+                         med(floored), "s", med(local), "s", "median epoch on the local tmpfs copy",
+                         higher_better=False, target="",
+                         note="the kernel's floor for the %s rows beside it; its CPU %.1f us per "
+                              "file and epoch; best %.3f s vs %.3f s; epochs %s"
+                              % (what, floor_cpu * 1e6 / (n * len(floored)), min(floored),
+                                 min(local), ", ".join("%.3f" % x for x in floored)))
             for tag, binary in bins:
                 m, got, before, cpu0 = side[tag]
                 after = m.stats()
@@ -1402,12 +1480,12 @@ class Bench:
                             compare_files(p, m.path("dataset", os.path.relpath(p, tree.root)))
                 m.umount(keep_cache=kind == "w")
                 self.w10_row("10%s%s%s%s" % (kind, size, tag, sfx), n, label, got, local, before, after,
-                            cpu)
+                            cpu, floored)
 
-    def w10_row(self, key, n, label, got, local, before, after, cpu):
+    def w10_row(self, key, n, label, got, local, before, after, cpu, floored):
         """A row of workload 10: the median epochs, and the FUSE requests the server read per file
         and epoch between the stats ``before`` and ``after`` (by kind where the binary counts them)
-        and its CPU seconds ``cpu`` meanwhile."""
+        and its CPU seconds ``cpu`` meanwhile; ``floored``: the floor's epochs (may be empty)."""
         epochs = n * len(got)
         delta = {k: v - before.get(k, 0) for k, v in after.items() if isinstance(v, (int, float))}
         per_kind = ", ".join("%s %.2f" % (k[len("fuse_requests_"):-len("_total")], v / epochs)
@@ -1421,9 +1499,11 @@ class Bench:
         self.row(key, "warm epoch, %d files, 2 workers, shuffled (%s)" % (n, label), med(got), "s",
                  med(local), "s", "median epoch on the local tmpfs copy", higher_better=False,
                  target=">= 77% (<= 1.3x time)",
-                 note="%s; server CPU %.1f us per file and epoch; best %.3f s vs %.3f s (%.2fx); "
+                 note="%s%s; server CPU %.1f us per file and epoch; best %.3f s vs %.3f s (%.2fx); "
                       "mount epochs %s; local %s"
-                      % (reqs, cpu * 1e6 / epochs, min(got), min(local), min(got) / min(local),
+                      % (reqs, "; %.2fx the floor's median (%.3f s, its row -floor)"
+                         % (med(got) / med(floored), med(floored)) if floored else "",
+                         cpu * 1e6 / epochs, min(got), min(local), min(got) / min(local),
                          ", ".join("%.3f" % x for x in got), ", ".join("%.3f" % x for x in local)))
 
     def w8_mode(self, mode, tree, emu, chaos, femu, faults):
