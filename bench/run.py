@@ -1456,16 +1456,8 @@ class Bench:
             if floor:
                 floor_cpu = (proc_cpu(floor.proc.pid) or 0) - (floor_cpu or 0)
                 floor.umount()
-                self.row("10%s%s-floor%s" % (kind, size, sfx),
-                         "warm epoch, %d files, 2 workers, shuffled (bench/floor_fuse, %s)"
-                         % (n, "opens answered ENOSYS: no-open" if kind == "r" else
-                            "OPEN and RELEASE answered at once"),
-                         med(floored), "s", med(local), "s", "median epoch on the local tmpfs copy",
-                         higher_better=False, target="",
-                         note="the kernel's floor for the %s rows beside it; its CPU %.1f us per "
-                              "file and epoch; best %.3f s vs %.3f s; epochs %s"
-                              % (what, floor_cpu * 1e6 / (n * len(floored)), min(floored),
-                                 min(local), ", ".join("%.3f" % x for x in floored)))
+                self.w10_floor_row("10%s%s-floor%s" % (kind, size, sfx), n, kind, what, floored,
+                                   local, floor_cpu)
             for tag, binary in bins:
                 m, got, before, cpu0 = side[tag]
                 after = m.stats()
@@ -1481,6 +1473,19 @@ class Bench:
                 m.umount(keep_cache=kind == "w")
                 self.w10_row("10%s%s%s%s" % (kind, size, tag, sfx), n, label, got, local, before, after,
                             cpu, floored)
+
+    def w10_floor_row(self, key, n, kind, what, floored, local, cpu):
+        """The floor's row beside workload 10's ``what`` rows: its median epoch against the local
+        copy's, and its CPU seconds ``cpu`` per file and epoch."""
+        self.row(key, "warm epoch, %d files, 2 workers, shuffled (bench/floor_fuse, %s)"
+                 % (n, "opens answered ENOSYS: no-open" if kind == "r" else
+                    "OPEN and RELEASE answered at once"),
+                 med(floored), "s", med(local), "s", "median epoch on the local tmpfs copy",
+                 higher_better=False, target="",
+                 note="the kernel's floor for the %s rows beside it; its CPU %.1f us per file and "
+                      "epoch; best %.3f s vs %.3f s; epochs %s"
+                      % (what, cpu * 1e6 / (n * len(floored)), min(floored), min(local),
+                         ", ".join("%.3f" % x for x in floored)))
 
     def w10_row(self, key, n, label, got, local, before, after, cpu, floored):
         """A row of workload 10: the median epochs, and the FUSE requests the server read per file
