@@ -3,24 +3,74 @@
 #include "loop.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 
+#define QUIET_NS 1000000000ULL /* no request this long: the standby stops looking */
+
 struct pool {
-	struct fuse_session *se;
+	const struct cfs_loop_io *io;
 	pthread_mutex_t lock;
-	pthread_t *tids;     /* started workers, tids[0..started) */
-	unsigned started, idle, max;
-	int stopping;        /* no new workers: the caller is cancelling them */
-	int error;           /* the first read error, -errno */
-	sem_t ended;         /* posted by a worker that stops */
+	pthread_cond_t idle_cv;    /* idle workers wait here */
+	pthread_cond_t standby_cv; /* the standby waits here (CLOCK_MONOTONIC) */
+	pthread_t *tids;           /* started workers, tids[0..started) */
+	unsigned started, max, idle;
+	int reader;                /* a worker holds the reader role */
+	unsigned long reader_gen;  /* changes when the standby takes the role */
+	int standby;               /* a worker stands by */
+	int standby_timed;         /* ... and looks every rescue interval */
+	uint64_t serving_since;    /* the reader serves a quick request since; 0: not */
+	uint64_t last_request;
+	uint64_t rescue_ns;
+	int stopping;              /* the caller is ending the workers */
+	int error;                 /* the first read error, -errno */
+	sem_t ended;               /* posted by a worker that stops */
+	struct cfs_loop_counts counts;
 };
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+int cfs_loop_quick(const void *mem, size_t size)
+{
+	const struct fuse_in_header *h = mem;
+	if (!mem || size < sizeof(*h))
+		return 0;
+	const void *arg = h + 1;
+	size_t n = size - sizeof(*h);
+	switch (h->opcode) {
+	case FUSE_FORGET:
+	case FUSE_BATCH_FORGET:
+	case FUSE_INTERRUPT:
+	case FUSE_RELEASEDIR:
+		return 1;
+	case FUSE_OPEN: {
+		const struct fuse_open_in *o = arg;
+		return n >= sizeof(*o) && (o->flags & O_ACCMODE) == O_RDONLY &&
+		       !(o->flags & O_TRUNC);
+	}
+	case FUSE_RELEASE: {
+		const struct fuse_release_in *r = arg;
+		return n >= sizeof(*r) && (r->flags & O_ACCMODE) == O_RDONLY &&
+		       !(r->release_flags & FUSE_RELEASE_FLUSH);
+	}
+	default:
+		return 0;
+	}
+}
 
 static void free_buf(void *arg)
 {
@@ -29,54 +79,7 @@ static void free_buf(void *arg)
 	b->mem = NULL;
 }
 
-static int is_forget(const struct fuse_buf *b)
-{
-	const struct fuse_in_header *h = b->mem;
-	return !(b->flags & FUSE_BUF_IS_FD) && b->size >= sizeof(*h) &&
-	       (h->opcode == FUSE_FORGET || h->opcode == FUSE_BATCH_FORGET);
-}
-
-static int start_worker(struct pool *p);
-
-static void *worker(void *arg)
-{
-	struct pool *p = arg;
-	struct fuse_buf fb = { .mem = NULL };
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	pthread_cleanup_push(free_buf, &fb);
-	while (!fuse_session_exited(p->se)) {
-		/* cancelled only while it waits for a request */
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		int res = fuse_session_receive_buf(p->se, &fb);
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-		if (res == -EINTR || res == -EAGAIN)
-			continue;
-		if (res <= 0) {
-			if (res < 0) {
-				pthread_mutex_lock(&p->lock);
-				if (!p->error)
-					p->error = res;
-				pthread_mutex_unlock(&p->lock);
-			}
-			fuse_session_exit(p->se);
-			break;
-		}
-		/* forgets need no reply and come in bursts: no thread for them */
-		int forget = is_forget(&fb);
-		pthread_mutex_lock(&p->lock);
-		if (!forget && --p->idle == 0 && p->started < p->max && !p->stopping)
-			start_worker(p);
-		pthread_mutex_unlock(&p->lock);
-		fuse_session_process_buf(p->se, &fb);
-		pthread_mutex_lock(&p->lock);
-		if (!forget)
-			p->idle++;
-		pthread_mutex_unlock(&p->lock);
-	}
-	pthread_cleanup_pop(1);
-	sem_post(&p->ended);
-	return NULL;
-}
+static void *worker(void *arg);
 
 /* p->lock held (or no worker running yet). */
 static int start_worker(struct pool *p)
@@ -95,36 +98,209 @@ static int start_worker(struct pool *p)
 		return -rc;
 	}
 	p->started++;
-	p->idle++;
 	return 0;
 }
 
-int cfs_loop_run(struct fuse_session *se, unsigned max_threads)
+static int ending(struct pool *p)
 {
-	struct pool p = { .se = se, .max = max_threads ? max_threads : 1 };
+	return p->stopping || p->io->exited(p->io->ctx);
+}
+
+/* The reader gives its role away before a request that may wait.  p->lock held. */
+static void hand_off(struct pool *p)
+{
+	p->reader = 0;
+	p->counts.handoffs++;
+	if (p->idle)
+		pthread_cond_signal(&p->idle_cv);
+	else if ((p->started == p->max || p->stopping || start_worker(p)) && p->standby)
+		pthread_cond_signal(&p->standby_cv);
+	/* else every worker is busy: the first to finish reads */
+}
+
+/* Reads and serves requests while this worker holds the reader role (of
+ * generation gen).  Called and returns without p->lock.  Returns 1 when the
+ * session ended, 0 when the role went to another worker. */
+static int read_and_serve(struct pool *p, struct fuse_buf *fb, unsigned long gen)
+{
+	for (;;) {
+		/* cancelled only while it waits for a request */
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		int res = p->io->receive(p->io->ctx, fb);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		if ((res == -EINTR || res == -EAGAIN) && !p->io->exited(p->io->ctx))
+			continue;
+		if (res <= 0) {
+			pthread_mutex_lock(&p->lock);
+			if (res < 0 && res != -EINTR && res != -EAGAIN && !p->error)
+				p->error = res;
+			p->reader = 0;
+			pthread_mutex_unlock(&p->lock);
+			p->io->exit(p->io->ctx);
+			return 1;
+		}
+		uint64_t now = now_ns();
+		int quick = !(fb->flags & FUSE_BUF_IS_FD) && cfs_loop_quick(fb->mem, (size_t)res);
+		pthread_mutex_lock(&p->lock);
+		p->last_request = now;
+		if (!quick) {
+			hand_off(p);
+			pthread_mutex_unlock(&p->lock);
+			p->io->process(p->io->ctx, fb);
+			return 0;
+		}
+		p->serving_since = now;
+		p->counts.served_inline++;
+		if (p->standby && !p->standby_timed)
+			pthread_cond_signal(&p->standby_cv); /* after a quiet spell: look again */
+		pthread_mutex_unlock(&p->lock);
+		p->io->process(p->io->ctx, fb);
+		pthread_mutex_lock(&p->lock);
+		int mine = p->reader_gen == gen;
+		if (mine)
+			p->serving_since = 0;
+		pthread_mutex_unlock(&p->lock);
+		if (!mine)
+			return 0;
+	}
+}
+
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *m, uint64_t at)
+{
+	struct timespec ts = { .tv_sec = (time_t)(at / 1000000000ULL),
+			       .tv_nsec = (long)(at % 1000000000ULL) };
+	pthread_cond_timedwait(cv, m, &ts);
+}
+
+/* Stands by until the reader's role is free or taken from a reader serving a
+ * quick request too long (then p->reader is 0 for the caller to take).
+ * p->lock held. */
+static void stand_by(struct pool *p)
+{
+	p->standby = 1;
+	while (!ending(p) && p->reader) {
+		uint64_t now = now_ns();
+		if (p->serving_since && now - p->serving_since >= p->rescue_ns) {
+			p->reader_gen++;
+			p->serving_since = 0;
+			p->reader = 0;
+			p->counts.rescues++;
+			break;
+		}
+		p->standby_timed = now - p->last_request < QUIET_NS;
+		if (p->standby_timed)
+			wait_until(&p->standby_cv, &p->lock, now + p->rescue_ns);
+		else
+			pthread_cond_wait(&p->standby_cv, &p->lock);
+	}
+	p->standby = p->standby_timed = 0;
+	/* another stands by in its place */
+	if (p->idle)
+		pthread_cond_signal(&p->idle_cv);
+	else if (p->started < p->max && !ending(p))
+		start_worker(p);
+}
+
+static void *worker(void *arg)
+{
+	struct pool *p = arg;
+	struct fuse_buf fb = { .mem = NULL };
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_cleanup_push(free_buf, &fb);
+	pthread_mutex_lock(&p->lock);
+	while (!ending(p)) {
+		if (!p->reader) {
+			p->reader = 1;
+			unsigned long gen = p->reader_gen;
+			pthread_mutex_unlock(&p->lock);
+			int end = read_and_serve(p, &fb, gen);
+			pthread_mutex_lock(&p->lock);
+			if (end)
+				break;
+		} else if (!p->standby) {
+			stand_by(p);
+		} else {
+			p->idle++;
+			pthread_cond_wait(&p->idle_cv, &p->lock);
+			p->idle--;
+		}
+	}
+	pthread_mutex_unlock(&p->lock);
+	pthread_cleanup_pop(1);
+	sem_post(&p->ended);
+	return NULL;
+}
+
+int cfs_loop_serve(const struct cfs_loop_io *io, unsigned max_threads, unsigned rescue_ms,
+		   struct cfs_loop_counts *counts)
+{
+	struct pool p = { .io = io, .max = max_threads ? max_threads : 1,
+			  .rescue_ns = (uint64_t)(rescue_ms ? rescue_ms : 1) * 1000000ULL };
 	if (!(p.tids = calloc(p.max, sizeof(*p.tids))))
 		return -ENOMEM;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p.standby_cv, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&p.idle_cv, NULL);
 	pthread_mutex_init(&p.lock, NULL);
 	sem_init(&p.ended, 0, 0);
 	pthread_mutex_lock(&p.lock);
-	int rc = start_worker(&p);
+	int rc = start_worker(&p); /* the reader */
+	if (!rc && p.max > 1)
+		start_worker(&p); /* the standby */
 	pthread_mutex_unlock(&p.lock);
 	/* a signal interrupts the wait; the handler has ended the session */
-	while (!rc && !fuse_session_exited(se))
+	while (!rc && !io->exited(io->ctx))
 		if (sem_wait(&p.ended) != 0 && errno != EINTR)
 			break;
 	pthread_mutex_lock(&p.lock);
 	p.stopping = 1;
+	pthread_cond_broadcast(&p.idle_cv);
+	pthread_cond_broadcast(&p.standby_cv);
 	unsigned n = p.started;
 	for (unsigned i = 0; i < n; i++)
-		pthread_cancel(p.tids[i]);
+		pthread_cancel(p.tids[i]); /* takes effect only in receive */
 	pthread_mutex_unlock(&p.lock);
 	for (unsigned i = 0; i < n; i++)
 		pthread_join(p.tids[i], NULL);
 	if (!rc)
 		rc = p.error;
+	if (counts) {
+		*counts = p.counts;
+		counts->workers = n;
+	}
 	sem_destroy(&p.ended);
 	pthread_mutex_destroy(&p.lock);
+	pthread_cond_destroy(&p.idle_cv);
+	pthread_cond_destroy(&p.standby_cv);
 	free(p.tids);
 	return rc;
+}
+
+static int se_receive(void *ctx, struct fuse_buf *b)
+{
+	return fuse_session_receive_buf(ctx, b);
+}
+
+static void se_process(void *ctx, const struct fuse_buf *b)
+{
+	fuse_session_process_buf(ctx, b);
+}
+
+static int se_exited(void *ctx)
+{
+	return fuse_session_exited(ctx);
+}
+
+static void se_exit(void *ctx)
+{
+	fuse_session_exit(ctx);
+}
+
+int cfs_loop_run(struct fuse_session *se, unsigned max_threads)
+{
+	const struct cfs_loop_io io = { se, se_receive, se_process, se_exited, se_exit };
+	return cfs_loop_serve(&io, max_threads, CFS_LOOP_RESCUE_MS, NULL);
 }
