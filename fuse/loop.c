@@ -23,7 +23,9 @@ struct pool {
 	pthread_cond_t idle_cv;    /* idle workers wait here */
 	pthread_cond_t standby_cv; /* the standby waits here (CLOCK_MONOTONIC) */
 	pthread_t *tids;           /* started workers, tids[0..started) */
-	unsigned started, max, idle;
+	unsigned started, max;
+	unsigned idle;             /* workers waiting on idle_cv that no wake is meant for */
+	unsigned wakes;            /* wakes sent and not yet taken (see wake_idle) */
 	int reader;                /* a worker holds the reader role */
 	unsigned long reader_gen;  /* changes when the standby takes the role */
 	int standby;               /* a worker stands by */
@@ -34,8 +36,14 @@ struct pool {
 	int stopping;              /* the caller is ending the workers */
 	int error;                 /* the first read error, -errno */
 	sem_t ended;               /* posted by a worker that stops */
-	struct cfs_loop_counts counts;
+	struct cfs_stats_loop *counts; /* never NULL */
 };
+
+/* Counters another thread reads (colabfs stats). */
+static void count(uint64_t *c)
+{
+	__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
 
 static uint64_t now_ns(void)
 {
@@ -98,6 +106,7 @@ static int start_worker(struct pool *p)
 		return -rc;
 	}
 	p->started++;
+	__atomic_store_n(&p->counts->workers, p->started, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -106,14 +115,40 @@ static int ending(struct pool *p)
 	return p->stopping || p->io->exited(p->io->ctx);
 }
 
+/* Wakes one idle worker; 0 when none waits.  Each wake is counted until a
+ * worker takes it, so a second wake before the first worker runs goes to
+ * another worker (or says there is none), never to the same one: a wake
+ * that a worker already woken swallowed left a role unfilled, the standby's
+ * (CI22: a cached read stalled 20 s during a Drive outage).  p->lock held. */
+static int wake_idle(struct pool *p)
+{
+	if (!p->idle)
+		return 0;
+	p->idle--;
+	p->wakes++;
+	pthread_cond_signal(&p->idle_cv);
+	return 1;
+}
+
+/* Waits on idle_cv until woken (wake_idle) or the loop ends.  p->lock held. */
+static void wait_idle(struct pool *p)
+{
+	p->idle++;
+	while (!p->wakes && !ending(p))
+		pthread_cond_wait(&p->idle_cv, &p->lock);
+	if (p->wakes)
+		p->wakes--; /* whichever waiter takes it: p->idle no longer counts one */
+	else
+		p->idle--;
+}
+
 /* The reader gives its role away before a request that may wait.  p->lock held. */
 static void hand_off(struct pool *p)
 {
 	p->reader = 0;
-	p->counts.handoffs++;
-	if (p->idle)
-		pthread_cond_signal(&p->idle_cv);
-	else if ((p->started == p->max || p->stopping || start_worker(p)) && p->standby)
+	count(&p->counts->handoffs);
+	if (!wake_idle(p) && (p->started == p->max || p->stopping || start_worker(p)) &&
+	    p->standby)
 		pthread_cond_signal(&p->standby_cv);
 	/* else every worker is busy: the first to finish reads */
 }
@@ -150,7 +185,7 @@ static int read_and_serve(struct pool *p, struct fuse_buf *fb, unsigned long gen
 			return 0;
 		}
 		p->serving_since = now;
-		p->counts.served_inline++;
+		count(&p->counts->served_inline);
 		if (p->standby && !p->standby_timed)
 			pthread_cond_signal(&p->standby_cv); /* after a quiet spell: look again */
 		pthread_mutex_unlock(&p->lock);
@@ -184,7 +219,7 @@ static void stand_by(struct pool *p)
 			p->reader_gen++;
 			p->serving_since = 0;
 			p->reader = 0;
-			p->counts.rescues++;
+			count(&p->counts->rescues);
 			break;
 		}
 		p->standby_timed = now - p->last_request < QUIET_NS;
@@ -195,9 +230,7 @@ static void stand_by(struct pool *p)
 	}
 	p->standby = p->standby_timed = 0;
 	/* another stands by in its place */
-	if (p->idle)
-		pthread_cond_signal(&p->idle_cv);
-	else if (p->started < p->max && !ending(p))
+	if (!wake_idle(p) && p->started < p->max && !ending(p))
 		start_worker(p);
 }
 
@@ -220,9 +253,7 @@ static void *worker(void *arg)
 		} else if (!p->standby) {
 			stand_by(p);
 		} else {
-			p->idle++;
-			pthread_cond_wait(&p->idle_cv, &p->lock);
-			p->idle--;
+			wait_idle(p);
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -232,10 +263,13 @@ static void *worker(void *arg)
 }
 
 int cfs_loop_serve(const struct cfs_loop_io *io, unsigned max_threads, unsigned rescue_ms,
-		   struct cfs_loop_counts *counts)
+		   struct cfs_stats_loop *counts)
 {
+	struct cfs_stats_loop none;
 	struct pool p = { .io = io, .max = max_threads ? max_threads : 1,
+			  .counts = counts ? counts : &none,
 			  .rescue_ns = (uint64_t)(rescue_ms ? rescue_ms : 1) * 1000000ULL };
+	memset(p.counts, 0, sizeof(*p.counts));
 	if (!(p.tids = calloc(p.max, sizeof(*p.tids))))
 		return -ENOMEM;
 	pthread_condattr_t ca;
@@ -267,10 +301,6 @@ int cfs_loop_serve(const struct cfs_loop_io *io, unsigned max_threads, unsigned 
 		pthread_join(p.tids[i], NULL);
 	if (!rc)
 		rc = p.error;
-	if (counts) {
-		*counts = p.counts;
-		counts->workers = n;
-	}
 	sem_destroy(&p.ended);
 	pthread_mutex_destroy(&p.lock);
 	pthread_cond_destroy(&p.idle_cv);
@@ -299,8 +329,8 @@ static void se_exit(void *ctx)
 	fuse_session_exit(ctx);
 }
 
-int cfs_loop_run(struct fuse_session *se, unsigned max_threads)
+int cfs_loop_run(struct fuse_session *se, unsigned max_threads, struct cfs_stats_loop *counts)
 {
 	const struct cfs_loop_io io = { se, se_receive, se_process, se_exited, se_exit };
-	return cfs_loop_serve(&io, max_threads, CFS_LOOP_RESCUE_MS, NULL);
+	return cfs_loop_serve(&io, max_threads, CFS_LOOP_RESCUE_MS, counts);
 }

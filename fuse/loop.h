@@ -35,8 +35,9 @@
 #define CFS_LOOP_RESCUE_MS 2
 
 /* Serves se until it ends.  Returns 0 when it ended normally (unmounted, or
- * a signal), -errno when reading requests failed or no worker could start. */
-int cfs_loop_run(struct fuse_session *se, unsigned max_threads);
+ * a signal), -errno when reading requests failed or no worker could start.
+ * counts (may be NULL) is zeroed, then kept current (stats.h). */
+int cfs_loop_run(struct fuse_session *se, unsigned max_threads, struct cfs_stats_loop *counts);
 
 /* 1 when the request in mem (size bytes read from /dev/fuse) is one the
  * reader serves itself; pure. */
@@ -53,15 +54,8 @@ struct cfs_loop_io {
 	void (*exit)(void *ctx);
 };
 
-struct cfs_loop_counts {
-	unsigned long served_inline; /* quick requests the reader served itself */
-	unsigned long handoffs;      /* other requests: the role went to another worker */
-	unsigned long rescues;       /* the role taken from a reader serving a quick request */
-	unsigned workers;            /* workers started */
-};
-
-/* cfs_loop_run on any session; counts (may be NULL) filled at the end. */
+/* cfs_loop_run on any session. */
 int cfs_loop_serve(const struct cfs_loop_io *io, unsigned max_threads, unsigned rescue_ms,
-		   struct cfs_loop_counts *counts);
+		   struct cfs_stats_loop *counts);
 
 #endif

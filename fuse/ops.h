@@ -25,6 +25,7 @@ struct cfs_fs {
 	struct cfs_vfs *vfs;
 	double attr_timeout;  /* seconds, for attributes and names; < 0: the listing's lifetime */
 	struct cfs_stats_src stats;
+	struct cfs_stats_loop loop; /* the worker pool's counters (stats.loop) */
 	struct fuse_session *se; /* for cache invalidation after evict */
 	long poll_interval;      /* Changes API polling, seconds (0: off) */
 	uint32_t owner;          /* who may evict and warm besides root: the uid that ran

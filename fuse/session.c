@@ -166,6 +166,7 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 			     .owner = (uint32_t)getuid(),
 			     .uid = o->uid, .gid = o->gid, .file_mode = o->file_mode,
 			     .dir_mode = o->dir_mode, .cache_dir = o->cache_dir };
+	fs.stats.loop = &fs.loop;
 	int rc = 0;
 	struct fuse_session *se = cfs_session_fuse_new(o->fuse_opts, o->debug, &fs);
 	if (!se) {
@@ -214,7 +215,7 @@ int cfs_session_run(struct cfs_vfs *vfs, const struct cfs_session_opts *o)
 			   .cond = PTHREAD_COND_INITIALIZER };
 	pthread_t watcher;
 	int watching = o->on_exit && pthread_create(&watcher, NULL, watch_exit, &w) == 0;
-	rc = cfs_loop_run(se, (unsigned)o->max_threads);
+	rc = cfs_loop_run(se, (unsigned)o->max_threads, &fs.loop);
 	if (watching) {
 		pthread_mutex_lock(&w.lock);
 		w.done = 1;

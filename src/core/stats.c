@@ -75,6 +75,13 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		for (size_t i = 0; i < CFS_FOP_COUNT; i++)
 			rec.by_op[i] = __atomic_load_n(&sr->by_op[i], __ATOMIC_RELAXED);
 	}
+	struct cfs_stats_loop lp = { 0 };
+	if (s->loop) {
+		lp.served_inline = __atomic_load_n(&s->loop->served_inline, __ATOMIC_RELAXED);
+		lp.handoffs = __atomic_load_n(&s->loop->handoffs, __ATOMIC_RELAXED);
+		lp.rescues = __atomic_load_n(&s->loop->rescues, __ATOMIC_RELAXED);
+		lp.workers = __atomic_load_n(&s->loop->workers, __ATOMIC_RELAXED);
+	}
 	int64_t since = sr && rec.mounted_ms ? rec.mounted_ms : s->started_ms;
 	const struct field f[] = {
 		{ "uptime_seconds", (uint64_t)((now - since) / 1000) },
@@ -87,6 +94,10 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "requests_journalled_total", rec.journalled },
 		{ "fuse_requests_total", rec.requests },
 		{ "requests_failed_crash_loop_total", rec.poisoned },
+		{ "fuse_workers", lp.workers },
+		{ "fuse_served_by_reader_total", lp.served_inline },
+		{ "fuse_handoffs_total", lp.handoffs },
+		{ "fuse_rescues_total", lp.rescues },
 		{ "cache_hits_total", r.hits },
 		{ "cache_misses_total", r.misses },
 		{ "bytes_from_cache_total", r.bytes_cache },

@@ -55,6 +55,15 @@ struct cfs_stats_recovery {
 	uint64_t by_op[CFS_FOP_COUNT]; /* requests by kind, as `requests` */
 };
 
+/* The FUSE worker pool's counters (fuse/loop.c writes them with relaxed
+ * atomic stores; a server's own, from its start). */
+struct cfs_stats_loop {
+	uint64_t served_inline; /* quick requests the reader served itself */
+	uint64_t handoffs;      /* other requests: the reader's role went to another worker */
+	uint64_t rescues;       /* the role taken from a reader held up by a quick request */
+	uint64_t workers;       /* workers started (a gauge) */
+};
+
 /* The name of a recovery mode ("off", "resend", ...). */
 const char *cfs_stats_recovery_name(uint32_t mode);
 
@@ -68,6 +77,7 @@ struct cfs_stats_src {
 	/* NULL without a supervisor; else its counters (read with relaxed
 	 * atomic loads: another process writes them) */
 	const struct cfs_stats_recovery *recovery;
+	const struct cfs_stats_loop *loop; /* NULL: its names are 0 */
 };
 
 /* Appends the JSON object to out.  Returns 0 or -ENOMEM. */

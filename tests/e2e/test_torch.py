@@ -181,11 +181,15 @@ def media_requests(emu):
     return emu.stats()["by_kind"].get("media", 0)
 
 
-def settled(m):
-    """The daemon has no download in flight (prefetches of epoch 1 are over)."""
+def stats(m):
     r = subprocess.run([str(H.colabfs_bin()), "stats", m.mnt, "--json"], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, timeout=30)
-    s = json.loads(r.stdout)
+    return json.loads(r.stdout)
+
+
+def settled(m):
+    """The daemon has no download in flight (prefetches of epoch 1 are over)."""
+    s = stats(m)
     return s.get("downloads_in_flight", 0) == 0 and s.get("prefetch_queued_bytes", 0) == 0
 
 
@@ -216,10 +220,17 @@ def test_dataloader_epochs(mount_factory, torch_emu, fileset):
 
     H.wait_until(lambda: settled(m), 30, what="the daemon's downloads to finish")
     before = media_requests(torch_emu)
+    st0 = stats(m)
     second = run_epoch(loader)
     assert [s[0] for s in second] == want_order[1], "epoch 2 is not in the sampler's shuffled order"
     check_samples(second, fileset.sources, "epoch 2")
     assert media_requests(torch_emu) == before, "epoch 2 should be served from the cache"
+    # a warm epoch's opens and closes are served by the thread that read them (fuse/loop.h)
+    st1 = stats(m)
+    opens = st1["fuse_requests_open_total"] - st0["fuse_requests_open_total"]
+    inline = st1["fuse_served_by_reader_total"] - st0["fuse_served_by_reader_total"]
+    assert opens >= N_FILES and inline >= opens, (opens, inline, st1)
+    assert st1["fuse_workers"] >= 1, st1
 
 
 @pytest.mark.deadline(120)
@@ -287,9 +298,7 @@ def test_prefetching_sampler(mount_factory, torch_emu, fileset, monkeypatch):
     got = [rank[ids[r["id"]]] for r in recs]
     assert len(got) == N_FILES, "each file once: %d downloads" % len(got)
     assert max(abs(k - p) for k, p in enumerate(got)) <= 64, got[:100]
-    r = subprocess.run([str(H.colabfs_bin()), "stats", m.mnt, "--json"], stdout=subprocess.PIPE,
-                       timeout=30)
-    st = json.loads(r.stdout)
+    st = stats(m)
     assert st["order_hints_total"] == 1 and st["order_hints_dropped_total"] == 0, st
     assert st["order_hint_files_total"] >= N_FILES // 2, st
     # the next epoch: its own order, handed over again; all from the cache
