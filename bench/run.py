@@ -1501,6 +1501,11 @@ class Bench:
         reqs = ("%.2f FUSE requests per file and epoch%s" % (total / epochs, " (%s)" % per_kind
                                                              if per_kind else "")
                 if total is not None else "no FUSE request counter")
+        inline = delta.get("fuse_served_by_reader_total")
+        if inline is not None and total:
+            reqs += ("; %.0f%% served by the thread that read them, %d handed off, %d rescued"
+                     % (100.0 * inline / total, delta.get("fuse_handoffs_total", 0),
+                        delta.get("fuse_rescues_total", 0)))
         self.row(key, "warm epoch, %d files, 2 workers, shuffled (%s)" % (n, label), med(got), "s",
                  med(local), "s", "median epoch on the local tmpfs copy", higher_better=False,
                  target=">= 77% (<= 1.3x time)",
