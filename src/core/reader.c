@@ -102,6 +102,7 @@ struct cfs_reader {
 	void (*cancel)(void *io);
 	void (*forget)(void *io, const char *id, const char *rev, int64_t size);
 	int64_t (*now_ms)(void *io);
+	void (*missed)(void *io, const char *key, uint64_t block);
 	void *io;                   /* opts.io */
 	struct cfs_store *store;
 	uint32_t bs, max_blocks;
@@ -627,6 +628,7 @@ int cfs_reader_new(struct cfs_drive *d, struct cfs_store *s, const struct cfs_re
 	r->cancel = o ? o->cancel : NULL;
 	r->forget = o ? o->forget : NULL;
 	r->now_ms = o && o->now_ms ? o->now_ms : mono_ms;
+	r->missed = o ? o->missed : NULL;
 	r->store = s;
 	r->bs = cfs_store_block_size(s);
 	/* `workers` connections for read-ahead, and one more kept for readers'
@@ -794,6 +796,15 @@ static int read_miss(struct cfs_reader *r, const struct cfs_reader_file *f, uint
 			r->st.joined++;
 			if (fl->job)
 				promote(r, fl->job);
+		} else if (cfs_store_has(r->store, f->key, b)) {
+			/* another reader's download of it ended (stored) after our
+			 * read missed: read it there, not from Drive again */
+			pthread_mutex_unlock(&r->lock);
+			uint32_t got = 0;
+			if (cfs_store_read(r->store, f->key, b, boff, blen, dst, &got) == 0 &&
+			    got == blen)
+				return 0;
+			continue;
 		} else {
 			struct job *j = job_make(r, f, b, chunk, CLS_URGENT);
 			if (!j) {
@@ -886,6 +897,8 @@ int cfs_reader_read(struct cfs_reader *r, struct cfs_reader_stream *stream,
 			bytes_cache += blen;
 		} else {
 			misses++;
+			if (r->missed)
+				r->missed(r->io, f->key, b);
 			/* No short reads: FUSE would take one for the end of the file. */
 			if ((rc = read_miss(r, f, b, boff, blen, buf + pos, chunk)))
 				break;

@@ -100,6 +100,10 @@ struct cfs_reader_opts {
 	 * keeps of that revision and take it from Drive from now on (tiered.h) */
 	void (*forget)(void *io, const char *id, const char *rev, int64_t size);
 	int64_t (*now_ms)(void *io); /* monotonic milliseconds */
+	/* block of key was not in the store for a read; called before the
+	 * reader looks for a download to join (tests: another reader's download
+	 * finishes there).  NULL: nothing. */
+	void (*missed)(void *io, const char *key, uint64_t block);
 	void *io;                  /* their argument (fetch NULL: fetch gets the client) */
 };
 

@@ -280,6 +280,31 @@ static int ncalls(void)
 
 /* ---- the reader under test -------------------------------------------------- */
 
+/* The missed hook: when armed, the first miss reads the same block again
+ * (to the end, its download stored) before the reader goes on. */
+static struct {
+	int armed;
+	struct cfs_reader *r;
+	struct cfs_reader_file f;
+	int64_t off;
+	size_t len;
+	int rc;
+} M;
+
+static int read_check(struct cfs_reader *r, struct cfs_reader_stream *s,
+		      const struct cfs_reader_file *f, int64_t off, size_t len);
+
+static void on_missed(void *io, const char *key, uint64_t block)
+{
+	(void)io;
+	(void)key;
+	(void)block;
+	if (!M.armed)
+		return;
+	M.armed = 0;
+	M.rc = read_check(M.r, NULL, &M.f, M.off, M.len);
+}
+
 struct rig {
 	char dir[64];
 	struct cfs_store *store;
@@ -293,7 +318,7 @@ static void rig_open(struct rig *g, int workers, uint32_t max_blocks, int with_c
 	g->store = open_store(g->dir, BS, 64u << 20, 0);
 	struct cfs_reader_opts o = { .workers = workers, .max_request = (uint64_t)max_blocks * BS,
 				     .scan_workers = 1, .fetch = fake_fetch, .now_ms = fake_now,
-				     .cancel = with_cancel ? fake_cancel : NULL };
+				     .cancel = with_cancel ? fake_cancel : NULL, .missed = on_missed };
 	CHECK_EQ(cfs_reader_new(NULL, g->store, &o, &g->r), 0);
 }
 
@@ -456,6 +481,25 @@ static void test_share(void)
 	CHECK_EQ(bg_read_join(&b), 0);
 	CHECK_EQ(ncalls(), 1);
 	CHECK_CALL(0, 7 * BS, BS); /* a random miss of a large file: one block */
+	CHECK_EQ(rstats(g.r).downloads, 1);
+	rig_close(&g);
+}
+
+/* A block whose download ended (stored) between a reader's miss and its
+ * look for a download to join is read from the store, not fetched again
+ * (CI25: a block dropped for a bad checksum was downloaded twice, by two
+ * readers of it). */
+static void test_stored_after_miss(void)
+{
+	struct rig g;
+	rig_open(&g, 2, 4, 0);
+	struct cfs_reader_file f = file("late", 40 * BS);
+	M = (typeof(M)){ .armed = 1, .r = g.r, .f = f, .off = 7 * BS + 100, .len = 500 };
+	CHECK_EQ(read_check(g.r, NULL, &f, 7 * BS + 10, 1000), 0);
+	CHECK_EQ(M.armed, 0);
+	CHECK_EQ(M.rc, 0);
+	CHECK_EQ(ncalls(), 1);
+	CHECK_CALL(0, 7 * BS, BS);
 	CHECK_EQ(rstats(g.r).downloads, 1);
 	rig_close(&g);
 }
@@ -680,6 +724,7 @@ int main(void)
 	cfs_log_set_level(CFS_LOG_WARN);
 	test_hit_miss();
 	test_share();
+	test_stored_after_miss();
 	test_window();
 	test_priority();
 	test_cut();
