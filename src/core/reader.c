@@ -775,6 +775,14 @@ static uint64_t prefetch_range(struct cfs_reader *r, const struct cfs_reader_fil
 	return b;
 }
 
+/* Bytes [boff, boff+blen) of block b from the store into dst; 1 when all were there. */
+static int from_store(struct cfs_reader *r, const struct cfs_reader_file *f, uint64_t b,
+		      uint32_t boff, uint32_t blen, char *dst)
+{
+	uint32_t got = 0;
+	return cfs_store_read(r->store, f->key, b, boff, blen, dst, &got) == 0 && got == blen;
+}
+
 /* Gets bytes [boff, boff+blen) of block b into dst: from a remembered block,
  * an existing flight, or a new urgent job of up to chunk blocks. */
 static int read_miss(struct cfs_reader *r, const struct cfs_reader_file *f, uint64_t b,
@@ -800,9 +808,7 @@ static int read_miss(struct cfs_reader *r, const struct cfs_reader_file *f, uint
 			/* another reader's download of it ended (stored) after our
 			 * read missed: read it there, not from Drive again */
 			pthread_mutex_unlock(&r->lock);
-			uint32_t got = 0;
-			if (cfs_store_read(r->store, f->key, b, boff, blen, dst, &got) == 0 &&
-			    got == blen)
+			if (from_store(r, f, b, boff, blen, dst))
 				return 0;
 			continue;
 		} else {
@@ -829,8 +835,7 @@ static int read_miss(struct cfs_reader *r, const struct cfs_reader_file *f, uint
 		if (rc || copied)
 			return rc;
 		/* finished before we joined and went to the store: read it there */
-		uint32_t got = 0;
-		if (cfs_store_read(r->store, f->key, b, boff, blen, dst, &got) == 0 && got == blen)
+		if (from_store(r, f, b, boff, blen, dst))
 			return 0;
 	}
 	return -EIO;
