@@ -402,16 +402,16 @@ void cfs_vfs_checksum_failed(struct cfs_vfs *v, uint64_t ino, const struct blob_
  * copy is checked against it once per revision; a mismatch drops it all. */
 static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 {
-	char want[65], key[sizeof(f->b.key)];
+	char want[65];
 	const char *alg = "";
 	int todo = 0;
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, f->ino);
-	if (n) {
-		snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev);
+	/* most releases: checked already (compared first: it is the cheapest) */
+	if (n && n->checked_rev != cfs_node_rev_hash(n) && (n->has_sha256 || n->has_md5) &&
+	    f->b.size > 0 && cfs_vfs_key_is(n, f->b.key)) {
 		cfs_vfs_node_checksum(n, &alg, want);
-		todo = strcmp(key, f->b.key) == 0 && n->checked_rev != cfs_node_rev_hash(n) &&
-		       alg[0] && f->b.size > 0;
+		todo = 1;
 	}
 	cfs_inode_unlock(v->tab);
 	if (!todo || cfs_store_cached_bytes(v->store, f->b.key) != (uint64_t)f->b.size)
@@ -425,8 +425,8 @@ static void check_whole_file(struct cfs_vfs *v, struct cfs_vfs_file *f)
 	}
 	__atomic_add_fetch(&v->files_checked, 1, __ATOMIC_RELAXED);
 	cfs_inode_lock(v->tab);
-	snprintf(key, sizeof(key), "%s@%s", n->content_id, n->rev); /* still that revision? */
-	if (strcmp(key, f->b.key) == 0)
+	n = cfs_inode_get(v->tab, f->ino);
+	if (n && cfs_vfs_key_is(n, f->b.key)) /* still that revision? */
 		n->checked_rev = cfs_node_rev_hash(n);
 	cfs_inode_unlock(v->tab);
 }

@@ -271,6 +271,14 @@ static inline void cfs_vfs_blob_ref(const struct cfs_node *n, struct blob_ref *b
 	b->size = n->size;
 }
 
+/* Whether key (a blob_ref's) names n's current content and revision. */
+static inline int cfs_vfs_key_is(const struct cfs_node *n, const char *key)
+{
+	size_t il = strlen(n->content_id);
+	return strncmp(key, n->content_id, il) == 0 && key[il] == '@' &&
+	       strcmp(key + il + 1, n->rev) == 0;
+}
+
 static inline struct cfs_reader_file cfs_vfs_reader_file(const struct blob_ref *b)
 {
 	return (struct cfs_reader_file){ b->id, b->rev[0] ? b->rev : NULL, b->key, b->size };

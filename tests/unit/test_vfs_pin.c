@@ -16,10 +16,12 @@
  * id's first read at any offset and of each later read at offset 0, never
  * of reads elsewhere, and a file told again is counted open once; the
  * blocks kept objects hold stay near a share of the cache budget; a cached
- * copy that fails Drive's checksum drops the kernel's pages at once.  Drive is
- * a closed port: nothing is asked of it (checked). */
+ * copy that fails Drive's checksum drops the kernel's pages at once.  With
+ * opens, a cached file is checked against Drive's checksum once per
+ * revision.  Drive is a closed port: nothing is asked of it (checked). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,7 @@
 
 #include "auth.h"
 #include "check.h"
+#include "crypto.h"
 #include "dead_drive.h"
 #include "drive.h"
 #include "fhtab.h"
@@ -478,6 +481,77 @@ static void test_checksum_mismatch(void)
 	teardown(&e, s, dir);
 }
 
+/* The md5 of blob key's size bytes, as Drive would give it. */
+static void blob_md5(const char *key, int64_t size, char hex[33])
+{
+	struct cfs_digest *d = NULL;
+	char *buf = malloc(K64);
+	CHECK_EQ(cfs_digest_new("md5", &d), 0);
+	for (uint64_t b = 0; (int64_t)(b * K64) < size; b++) {
+		uint32_t len = size - (int64_t)(b * K64) < K64 ? (uint32_t)(size - (int64_t)(b * K64)) : K64;
+		fill(buf, key, b, len);
+		CHECK_EQ(cfs_digest_update(d, buf, len), 0);
+	}
+	CHECK_EQ(cfs_digest_final_hex(d, hex, 33), 0);
+	free(buf);
+}
+
+/* Opened, read whole and released: the files whole-file-checked so far. */
+static uint64_t open_read_release(struct cfs_vfs *v, uint64_t ino, int64_t size)
+{
+	uint64_t fh, checked, mismatched;
+	int keep, direct;
+	char *buf = malloc((size_t)size + 16);
+	size_t got = 0;
+	CHECK_EQ(cfs_vfs_open(v, ino, O_RDONLY, 0, &fh, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_read(v, ino, fh, 0, (size_t)size + 16, buf, &got), 0);
+	CHECK_EQ(got, (size_t)size);
+	cfs_vfs_release(v, ino, fh);
+	free(buf);
+	cfs_vfs_counters(v, &checked, &mismatched);
+	CHECK_EQ(mismatched, 0);
+	return checked;
+}
+
+/* With opens (not open-less): a completely cached file is checked against
+ * Drive's checksum at its first release, not again at the next ones (the
+ * check is skipped before anything is formatted), and again once the node
+ * names another revision. */
+static void test_checked_once_per_revision(void)
+{
+	char dir[64], md5[33];
+	struct cfs_store *s = story_store(dir, sizeof(dir));
+	struct env e;
+	env_new(&e);
+	struct cfs_vfs_opts o = { .dir_ttl_s = 3600, .no_fh_rows = 1, .fresh_mount = 1,
+				  .no_dataset_readahead = 1 };
+	struct cfs_vfs *v = NULL;
+	CHECK_EQ(cfs_vfs_new(e.drive, s, &o, &v), 0);
+	if (!v)
+		exit(1);
+	struct cfs_vfs_attr a;
+	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
+	CHECK_EQ(cfs_vfs_lookup(v, 10, "f.txt", &a), 0);
+	CHECK_EQ(a.ino, 12);
+	blob_md5("F1@r:rev1", F1, md5);
+	cfs_inode_lock(v->tab);
+	cfs_node_set_sums(cfs_inode_get(v->tab, 12), md5, "");
+	cfs_inode_unlock(v->tab);
+	CHECK_EQ(open_read_release(v, 12, F1), 1);
+	CHECK_EQ(open_read_release(v, 12, F1), 1); /* that revision passed once */
+	blob_md5("F1@r:rev2", F2, md5);
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, 12);
+	CHECK_EQ(cfs_node_set_rev(n, "r:rev2"), 0);
+	n->size = F2;
+	cfs_node_set_sums(n, md5, "");
+	cfs_inode_unlock(v->tab);
+	CHECK_EQ(open_read_release(v, 12, F2), 2);
+	CHECK_EQ(open_read_release(v, 12, F2), 2);
+	cfs_vfs_free(v);
+	teardown(&e, s, dir);
+}
+
 int main(void)
 {
 	unsetenv("CLOUDSDK_CONFIG");
@@ -493,6 +567,7 @@ int main(void)
 	test_open_less_opens();
 	test_held_bytes();
 	test_checksum_mismatch();
+	test_checked_once_per_revision();
 	rmdir(home);
 	return check_done("test_vfs_pin");
 }
