@@ -12,6 +12,7 @@
 #include "export.h"
 #include "hedge.h"
 #include "log.h"
+#include "vfs.h"
 #include "size.h"
 #include "cluster.h"
 #include "tier.h"
@@ -32,7 +33,8 @@ struct opt {
 
 #define O(f) offsetof(struct cfs_config, f)
 static const struct opt opts[] = {
-	{ "root", 0, T_STR, O(root_id), "ID", "Drive folder id to mount (default: My Drive)" },
+	{ "root", 0, T_STR, O(root_id), "ID|/PATH",
+	  "Drive folder to mount, by id or by its path in My Drive (default: My Drive)" },
 	{ "drive-id", 0, T_STR, O(drive_id), "ID", "mount the shared drive with this id" },
 	{ "shared-with-me", 0, T_FLAG, O(shared_with_me), NULL,
 	  "mount \"Shared with me\": the items others shared with you" },
@@ -339,6 +341,27 @@ static int check_scope(struct cfs_config *c, char *why, size_t wcap)
 	return 0;
 }
 
+/* --root=/PATH: folders below My Drive, by name ("/" alone: My Drive). */
+static int check_root_path(const char *path, char *why, size_t wcap)
+{
+	if (strlen(path) > CFS_ROOT_PATH_MAX) {
+		snprintf(why, wcap, "--root: a path of at most %d bytes; give the folder's id instead",
+			 CFS_ROOT_PATH_MAX);
+		return CFS_E_CONFIG;
+	}
+	for (const char *p = path; *p;) {
+		while (*p == '/')
+			p++;
+		size_t len = strcspn(p, "/");
+		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.')) {
+			snprintf(why, wcap, "--root=%s: \".\" and \"..\" are not folder names", path);
+			return CFS_E_CONFIG;
+		}
+		p += len;
+	}
+	return 0;
+}
+
 /* --drive-id, --root and --shared-with-me each name the mount's root. */
 static int check_root(const struct cfs_config *c, char *why, size_t wcap)
 {
@@ -348,6 +371,8 @@ static int check_root(const struct cfs_config *c, char *why, size_t wcap)
 		return CFS_E_CONFIG;
 	}
 	const char *id = c->drive_id ? c->drive_id : c->root_id;
+	if (!c->drive_id && id && id[0] == '/')
+		return check_root_path(id, why, wcap);
 	for (const char *p = id; p && *p; p++)
 		if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') &&
 		    !(*p >= '0' && *p <= '9') && *p != '-' && *p != '_') {

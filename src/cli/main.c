@@ -353,6 +353,12 @@ static int open_core(struct mount *m)
 			 "the log for the details; check the network, --api-url or --ca-file)",
 			 c->api_url, root, cfs_strerror(rc),
 			 rc == CFS_E_TLS ? "" : m->fresh ? tried : "");
+	else if (root[0] == '/' && (rc == -ENOENT || rc == -ENOTUNIQ))
+		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s (names are "
+			 "matched exactly; folders and shortcuts to folders count; the log names the "
+			 "folder)%s", root, rc == -ENOENT ? "My Drive has no folder at that path"
+			 : "two or more folders on that path have the same name",
+			 rc == -ENOTUNIQ ? ": give --root the folder's id instead" : "");
 	else if (rc)
 		snprintf(m->why, sizeof(m->why), "cannot open the Drive folder %s: %s%s", root,
 			 cfs_strerror(rc),

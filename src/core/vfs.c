@@ -28,6 +28,65 @@ static int load_root_cb(const struct cfs_lrow_entry *e, void *arg)
 	return 0;
 }
 
+/* One folder of a --root path: the children of a folder named name. */
+struct path_step {
+	const char *name;
+	char id[CFS_ID_MAX];
+	int found;
+};
+
+static int path_step_cb(const struct cfs_file_meta *m, void *arg)
+{
+	struct path_step *s = arg;
+	if (!m) { /* the listing restarts */
+		s->found = 0;
+		return 0;
+	}
+	int shortcut = strcmp(m->mime, CFS_SHORTCUT_MIME) == 0 &&
+		       strcmp(m->target_mime, CFS_FOLDER_MIME) == 0 && m->target_id[0];
+	if (!m->name || strcmp(m->name, s->name) != 0 ||
+	    (!shortcut && strcmp(m->mime, CFS_FOLDER_MIME) != 0))
+		return 0;
+	if (!s->found++)
+		snprintf(s->id, sizeof(s->id), "%s", shortcut ? m->target_id : m->id);
+	return 0;
+}
+
+/* The id of the folder at path ("/"-separated names below My Drive; a
+ * shortcut to a folder counts as that folder): each folder on the way is
+ * listed and its child of that name taken.  -ENOENT: none; -ENOTUNIQ: two
+ * or more (Drive allows equal names); else Drive's error. */
+static int resolve_path(struct cfs_vfs *v, const char *path, char id[CFS_ID_MAX])
+{
+	struct cfs_file_meta top;
+	int rc = cfs_drive_get(v->drive, "root", &top); /* listed by its own id, not the alias */
+	if (rc)
+		return rc;
+	snprintf(id, CFS_ID_MAX, "%s", top.id);
+	cfs_file_meta_cleanup(&top);
+	for (const char *p = path; *p;) {
+		while (*p == '/')
+			p++;
+		size_t len = strcspn(p, "/");
+		if (!len)
+			break;
+		char name[CFS_ROOT_PATH_MAX + 1];
+		snprintf(name, sizeof(name), "%.*s", (int)len, p);
+		struct path_step s = { .name = name };
+		rc = cfs_drive_list(v->drive, id, path_step_cb, &s);
+		if (rc)
+			return rc;
+		if (s.found != 1) {
+			CFS_ERROR("--root=%s: %s folder named \"%s\" in %.*s", path,
+				  s.found ? "more than one" : "no", name, (int)(p - path), path);
+			return s.found ? -ENOTUNIQ : -ENOENT;
+		}
+		memcpy(id, s.id, CFS_ID_MAX);
+		p += len;
+	}
+	return 0;
+}
+
 static int resolve_root(struct cfs_vfs *v, const char *want, struct cfs_file_meta *m)
 {
 	memset(m, 0, sizeof(*m));
@@ -35,9 +94,14 @@ static int resolve_root(struct cfs_vfs *v, const char *want, struct cfs_file_met
 	 * with Drive unreachable; its listing is checked as usual. */
 	if (cfs_nsdb_load_root(v->ns, want, load_root_cb, m) == 0 && m->id[0]) {
 		CFS_INFO("root %s is %s (from the cache index)", want, m->id);
-		return 0;
+		return want[0] == '/' ? cfs_drive_set_root(v->drive, m->id) : 0;
 	}
-	int rc = cfs_drive_get(v->drive, want, m);
+	char id[CFS_ID_MAX];
+	int rc = want[0] == '/' ? resolve_path(v, want, id) : 0;
+	if (!rc && want[0] == '/')
+		rc = cfs_drive_set_root(v->drive, id);
+	if (!rc)
+		rc = cfs_drive_get(v->drive, want[0] == '/' ? id : want, m);
 	if (!rc && strcmp(m->mime, CFS_FOLDER_MIME) != 0) {
 		CFS_ERROR("root %s is not a folder (%s)", want, m->mime);
 		rc = -ENOTDIR;
@@ -104,8 +168,8 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 		rc = cfs_reader_new(d, store, &o->reader, &v->reader);
 	if (!rc)
 		cfs_vfs_scan_init(v, o->no_dataset_readahead,
-				  !o->root_id || !*o->root_id || strcmp(o->root_id, "root") == 0 ||
-					  o->whole_drive);
+				  !o->root_id || !o->root_id[strspn(o->root_id, "/")] ||
+					  strcmp(o->root_id, "root") == 0 || o->whole_drive);
 	v->scan_ready = !rc;
 	struct cfs_file_meta m;
 	memset(&m, 0, sizeof(m));

@@ -37,7 +37,7 @@ struct cfs_vfs;
 struct cfs_wdrive;
 
 struct cfs_vfs_opts {
-	const char *root_id;   /* NULL or "root": My Drive */
+	const char *root_id;   /* NULL or "root": My Drive; "/a/b": that folder of My Drive */
 	long dir_ttl_s;        /* listing lifetime */
 	struct cfs_export_map exports;
 	struct cfs_reader_opts reader;
@@ -98,6 +98,8 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 void cfs_vfs_free(struct cfs_vfs *v);
 /* The Drive id of the root folder. */
 const char *cfs_vfs_root_id(const struct cfs_vfs *v);
+/* The longest --root=/PATH (the cache index remembers the folder by it). */
+#define CFS_ROOT_PATH_MAX 250
 struct cfs_reader *cfs_vfs_reader(struct cfs_vfs *v);
 
 int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a);

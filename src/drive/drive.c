@@ -74,7 +74,8 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	if (o->drive_id && *o->drive_id) {
 		snprintf(d->corpus, sizeof(d->corpus), "%s", o->drive_id);
 		d->corpus_known = 1;
-	} else if (o->root_id && *o->root_id && strcmp(o->root_id, "root") != 0 &&
+	} else if (o->root_id && *o->root_id && o->root_id[0] != '/' &&
+		   strcmp(o->root_id, "root") != 0 &&
 		   strcmp(o->root_id, CFS_DRIVE_SHARED_WITH_ME) != 0) {
 		d->root_id = strdup(o->root_id);
 		if (!d->root_id) {
@@ -387,6 +388,20 @@ static void learn_corpus(struct cfs_drive *d, const char *id, const struct cfs_f
 			CFS_INFO("root %s is in shared drive %s", id, m->drive_id);
 	}
 	pthread_mutex_unlock(&d->corpus_lock);
+}
+
+int cfs_drive_set_root(struct cfs_drive *d, const char *id)
+{
+	char *x = strdup(id);
+	if (!x)
+		return -ENOMEM;
+	pthread_mutex_lock(&d->corpus_lock);
+	free(d->root_id);
+	d->root_id = x;
+	d->corpus[0] = '\0';
+	d->corpus_known = 0;
+	pthread_mutex_unlock(&d->corpus_lock);
+	return 0;
 }
 
 int cfs_drive_corpus(struct cfs_drive *d, char *out)

@@ -60,7 +60,8 @@ struct cfs_drive_opts {
 	double api_rate, api_burst; /* pacing (pace.h): the ceiling, 0: default (200), < 0: off;
 				     * burst, 0: default */
 	const char *drive_id;      /* a shared drive mounted whole (--drive-id), or NULL */
-	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive */
+	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive;
+				    * a path (starting with "/"): My Drive until cfs_drive_set_root */
 	int shared_with_me;        /* the mount's root is CFS_DRIVE_SHARED_WITH_ME */
 	int hedge_percent;         /* hedges per 100 media requests (hedge.h); 0: default, < 0: off */
 	double create_rate, create_burst; /* creations and upload starts (drive_write.h): their own
@@ -118,6 +119,10 @@ long cfs_drive_set_io_timeout(struct cfs_drive *d, long ms);
 /* files.get.  id may be "root" or CFS_DRIVE_SHARED_WITH_ME.  m must be
  * cleaned up by the caller. */
 int cfs_drive_get(struct cfs_drive *d, const char *id, struct cfs_file_meta *m);
+/* The mounted folder's id, once a --root path names it: listings follow the
+ * shared drive it is in (a shortcut may lead into one), learnt as for
+ * opts.root_id.  0 or -ENOMEM. */
+int cfs_drive_set_root(struct cfs_drive *d, const char *id);
 
 /* files.list of a folder's non-trashed children (for CFS_DRIVE_SHARED_WITH_ME:
  * the items shared with the user), every page.  cb is called

@@ -99,8 +99,12 @@ def test_foreground_mode(mount_factory, emulator, tree, colabfs):
 def test_root_option(mount_factory, emulator, tree):
     """--root=ID mounts that folder: the walk equals the model of the subtree."""
     m = mount_factory.new(emulator, name="root", extra=["--root=" + tree.ids["level1"]])
+    _walk_equals_subtree(m, tree, "level1")
+
+
+def _walk_equals_subtree(m, tree, fid):
     want = {rel: ("dir" if n.kind == "dir" else "file", None if n.kind == "dir" else n.size)
-            for rel, n in tree.model.walk(tree.ids["level1"])}
+            for rel, n in tree.model.walk(tree.ids[fid])}
     got = {}
     for dirpath, dirnames, filenames in os.walk(m.mnt):
         for name in dirnames + filenames:
@@ -108,9 +112,38 @@ def test_root_option(mount_factory, emulator, tree):
             rel = os.path.relpath(p, m.mnt)
             got[rel] = ("dir", None) if os.path.isdir(p) else ("file", os.stat(p).st_size)
     assert got == want
-    for rel, n in tree.model.walk(tree.ids["level1"]):
+    for rel, n in tree.model.walk(tree.ids[fid]):
         if n.kind == "file":
             H.compare_stream(m.path(rel), n)
+
+
+def test_root_path_option(mount_factory, emulator, tree):
+    """--root=/PATH mounts the folder at that path of My Drive (a shortcut to a
+    folder on the way counts as that folder; names are matched exactly,
+    unicode included); a path with no such folder (a missing name, a file, a
+    trashed folder) or with two folders of one name fails the mount at once
+    with the reason, and "." or ".." is refused before anything starts."""
+    u5 = "/unicode/\u00dcn\u00efc\u00f8d\u00e9 folder"
+    for i, (path, fid) in enumerate((("/level1/level2", "level2"),
+                                     ("//links/level2-link/", "level2"), (u5, "u5"))):
+        m = mount_factory.new(emulator, name="rootpath%d" % i, extra=["--root=" + path])
+        _walk_equals_subtree(m, tree, fid)
+    for i, (path, reason) in enumerate((
+            ("/level1/nope", "My Drive has no folder at that path"),
+            ("/level1/l1.txt", "My Drive has no folder at that path"),
+            ("/TrashedFolder", "My Drive has no folder at that path"),
+            ("/dups/Photos", "two or more folders on that path have the same name"))):
+        m = mount_factory.new(emulator, name="rootbad%d" % i, extra=["--root=" + path],
+                              start=False)
+        rc, out, err = m.start(check=False)
+        assert rc not in (0, None), "--root=%s mounted" % path
+        assert ("cannot open the Drive folder " + path) in out + err and reason in out + err, \
+            out + err
+        assert not H.is_fuse_mounted(m.mnt)
+    m = mount_factory.new(emulator, name="rootdots", extra=["--root=/level1/../level1"],
+                          start=False)
+    rc, out, err = m.start(check=False)
+    assert rc == 2 and '"." and ".." are not folder names' in out + err, (rc, out + err)
 
 
 def test_sync_outside_a_mount(colabfs, tmp_path):

@@ -46,6 +46,8 @@ def build_spec(tmp):
         # My Drive (must not show in the shared mounts)
         {"id": _sid("my"), "name": "my.txt", "content": "my drive\n"},
         {"id": _sid("mydir"), "name": "mydir", "mimeType": F},
+        {"id": _sid("my/sc"), "name": "team data", "mimeType": H.SHORTCUT,
+         "shortcutDetails": {"targetId": _sid("t/data")}},
         # TEAM
         {"id": _sid("t/top"), "name": "top.txt", "parent": TEAM, "content": "team top\n"},
         {"id": _sid("t/big"), "name": "big.bin", "parent": TEAM, "path": blob("big.bin", 3 * MiB + 7)},
@@ -187,6 +189,23 @@ def test_root_inside_shared_drive(mount_factory, shared_emu):
                for r in lists), lists[:3]
     assert check_tree(m, mdl, _sid("t/data")) == 9
     check_flags(drive_calls(emu))
+
+
+def test_root_path_through_shortcut_into_shared_drive(mount_factory, shared_emu):
+    """--root=/PATH whose last name is a My Drive shortcut to a shared drive's
+    folder: the path is walked in My Drive, then the folder's listings go to
+    its shared drive (corpora=drive, driveId), as with --root=ID."""
+    emu, mdl = shared_emu
+    emu.reset()
+    m = mount_factory.new(emu, name="rootpath-shared",
+                          extra=["--root=/team data", "--poll-interval=0"])
+    assert check_tree(m, mdl, _sid("t/data")) == 9
+    calls = drive_calls(emu)
+    check_flags(calls)
+    inside = [r for r in calls if r["kind"] == "files.list" and
+              H.ROOT_ID not in r["query"].get("q", "")]
+    assert inside and all(r["query"].get("corpora") == "drive" and
+                          r["query"].get("driveId") == TEAM for r in inside), inside[:3]
 
 
 def test_shared_with_me(mount_factory, shared_emu):

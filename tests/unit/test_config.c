@@ -14,6 +14,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "vfs.h"
 #include "drive.h"
 #include "err.h"
 #include "tiercfg.h"
@@ -333,6 +334,35 @@ int main(int argc, char **argv)
 	}
 	const char *badid[] = { "--drive-id=0A/../x", "/m" };
 	CHECK_EQ(parse(badid, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+	CHECK(strstr(why, "not a Drive id") != NULL);
+	cfs_config_cleanup(&c);
+	/* --root=/PATH: a folder of My Drive by its path; a --drive-id is never one */
+	const char *rp[] = { "--root=/datasets/Ünïcødé x/train", "/m" };
+	CHECK_EQ(parse(rp, 2, &c, why, sizeof(why)), 0);
+	CHECK_STR(cfs_config_root(&c), "/datasets/Ünïcødé x/train");
+	cfs_config_cleanup(&c);
+	const char *rslash[] = { "--root=/", "/m" };
+	CHECK_EQ(parse(rslash, 2, &c, why, sizeof(why)), 0);
+	cfs_config_cleanup(&c);
+	const char *rdots[][2] = { { "--root=/a/../b", "/m" }, { "--root=/a/.", "/m" },
+				   { "--root=/./a", "/m" } };
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ(parse(rdots[i], 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+		CHECK(strstr(why, "are not folder names") != NULL);
+		cfs_config_cleanup(&c);
+	}
+	const char *rdotname[] = { "--root=/a/.hidden/..x", "/m" };
+	CHECK_EQ(parse(rdotname, 2, &c, why, sizeof(why)), 0);
+	cfs_config_cleanup(&c);
+	char longp[CFS_ROOT_PATH_MAX + 16] = "--root=/";
+	memset(longp + 8, 'a', CFS_ROOT_PATH_MAX);
+	longp[8 + CFS_ROOT_PATH_MAX] = '\0'; /* a path one byte too long */
+	const char *rlong[] = { longp, "/m" };
+	CHECK_EQ(parse(rlong, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+	CHECK(strstr(why, "a path of at most") != NULL);
+	cfs_config_cleanup(&c);
+	const char *dpath[] = { "--drive-id=/x", "/m" };
+	CHECK_EQ(parse(dpath, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
 	CHECK(strstr(why, "not a Drive id") != NULL);
 	cfs_config_cleanup(&c);
 	const char *noval[] = { "--shared-with-me=yes", "/m" };
