@@ -349,15 +349,13 @@ static int check_root_path(const char *path, char *why, size_t wcap)
 			 CFS_ROOT_PATH_MAX);
 		return CFS_E_CONFIG;
 	}
-	for (const char *p = path; *p;) {
-		while (*p == '/')
-			p++;
-		size_t len = strcspn(p, "/");
+	size_t len;
+	for (const char *p = cfs_root_path_next(path, &len); len;
+	     p = cfs_root_path_next(p + len, &len)) {
 		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.')) {
 			snprintf(why, wcap, "--root=%s: \".\" and \"..\" are not folder names", path);
 			return CFS_E_CONFIG;
 		}
-		p += len;
 	}
 	return 0;
 }

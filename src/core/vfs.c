@@ -64,12 +64,9 @@ static int resolve_path(struct cfs_vfs *v, const char *path, char id[CFS_ID_MAX]
 		return rc;
 	snprintf(id, CFS_ID_MAX, "%s", top.id);
 	cfs_file_meta_cleanup(&top);
-	for (const char *p = path; *p;) {
-		while (*p == '/')
-			p++;
-		size_t len = strcspn(p, "/");
-		if (!len)
-			break;
+	size_t len;
+	for (const char *p = cfs_root_path_next(path, &len); len;
+	     p = cfs_root_path_next(p + len, &len)) {
 		char name[CFS_ROOT_PATH_MAX + 1];
 		snprintf(name, sizeof(name), "%.*s", (int)len, p);
 		struct path_step s = { .name = name };
@@ -82,7 +79,6 @@ static int resolve_path(struct cfs_vfs *v, const char *path, char id[CFS_ID_MAX]
 			return s.found ? -ENOTUNIQ : -ENOENT;
 		}
 		memcpy(id, s.id, CFS_ID_MAX);
-		p += len;
 	}
 	return 0;
 }

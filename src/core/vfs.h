@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
@@ -100,6 +101,14 @@ void cfs_vfs_free(struct cfs_vfs *v);
 const char *cfs_vfs_root_id(const struct cfs_vfs *v);
 /* The longest --root=/PATH (the cache index remembers the folder by it). */
 #define CFS_ROOT_PATH_MAX 250
+/* The next name of a --root path at or after p ("/"s skipped), its length
+ * in *len (0: no more names). */
+static inline const char *cfs_root_path_next(const char *p, size_t *len)
+{
+	p += strspn(p, "/");
+	*len = strcspn(p, "/");
+	return p;
+}
 struct cfs_reader *cfs_vfs_reader(struct cfs_vfs *v);
 
 int cfs_vfs_lookup(struct cfs_vfs *v, uint64_t parent, const char *name, struct cfs_vfs_attr *a);
