@@ -53,8 +53,9 @@ static int path_step_cb(const struct cfs_file_meta *m, void *arg)
 }
 
 /* The id of the folder at path ("/"-separated names below My Drive; a
- * shortcut to a folder counts as that folder): each folder on the way is
- * listed and its child of that name taken.  -ENOENT: none; -ENOTUNIQ: two
+ * shortcut to a folder counts as that folder): in each folder on the way,
+ * its children of that name are listed (one call, however many children it
+ * has) and the one whose name is exactly that taken.  -ENOENT: none; -ENOTUNIQ: two
  * or more (Drive allows equal names); else Drive's error. */
 static int resolve_path(struct cfs_vfs *v, const char *path, char id[CFS_ID_MAX])
 {
@@ -70,7 +71,7 @@ static int resolve_path(struct cfs_vfs *v, const char *path, char id[CFS_ID_MAX]
 		char name[CFS_ROOT_PATH_MAX + 1];
 		snprintf(name, sizeof(name), "%.*s", (int)len, p);
 		struct path_step s = { .name = name };
-		rc = cfs_drive_list(v->drive, id, path_step_cb, &s);
+		rc = cfs_drive_list_named(v->drive, id, name, path_step_cb, &s);
 		if (rc)
 			return rc;
 		if (s.found != 1) {

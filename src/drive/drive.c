@@ -478,6 +478,12 @@ static int append_drive(struct cfs_buf *url, const char *param, const char *corp
 
 int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb cb, void *arg)
 {
+	return cfs_drive_list_named(d, parent_id, NULL, cb, arg);
+}
+
+int cfs_drive_list_named(struct cfs_drive *d, const char *parent_id, const char *name,
+			 cfs_drive_list_cb cb, void *arg)
+{
 	struct cfs_buf q = { 0 }, base = { 0 }, url = { 0 }, body = { .max = JSON_MAX };
 	struct list_ctx c = { d, cb, arg, NULL };
 	char *token = NULL, corpus[CFS_ID_MAX] = "";
@@ -492,6 +498,13 @@ int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb
 			rc = cfs_wire_qliteral(&q, parent_id);
 		if (!rc)
 			rc = cfs_buf_append(&q, "' in parents and trashed = false", 32);
+	}
+	if (!rc && name) {
+		rc = cfs_buf_append(&q, " and name = '", 13);
+		if (!rc)
+			rc = cfs_wire_qliteral(&q, name);
+		if (!rc)
+			rc = cfs_buf_append(&q, "'", 1);
 	}
 	if (!rc)
 		rc = cfs_drive_url_files(d, &base, NULL,

@@ -130,6 +130,10 @@ int cfs_drive_set_root(struct cfs_drive *d, const char *id);
  * got" (Drive rejected a page token).  A non-zero return from cb stops. */
 typedef int (*cfs_drive_list_cb)(const struct cfs_file_meta *m, void *arg);
 int cfs_drive_list(struct cfs_drive *d, const char *parent_id, cfs_drive_list_cb cb, void *arg);
+/* The same, of the children named name only (q's "name = '...'", which Drive
+ * matches without regard to case: cb sees every spelling and picks). */
+int cfs_drive_list_named(struct cfs_drive *d, const char *parent_id, const char *name,
+			 cfs_drive_list_cb cb, void *arg);
 
 /* Range download of [off, off+len) of a blob of the given size, streaming:
  * bytes are handed to sink(arg, at, p, n) as they arrive, at being their
