@@ -1,5 +1,5 @@
 #!/bin/bash
-# run.sh COLABFS FSX OUT: real clients on a writable mount of an empty emulated Drive with uploads
+# run.sh COLABFS FSX OUT [MOUNT-OPTIONS]: real clients on a writable mount of an empty emulated Drive with uploads
 # while open every second (xfstests fsx with mmap and close/open, git clone, tar x, sqlite3, rsync),
 # then a fresh mount with an empty cache: diff -r, and every file's md5 against Drive's md5Checksum.
 set -u
@@ -9,7 +9,7 @@ echo '{"items": []}' > $out/spec.json
 emu=$!
 for i in $(seq 300); do [ -s $out/port ] && break; sleep 0.1; done
 api=http://127.0.0.1:$(cat $out/port)
-M="--api-url=$api --write-back-delay=0 --upload-open-files=1"
+M="--api-url=$api --write-back-delay=0 --upload-open-files=1 ${4:-}"  # e.g. --recovery=forward (Colab's)
 COLABFS_ACCESS_TOKEN=cl $bin mount $M --cache-dir=$out/cache --log-file=$out/c1.log $out/mnt || exit 1
 mkdir $out/mnt/w
 cd $out/mnt/w
