@@ -620,8 +620,9 @@ def rand_reads(path, size, seconds, direct, seed=7):
         buf.close()
 
 
-def parallel_read(paths, readers):
-    """``readers`` threads take the next path from ``paths`` (in that order) and read it whole.
+def parallel_read(paths, readers, times=None):
+    """``readers`` threads take the next path from ``paths`` (in that order) and read it whole;
+    ``times``, a list: each file's seconds from its open to its last byte are appended to it.
     Returns (seconds, bytes)."""
     lock = threading.Lock()
     state = {"next": 0, "bytes": 0, "error": None}
@@ -636,6 +637,7 @@ def parallel_read(paths, readers):
                     state["next"] = i + 1
                 if i >= len(paths) or state["error"] or STOP.is_set():
                     break
+                t = time.monotonic()
                 fd = os.open(paths[i], os.O_RDONLY)
                 try:
                     while True:
@@ -645,6 +647,8 @@ def parallel_read(paths, readers):
                         total += got
                 finally:
                     os.close(fd)
+                if times is not None:
+                    times.append(time.monotonic() - t)  # list.append: atomic under the GIL
         except OSError as e:
             state["error"] = e
         with lock:

@@ -74,8 +74,12 @@ static const struct opt opts[] = {
 	  "most Drive API calls per second; the pacer starts at 95% of it and adapts to "
 	  "Drive's rate-limit replies (default 200; 0: no pacing)", 0, 100000 },
 	{ "api-burst", 0, T_LONG, O(api_burst), "N",
-	  "Drive API calls allowed in a burst (default a tenth of --api-rate, at least 4)", 1,
-	  1000000 },
+	  "Drive API calls allowed in a burst (default a tenth of --api-rate, at least 4; "
+	  "with --api-units, units: a tenth of a second's worth, at least 400)", 1, 100000000 },
+	{ "api-units", 0, T_LONG, O(api_units), "N",
+	  "pace by Drive's quota units instead of calls, N a minute (325000 for Cloud projects "
+	  "created since 2026-05-01: a download costs 200, a list 100, a get 5)", 12000,
+	  100000000 },
 	{ "no-dataset-readahead", 0, T_FLAG, O(no_dataset_readahead), NULL,
 	  "no read-ahead of a folder's next files or of a dataset tree being scanned" },
 	{ "daemon-opens", 0, T_FLAG, O(daemon_opens), NULL,
@@ -441,6 +445,11 @@ static int validate(struct cfs_config *c, unsigned flags, char *why, size_t wcap
 	if ((rc = check_url("api-url", c->api_url, why, wcap)) ||
 	    (c->token_url && (rc = check_url("token-url", c->token_url, why, wcap))))
 		return rc;
+	if (c->api_units && c->api_rate != 200) {
+		snprintf(why, wcap, "--api-rate and --api-units: give one (--api-units paces by "
+			 "Drive's quota units, --api-rate by calls)");
+		return CFS_E_CONFIG;
+	}
 	if (cfs_log_parse_level(c->log_level, &lvl)) {
 		snprintf(why, wcap, "--log-level must be debug, info, warn or error");
 		return CFS_E_CONFIG;

@@ -40,6 +40,7 @@ struct cfs_config {
 	unsigned long long min_free_memory; /* CFS_CONFIG_AUTO: memory.h's floor; 0: no watcher */
 	long api_rate;
 	long api_burst;
+	long api_units;     /* per minute; 0: pace by calls (api_rate) */
 	long no_dataset_readahead;
 	long daemon_opens;    /* --daemon-opens: a read-only mount asks the daemon at open too */
 	long hedge_budget;    /* --hedge-budget: hedges per 100 downloads, 0: never */

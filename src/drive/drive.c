@@ -56,8 +56,17 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&d->wake, &ca);
 	pthread_condattr_destroy(&ca);
-	cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst,
-		      cfs_drive_now_ms() * 1000);
+	d->units = o->api_units > 0;
+	if (d->units) {
+		double ceiling = o->api_units / 60, burst = o->api_burst;
+		if (burst <= 0)
+			burst = ceiling / 10 > 2 * CFS_WIRE_UNITS_MAX ? ceiling / 10
+								: 2 * CFS_WIRE_UNITS_MAX;
+		cfs_pace_init(&d->pace, ceiling, burst, cfs_drive_now_ms() * 1000);
+	} else {
+		cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst,
+			      cfs_drive_now_ms() * 1000);
+	}
 	const struct cfs_pace_policy create = { .start = CFS_DRIVE_CREATE_START,
 						.window_us = CFS_DRIVE_CREATE_WINDOW_US,
 						.min_refused = CFS_DRIVE_CREATE_MIN_REFUSED };
@@ -134,6 +143,8 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->rate_cuts = d->pace.cuts;
 	pthread_mutex_unlock(&d->pace.lock);
 	out->api_rate = cfs_pace_rate(&d->pace);
+	out->api_units = d->units;
+	out->units = __atomic_load_n(&d->st.units, __ATOMIC_RELAXED);
 	out->create_rate = cfs_pace_rate(&d->create_pace);
 	pthread_mutex_lock(&d->create_pace.lock);
 	out->create_limited = d->create_pace.limited;
@@ -234,12 +245,14 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 			r->bearer = token;
 			if (r->out)
 				cfs_buf_reset(r->out);
+			int units = cfs_wire_quota_units(r->method, r->url);
 			if ((create && cfs_pace_take(&d->create_pace, CFS_PACE_URGENT, &d->cancelled)) ||
-			    cfs_pace_take(&d->pace, prio, &d->cancelled)) {
+			    cfs_pace_take_n(&d->pace, prio, d->units ? units : 1, &d->cancelled)) {
 				rc = -ECANCELED;
 				break;
 			}
 			COUNT(d, requests, 1);
+			COUNT(d, units, (uint64_t)units);
 			rc = perform(d, r);
 			r->bearer = NULL;
 			if (!rc && (r->status < 200 || r->status > 299)) {

@@ -59,6 +59,10 @@ struct cfs_drive_opts {
 	struct cfs_retry_policy retry;
 	double api_rate, api_burst; /* pacing (pace.h): the ceiling, 0: default (200), < 0: off;
 				     * burst, 0: default */
+	double api_units;          /* > 0: pace by Drive's quota units instead, this many a
+				    * minute (cfs_wire_quota_units); api_burst is then in units
+				    * (0: a tenth of a second's worth, at least twice
+				    * CFS_WIRE_UNITS_MAX) and api_rate unused */
 	const char *drive_id;      /* a shared drive mounted whole (--drive-id), or NULL */
 	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive;
 				    * a path (starting with "/"): My Drive until cfs_drive_set_root */
@@ -86,11 +90,13 @@ struct cfs_drive_opts {
 /* Counters, updated atomically; read with cfs_drive_stats. */
 struct cfs_drive_stats {
 	uint64_t requests, retries, errors, bytes_media, bytes_json;
+	uint64_t units;            /* Drive's quota units the requests cost (wire.h), either pacing */
 	uint64_t resumed;          /* downloads continued after a cut body */
 	uint64_t paced;            /* calls that waited for the pacer */
 	uint64_t rate_limited;     /* replies refusing a call for the rate (403 rate reasons, 429) */
 	uint64_t rate_cuts;        /* pacer rate decreases they caused */
-	double api_rate;           /* the pacer's rate now (calls per second) */
+	double api_rate;           /* the pacer's rate now (calls, or units, per second) */
+	int api_units;             /* 1: the pacer counts quota units */
 	uint64_t stalls;           /* media replies found late (hedge.h) */
 	uint64_t hedges, hedge_wins; /* second requests sent for them; those that answered first */
 	int64_t ttfb_p95_us, pause_p95_us; /* learnt latencies; -1 while warming up */

@@ -21,6 +21,7 @@ struct cfs_drive {
 	long io_timeout_ms;
 	struct cfs_retry_policy retry;
 	struct cfs_pace pace;
+	int units;                 /* the pacer counts quota units (opts.api_units) */
 	struct cfs_pace create_pace; /* creations and uploads (DESIGN.md §3), besides pace */
 	pthread_mutex_t hedge_lock;
 	struct cfs_hedge hedge;

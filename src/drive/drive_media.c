@@ -208,9 +208,11 @@ int cfs_drive_fetch_media(struct cfs_drive *d, struct cfs_http_req *r)
 				hedge_req(h, lead.r);
 				/* urgent: a late request usually has a reader waiting,
 				 * and the hedge budget keeps these few */
-				cfs_pace_take(&d->pace, CFS_PACE_URGENT, NULL);
+				cfs_pace_take_n(&d->pace, CFS_PACE_URGENT,
+						d->units ? CFS_WIRE_UNITS_MAX : 1, NULL);
 				if (cfs_http_multi_add(m, h) == 0) {
 					COUNT(d, requests, 1);
+					COUNT(d, units, CFS_WIRE_UNITS_MAX);
 					COUNT(d, hedges, 1);
 					CFS_INFO("media %s: %s for %lld ms; hedging [%" PRId64 "+%" PRId64 "]",
 						 c->id, lead.r->t_first_us ? "no body bytes" : "no reply",

@@ -82,21 +82,29 @@ static void advance(struct cfs_pace *p, int64_t now_us)
 
 int64_t cfs_pace_reserve(struct cfs_pace *p, int64_t now_us, int prio)
 {
+	return cfs_pace_reserve_n(p, now_us, prio, 1);
+}
+
+int64_t cfs_pace_reserve_n(struct cfs_pace *p, int64_t now_us, int prio, double cost)
+{
 	if (p->ceiling <= 0)
 		return 0;
 	pthread_mutex_lock(&p->lock);
 	advance(p, now_us);
 	int64_t wait;
 	if (prio == CFS_PACE_BACKGROUND) {
-		double need = p->reserve + 1 - p->tokens;
+		/* never more than the bucket holds beside the reserve, or
+		 * a call could wait for ever */
+		double room = p->burst - p->reserve;
+		double need = p->reserve + (cost < room ? cost : room) - p->tokens;
 		if (need <= 0) {
-			p->tokens -= 1;
+			p->tokens -= cost;
 			wait = 0;
 		} else {
 			wait = (int64_t)(need * 1e6 / p->rate) + 1;
 		}
 	} else {
-		p->tokens -= 1;
+		p->tokens -= cost;
 		wait = p->tokens >= 0 ? 0 : (int64_t)(-p->tokens * 1e6 / p->rate);
 	}
 	if (wait && prio != CFS_PACE_BACKGROUND)
@@ -169,8 +177,13 @@ double cfs_pace_rate(struct cfs_pace *p)
 
 int cfs_pace_take(struct cfs_pace *p, int prio, const int *cancel)
 {
+	return cfs_pace_take_n(p, prio, 1, cancel);
+}
+
+int cfs_pace_take_n(struct cfs_pace *p, int prio, double cost, const int *cancel)
+{
 	if (prio != CFS_PACE_BACKGROUND) {
-		int64_t wait = cfs_pace_reserve(p, cfs_clock_mono_us(), prio);
+		int64_t wait = cfs_pace_reserve_n(p, cfs_clock_mono_us(), prio, cost);
 		if (wait > 0)
 			usleep((useconds_t)wait);
 		return 0;
@@ -182,7 +195,7 @@ int cfs_pace_take(struct cfs_pace *p, int prio, const int *cancel)
 			rc = -ECANCELED;
 			break;
 		}
-		int64_t wait = cfs_pace_reserve(p, cfs_clock_mono_us(), prio);
+		int64_t wait = cfs_pace_reserve_n(p, cfs_clock_mono_us(), prio, cost);
 		if (!wait)
 			break;
 		usleep((useconds_t)(wait < POLL_MAX_US ? wait : POLL_MAX_US));

@@ -28,6 +28,12 @@
  * Background callers queue on their own lock, one polling the bucket at a
  * time.
  *
+ * Costs.  A call may cost more than one token (cfs_pace_reserve_n): Drive's
+ * newer quota counts units, a download 200 and a get 5 (drive.h,
+ * cfs_drive_units_of), and a pacer of units takes each call's units.  A
+ * background call never waits for more than the bucket holds beside the
+ * reserve (it then takes what it needs, going below the reserve).
+ *
  * Other budgets (creations: a few a second) take the same policy with other
  * numbers (struct cfs_pace_policy): where the rate starts, how fast it grows
  * (tokens per second, per second), how long the window of replies is (the
@@ -86,10 +92,13 @@ void cfs_pace_cleanup(struct cfs_pace *p);
  * Background: returns 0 when it took one, else the microseconds after which
  * to ask again (nothing taken). */
 int64_t cfs_pace_reserve(struct cfs_pace *p, int64_t now_us, int prio);
+/* The same for a call of cost tokens (> 0). */
+int64_t cfs_pace_reserve_n(struct cfs_pace *p, int64_t now_us, int prio, double cost);
 /* Reserves and sleeps as needed (CLOCK_MONOTONIC).  *cancel (may be NULL)
  * turning non-zero ends a background wait early; returns 0, or -ECANCELED
  * without a token. */
 int cfs_pace_take(struct cfs_pace *p, int prio, const int *cancel);
+int cfs_pace_take_n(struct cfs_pace *p, int prio, double cost, const int *cancel);
 
 /* Drive answered a call at now_us: refused is 1 for a rate-limit refusal,
  * 0 for any other reply (success or not).  Calls whose request got no reply

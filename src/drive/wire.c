@@ -211,3 +211,44 @@ size_t cfs_wire_url_origin(const char *url)
 	size_t host = strcspn(url + n, "/?#");
 	return host ? n + host : 0;
 }
+
+/* Whether the query string q (after '?', may be NULL) holds the parameter
+ * pair ("name=value", or "name=" for any value). */
+static int query_has(const char *q, const char *pair)
+{
+	size_t n = strlen(pair);
+	for (const char *p = q; p && *p; p = strchr(p, '&') ? strchr(p, '&') + 1 : NULL)
+		if (strncmp(p, pair, n) == 0 &&
+		    (pair[n - 1] == '=' || p[n] == '&' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
+int cfs_wire_quota_units(const char *method, const char *url)
+{
+	const char *m = method ? method : "GET";
+	const char *path = url + cfs_wire_url_origin(url), *q = strchr(path, '?');
+	size_t plen = q ? (size_t)(q - path) : strlen(path);
+	q = q ? q + 1 : NULL;
+	/* after any prefix of the API's address */
+	const char *up = strstr(path, "/upload/drive/v3/"), *api = strstr(path, "/drive/v3/");
+	if (up && up < path + plen)
+		return query_has(q, "upload_id=") ? 5 : 50; /* a session's chunk: its start paid */
+	if (!api || api >= path + plen)
+		return 5;
+	plen -= (size_t)(api - path);
+	path = api;
+	if (strcmp(m, "PATCH") == 0 || strcmp(m, "DELETE") == 0 ||
+	    (strcmp(m, "POST") == 0 && plen == 15 && strncmp(path, "/drive/v3/files", 15) == 0))
+		return 50;
+	if (strcmp(m, "GET") != 0)
+		return 5;
+	if (query_has(q, "alt=media") || (plen > 7 && strncmp(path + plen - 7, "/export", 7) == 0))
+		return 200;
+	static const char *const lists[] = { "/drive/v3/files", "/drive/v3/changes",
+					     "/drive/v3/drives" };
+	for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+		if (plen == strlen(lists[i]) && strncmp(path, lists[i], plen) == 0)
+			return 100;
+	return 5;
+}

@@ -50,4 +50,14 @@ int cfs_wire_url_check(const char *url);
  * url has no scheme or no authority. */
 size_t cfs_wire_url_origin(const char *url);
 
+/* Drive's newer per-user quota counts units, not calls (drive-api-v3.md §4:
+ * Cloud projects created since 2026-05-01): a download (alt=media, an
+ * export) 200, a list (files, changes, drives) 100, a change (PATCH, DELETE,
+ * a create, an upload started or sent whole) 50, anything else 5 (a get,
+ * about, a start token, generateIds, a chunk sent to an upload session).
+ * The most one call costs is CFS_WIRE_UNITS_MAX. */
+#define CFS_WIRE_UNITS_MAX 200
+/* The units of a call of method (NULL: GET) to url (absolute, as sent). */
+int cfs_wire_quota_units(const char *method, const char *url);
+
 #endif

@@ -339,6 +339,44 @@ def test_quota_backoff(class_tree, emulator_factory, mount_factory, capsys):
 
 
 # --------------------------------------------------------------------------
+# 6. Drive's quota units (--api-units): a download costs 200, a list 100, a get 5
+
+
+@pytest.mark.deadline(240)
+def test_quota_units(class_tree, emulator_factory, mount_factory, capsys):
+    """A quota of units (the emulator's --user-units, about 100 downloads a
+    second): a mount pacing by units reads the epoch with no refusal, its
+    units counted as Drive counts them; the same mount pacing by calls (the
+    control) is refused (the quota admits 100 downloads or 4,000 gets a
+    second, no rate of calls fits both)."""
+    t = class_tree
+    units = 100 * 200 * 60
+    rows = {}
+    for label, opts in (("units", ["--api-units=%d" % units]), ("calls", [])):
+        emu = emulator_factory(t.spec_path, "emu-ds6" + label, access_token=SESSION_TOKEN,
+                               ttfb_ms=20, extra=["--user-units", str(units)])
+        m = mount_factory.new(emu, name="ds6" + label, extra=opts)
+        took, rels = shuffled_epoch(m, t, SEED + 6, 200)
+        if label == "units":
+            # what the mount counted is what Drive charged (nothing refused, nothing in flight)
+            H.wait_until(lambda: X.cstats(m)["drive_quota_units_total"] ==
+                         emu.stats()["units_used"], 10, what="the units to agree")
+        st, es = X.cstats(m), emu.stats()
+        rows[label] = (st, es)
+        report(capsys, "quota %d units/min, pacing by %s: %d files in %.1f s; %d requests "
+               "(%d units), %d refused, pacer at %d/s, %d decreases"
+               % (units, label, len(rels), took, es["requests"], es["units_used"],
+                  es["quota_rejected"], st["api_rate"], st["api_rate_decreases_total"]))
+        m.umount()
+    st, es = rows["units"]
+    assert st["api_rate_in_units"] == 1 and es["quota_rejected"] == 0, (st, es)
+    assert st["drive_quota_units_total"] >= 600 * 200, st  # a download a file at least
+    st, es = rows["calls"]
+    assert st["api_rate_in_units"] == 0, st
+    assert es["quota_rejected"] > 0 and st["rate_limited_total"] == es["quota_rejected"], (st, es)
+
+
+# --------------------------------------------------------------------------
 # 6. a server killed during a scan loses nothing
 
 

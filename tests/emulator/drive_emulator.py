@@ -80,7 +80,14 @@ Quota (emuquota.py; who the user is: emuauth.py):
                          revisions, drives takes a token, the token endpoint, the metadata server and
                          /_emu/ calls none. Over quota: 403 userRateLimitExceeded "User Rate Limit
                          Exceeded" (domain usageLimits, Drive's error body)
-  --user-burst B         bucket size: requests a user may make at once (default max(1, R))
+  --user-units N         Drive's newer quota instead (Cloud projects created since 2026-05-01): N quota
+                         units per minute per user (325000 is Drive's figure; 0 = off), a token bucket
+                         of N/60 units per second; each request takes its cost in units: media and
+                         export 200, files.list, changes.list and drives.list 100, files.create,
+                         files.update, files.delete and upload starts 50, anything else 5 (the table
+                         is in emuquota.py). Over quota: the same refusal. Not with --user-rate
+  --user-burst B         bucket size: requests a user may make at once (default max(1, R)); with
+                         --user-units, units (default one second's worth, max(200, N/60))
   --user-rate-status S   403 (default) or 429 (rateLimitExceeded "Too Many Requests")
 Faults and logs:
   --fault SPEC           a fault rule, repeatable (syntax in emufaults.py)
@@ -135,8 +142,11 @@ Control endpoints (no auth; not counted in stats or logs)
   GET  /_emu/stats    {"requests", "by_kind": {kind: n}, "errors" (status >= 400), "media_bytes" (body
                       bytes sent for media and export), "range_requests" (requests with a Range
                       header), "status": {"200": n, ...}, "quota_rejected" (requests refused by the
-                      --user-rate quota), "cancelled" (requests the client closed the connection on
-                      before the whole answer was sent, e.g. during a stall), "concurrent",
+                      --user-rate or --user-units quota), "units_used" (the quota units charged to
+                      accepted Drive API requests, the sum of the log's "units": counted in either
+                      quota mode, and with the quota off, so any run shows what it would spend;
+                      refused ones cost none), "cancelled" (requests the client closed the
+                      connection on before the whole answer was sent, e.g. during a stall), "concurrent",
                       "concurrent_media" (Drive API requests, and those of them that are media or
                       export downloads, being answered now: arrived and not yet fully sent),
                       "max_concurrent", "max_concurrent_media" (the most at once since the last
@@ -153,15 +163,18 @@ Control endpoints (no auth; not counted in stats or logs)
                       bytes_received status_queries resume_incomplete (308s) uploads_completed
                       chunks_refused partial_chunks sessions_expired
   GET  /_emu/log      the last 10,000 request records: {"t", "method", "path", "kind", "range",
-                      "status", "bytes", "id", "query", "fault", "quota_refused", "cancelled" (the
-                      client closed the connection first; status 0 when that was before the status
-                      line), "ms"}
+                      "status", "bytes", "id", "query", "fault", "quota_refused", "units" (the quota
+                      units it was charged, emuquota.units_of; 0 when not charged: refused, not a
+                      Drive API call, answered by a fault), "cancelled" (the client closed the
+                      connection first; status 0 when that was before the status line), "ms"}
   POST /_emu/reset    zero the counters (the upload counters too) and the in-memory log (the max_* counters restart from the
                       requests in flight)
-  GET  /_emu/quota    the per-user quota: {"rate": R, "burst": B, "status": 403|429}
-  POST /_emu/quota    change it: body {"rate": R, "burst": B, "status": 403|429}, each optional (a
-                      rate without a burst sets the burst to max(1, R); "rate": 0 turns it off);
-                      every bucket starts full again; answers the new settings, 400 for bad values
+  GET  /_emu/quota    the per-user quota: {"rate": R, "burst": B, "status": 403|429, "units": bool}
+                      (units: R is quota units per second, B units; false: requests)
+  POST /_emu/quota    change it: body {"rate": R, "burst": B, "status": 403|429, "units": true|false},
+                      each optional (a rate, or a change of units, without a burst sets the burst to
+                      max(1, R), in units mode max(200, R); "rate": 0 turns it off); every bucket
+                      starts full again; answers the new settings, 400 for bad values
   GET  /_emu/faults   the fault rules with how often each saw and fired
   POST /_emu/faults   replace the rules: body {"faults": [SPEC, ...]}
   GET  /_emu/health   {"ok": true}
@@ -290,6 +303,7 @@ class Stats:
             self.media_bytes = 0
             self.range_requests = 0
             self.quota_rejected = 0
+            self.units_used = 0
             self.cancelled = 0
             self.max_concurrent = self.concurrent
             self.max_concurrent_media = self.concurrent_media
@@ -323,6 +337,7 @@ class Stats:
             self.errors += record["status"] >= 400
             self.range_requests += record["range"] is not None
             self.quota_rejected += record["quota_refused"]
+            self.units_used += record["units"]
             if _is_content(record):
                 self.media_bytes += record["bytes"]
             self.log.append(record)
@@ -344,6 +359,7 @@ class Stats:
             return {"requests": self.requests, "by_kind": dict(self.by_kind), "errors": self.errors,
                     "media_bytes": self.media_bytes, "range_requests": self.range_requests,
                     "status": dict(self.status), "quota_rejected": self.quota_rejected,
+                    "units_used": self.units_used,
                     "cancelled": self.cancelled, "concurrent": self.concurrent,
                     "concurrent_media": self.concurrent_media, "max_concurrent": self.max_concurrent,
                     "max_concurrent_media": self.max_concurrent_media,
@@ -433,7 +449,7 @@ class Handler(emubody.UploadBodyMixin, BaseHTTPRequestHandler):
                       "kind": route.kind, "range": self.headers.get("Range"), "status": 0, "bytes": 0,
                       "id": req.file_id,
                       "query": {k: v for k, v in params.items() if k not in _SECRET_PARAMS},
-                      "fault": None, "quota_refused": False, "cancelled": False}
+                      "fault": None, "quota_refused": False, "units": 0, "cancelled": False}
             started = time.monotonic()
             fault = emu.faults.decide(route.kind, req.file_id)
             if fault is not None:
@@ -479,7 +495,9 @@ class Handler(emubody.UploadBodyMixin, BaseHTTPRequestHandler):
                 except Exception:                                # a bug: answer 500, keep serving
                     traceback.print_exc()
                     resp = emuapi.fault_error(500).response()
-                record["quota_refused"] = req.quota_refused
+                finally:                                         # charged even if the body was cut
+                    record["quota_refused"] = req.quota_refused
+                    record["units"] = req.units
                 if req.reset_after_answer:
                     raise _Abort(reset=True)
             if route.kind in BODY_KINDS and emu.ttfb_ms:
@@ -689,7 +707,8 @@ class Emulator:
     ``drive`` is an emudrive.Drive and ``auth`` an emuauth.Auth; the keyword options are those of the
     command line (``ttfb_ms``, ``api_latency_ms``, ``bandwidth``, ``total_bandwidth``, ``page_size_cap``,
     ``short_pages``, ``seed``, ``faults``, ``log_path``, ``export_limit``, ``user_rate``, ``user_burst``,
-    ``user_rate_status``, ``verbose``; for writes ``write_rate``, ``write_burst``,
+    ``user_rate_status``, ``user_units`` (quota units per minute, emuquota's units mode; not with
+    ``user_rate``), ``verbose``; for writes ``write_rate``, ``write_burst``,
     ``write_rate_status``, ``storage_limit`` (bytes, None = unlimited; default 15 GiB),
     ``read_only`` (ids of items read-only for the user), ``unreserved_id_status`` and
     ``upload_options``, a dict of emuupload.Uploads settings; ``old_revisions``, replaced revisions
@@ -699,7 +718,7 @@ class Emulator:
     def __init__(self, drive, auth=None, *, ttfb_ms=0, api_latency_ms=0, bandwidth=0, total_bandwidth=0,
                  page_size_cap=0, short_pages=False, seed=0, faults=(), log_path=None,
                  export_limit=emuapi.DEFAULT_EXPORT_LIMIT, user_rate=0, user_burst=None,
-                 user_rate_status=403, verbose=False, write_rate=0, write_burst=None,
+                 user_rate_status=403, user_units=0, verbose=False, write_rate=0, write_burst=None,
                  write_rate_status=403, storage_limit=emudrive.QUOTA_LIMIT, read_only=(),
                  unreserved_id_status=409, upload_options=None, old_revisions=emudrive.MAX_OLD_REVISIONS,
                  knobs=None):
@@ -707,7 +726,12 @@ class Emulator:
         drive.old_revisions = old_revisions
         self.knobs = knobs or emuknobs.Knobs()
         self.auth = auth or emuauth.Auth(seed=seed)
-        self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
+        if user_units and user_rate:
+            raise ValueError("user_rate (requests) and user_units (quota units) exclude each other")
+        if user_units:
+            self.quota = emuquota.UserQuota(user_units / 60, user_burst, user_rate_status, units=True)
+        else:
+            self.quota = emuquota.UserQuota(user_rate, user_burst, user_rate_status)
         drive.storage_limit = storage_limit
         for item_id in read_only:
             if drive.get(item_id) is None:
@@ -829,10 +853,11 @@ class Emulator:
                 self.faults.replace(value.get("faults", []) if isinstance(value, dict) else value)
                 return reply({"faults": self.faults.describe()})
             if path == "/_emu/quota" and method == "POST":
-                unknown = set(value) - {"rate", "burst", "status"}
+                unknown = set(value) - {"rate", "burst", "status", "units"}
                 if unknown:
                     raise ValueError(f"unknown quota settings {sorted(unknown)}")
-                self.quota.configure(value.get("rate"), value.get("burst"), value.get("status"))
+                self.quota.configure(value.get("rate"), value.get("burst"), value.get("status"),
+                                     value.get("units"))
                 return reply(self.quota.describe())
             if path == "/_emu/items" and method == "POST":
                 return reply({"id": self.drive.add_item(value)})
@@ -899,6 +924,11 @@ def parse_args(argv):
     p.add_argument("--sa-public-key", metavar="PEM", help="service-account key that signs JWT grants")
     p.add_argument("--sa-email", metavar="EMAIL", help="service-account email (the JWT iss)")
     _add_bucket_flags(p, "user", "Drive API requests")
+    p.add_argument("--user-units", type=float, metavar="N",
+                   help="Drive's quota in units instead of requests: N quota units per minute per "
+                        f"user ({emuquota.DRIVE_UNITS_PER_MINUTE} is Drive's figure; a download "
+                        "costs 200, a list 100, a write 50, anything else 5); --user-burst is then "
+                        "in units (default max(200, N/60)); not with --user-rate")
     p.add_argument("--readonly-token", action="append", default=[], metavar="TOK",
                    help="a bearer token valid forever with only the drive.readonly scope (repeatable)")
     p.add_argument("--metadata-scope", metavar="SCOPE",
@@ -939,16 +969,22 @@ def parse_args(argv):
         p.error("--sa-public-key and --sa-email go together")
     if args.refresh_token and not (args.client_id and args.client_secret):
         p.error("--refresh-token needs --client-id and --client-secret")
+    if args.user_units is not None and args.user_rate is not None:
+        p.error("--user-units and --user-rate exclude each other (quota units or requests)")
+    if args.user_units is not None and args.user_units < 0:
+        p.error("--user-units must be >= 0")
     for who in ("user", "write"):
-        rate, burst = getattr(args, f"{who}_rate"), getattr(args, f"{who}_burst")
+        rate, burst = getattr(args, f"{who}_rate") or 0.0, getattr(args, f"{who}_burst")
+        setattr(args, f"{who}_rate", rate)
         if rate < 0 or (burst is not None and burst < 1):
             p.error(f"--{who}-rate must be >= 0 and --{who}-burst >= 1")
+    args.user_units = args.user_units or 0
     return args
 
 
 def _add_bucket_flags(p, who, what):
     """--WHO-rate, --WHO-burst, --WHO-rate-status: a per-user token bucket (emuquota.UserQuota)."""
-    p.add_argument(f"--{who}-rate", type=float, default=0, metavar="R",
+    p.add_argument(f"--{who}-rate", type=float, metavar="R",           # None: not given (0)
                    help=f"{what} per second per user; more get 403 userRateLimitExceeded (0 = no "
                         "limit, the default)")
     p.add_argument(f"--{who}-burst", type=float, metavar="B",
@@ -995,6 +1031,7 @@ def main(argv=None):
                        short_pages=args.short_pages, seed=args.seed, faults=args.fault,
                        log_path=args.log, export_limit=args.export_limit, user_rate=args.user_rate,
                        user_burst=args.user_burst, user_rate_status=args.user_rate_status,
+                       user_units=args.user_units,
                        verbose=args.verbose, write_rate=args.write_rate, write_burst=args.write_burst,
                        write_rate_status=args.write_rate_status,
                        storage_limit=args.storage_limit or None, read_only=args.read_only,

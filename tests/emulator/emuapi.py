@@ -190,6 +190,7 @@ class Request:
         self.scope = None
         self.user = None
         self.quota_refused = False
+        self.units = 0                       # quota units the request was charged (emuquota.units_of)
         self.body_complete = True            # False: the client sent fewer bytes than it announced
         self.body_reset = False              # the body was cut by a reset_in_body fault
         self.reset_after_answer = False      # a reset_in_body fault past the body: lose the answer
@@ -274,14 +275,19 @@ class DriveApi:
 
     def call(self, req, route):
         """Run the endpoint, answering ApiErrors with Drive's error body. A Drive API request (every
-        kind but token, metadata and error) is authorized and then takes a token of its user's
-        quota (emuquota.py); over quota it is refused and ``req.quota_refused`` is set."""
+        kind but token, metadata, error and upload.chunk) is authorized and then takes a token of
+        its user's quota, or in units mode ``emuquota.units_of`` its kind (emuquota.py); over quota
+        it is refused and ``req.quota_refused`` is set. An accepted one gets ``req.units``, its cost
+        in units, whatever the quota's mode (so a run shows what it would spend under Drive's units
+        quota)."""
         try:
             if route.kind not in UNAUTHENTICATED_KINDS:
                 self._authorize(req)
-                if not self.quota.take(req.user):
+                units = emuquota.units_of(route.kind, req.method, req.path)
+                if not self.quota.take(req.user, units if self.quota.units else 1):
                     req.quota_refused = True
                     raise fault_error(self.quota.status)
+                req.units = units
             return route.handler(req, *route.args)
         except ApiError as exc:
             return exc.response()

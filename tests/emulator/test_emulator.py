@@ -790,17 +790,18 @@ def test_quota_token_bucket_on_a_fake_clock():
     clock.now += 60                                           # refills up to the burst only
     assert [quota.take("a") for _ in range(4)] == [True, True, True, False]
     quota.configure(status=429)                               # keeps the rate, fills every bucket
-    assert quota.describe() == {"rate": 2.0, "burst": 3.0, "status": 429}
+    assert quota.describe() == {"rate": 2.0, "burst": 3.0, "status": 429, "units": False}
     assert quota.take("a")
     quota.configure(rate=0.5)                                 # a rate alone: burst max(1, rate)
-    assert quota.describe() == {"rate": 0.5, "burst": 1.0, "status": 429}
+    assert quota.describe() == {"rate": 0.5, "burst": 1.0, "status": 429, "units": False}
     quota.configure(rate=0)
     assert all(quota.take("a") for _ in range(100))
     for bad in ({"rate": -1}, {"burst": 0.5}, {"status": 500}, {"rate": "x"}):
         with pytest.raises(ValueError):
             quota.configure(**bad)
-    assert quota.describe() == {"rate": 0.0, "burst": 1.0, "status": 429}
-    assert emuquota.UserQuota(200).describe() == {"rate": 200.0, "burst": 200.0, "status": 403}
+    assert quota.describe() == {"rate": 0.0, "burst": 1.0, "status": 429, "units": False}
+    assert emuquota.UserQuota(200).describe() == {"rate": 200.0, "burst": 200.0, "status": 403,
+                                                  "units": False}
 
 
 def test_rate_meter_counts_the_busiest_one_second_window():
@@ -878,7 +879,8 @@ def test_quota_ten_requests_against_a_burst_of_five():
 
 def test_quota_is_off_by_default_and_changes_at_run_time():
     with serve() as client:
-        assert client.json("/_emu/quota") == (200, {"rate": 0.0, "burst": 1.0, "status": 403})
+        assert client.json("/_emu/quota") == (200, {"rate": 0.0, "burst": 1.0, "status": 403,
+                                                    "units": False})
         assert all(client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200 for _ in range(30))
         assert client.json("/_emu/stats")[1]["quota_rejected"] == 0
 
@@ -886,7 +888,7 @@ def test_quota_is_off_by_default_and_changes_at_run_time():
             return client.json("/_emu/quota", method="POST", data=json.dumps(value).encode())
 
         assert set_quota(rate=0.01, burst=2, status=429) == (200, {"rate": 0.01, "burst": 2.0,
-                                                                  "status": 429})
+                                                                  "status": 429, "units": False})
         got = [client.call("/drive/v3/files/gen", {"alt": "media"}) for _ in range(3)]
         assert [g[0] for g in got] == [200, 200, 429]
         assert json.loads(got[2][2]) == QUOTA_429
@@ -894,7 +896,8 @@ def test_quota_is_off_by_default_and_changes_at_run_time():
         for bad in ({"rate": -1}, {"status": 500}, {"burst": 0}, {"speed": 3}):
             status, body = set_quota(**bad)
             assert status == 400, (bad, body)
-        assert client.json("/_emu/quota")[1] == {"rate": 0.01, "burst": 2.0, "status": 429}
+        assert client.json("/_emu/quota")[1] == {"rate": 0.01, "burst": 2.0, "status": 429,
+                                                 "units": False}
         # The bucket refills: one token every 50 ms; wait for it (no fixed sleep).
         assert set_quota(rate=20, burst=1)[0] == 200
         assert client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200
@@ -920,6 +923,128 @@ def test_quota_bucket_per_user(tmp_path):
         assert client.call("/drive/v3/files/hello")[0] == 403                  # the drive's user: spent
         assert client.call("/drive/v3/files/hello", token=robot)[0] == 200     # the robot: its own bucket
         assert client.call("/drive/v3/files/hello", token=robot)[0] == 403
+
+
+# Drive's quota in units (projects created since 2026-05-01): 325,000 units per minute per user.
+
+@pytest.mark.parametrize("kind, method, path, units", [
+    ("media", "GET", "/drive/v3/files/F", 200),
+    ("media", "GET", "/drive/v3/files/F/revisions/R", 200),
+    ("export", "GET", "/drive/v3/files/F/export", 200),
+    ("files.list", "GET", "/drive/v3/files", 100),
+    ("changes", "GET", "/drive/v3/changes", 100),
+    ("changes", "GET", "/drive/v3/changes/startPageToken", 5),
+    ("drives", "GET", "/drive/v3/drives", 100),
+    ("drives", "GET", "/drive/v3/drives/0ATeam", 5),
+    ("files.create", "POST", "/drive/v3/files", 50),
+    ("files.update", "PATCH", "/drive/v3/files/F", 50),
+    ("files.delete", "DELETE", "/drive/v3/files/F", 50),
+    ("upload", "POST", "/upload/drive/v3/files", 50),
+    ("upload", "PATCH", "/upload/drive/v3/files/F", 50),
+    ("files.get", "GET", "/drive/v3/files/F", 5),
+    ("about", "GET", "/drive/v3/about", 5),
+    ("revisions.get", "GET", "/drive/v3/files/F/revisions", 5),
+    ("revisions.get", "GET", "/drive/v3/files/F/revisions/R", 5),
+    ("files.generateIds", "GET", "/drive/v3/files/generateIds", 5),
+])
+def test_units_of_a_request(kind, method, path, units):
+    assert emuquota.units_of(kind, method, path) == units
+
+
+def test_quota_units_on_a_fake_clock():
+    clock = FakeClock()
+    quota = emuquota.UserQuota(100, 1000, clock=clock, units=True)      # 100 units/s, 1000 at once
+    assert quota.describe() == {"rate": 100.0, "burst": 1000.0, "status": 403, "units": True}
+    assert [quota.take("a", 200) for _ in range(6)] == [True] * 5 + [False]   # five downloads
+    assert quota.take("b", 200)                                               # each user has a bucket
+    clock.now += 2                                                            # 200 units back
+    assert quota.take("a", 200) and not quota.take("a", 200)
+    clock.now += 0.125                                                        # 12.5 units: gets only
+    assert not quota.take("a", 200)
+    assert quota.take("a", 5) and quota.take("a", 5) and not quota.take("a", 5)
+    assert [quota.take("a") for _ in range(3)] == [True, True, False]        # 2.5 left, cost 1 default
+    # The default bucket holds one second's worth, but at least a download.
+    assert emuquota.UserQuota(6000 / 60, units=True).describe()["burst"] == 200.0
+    big = emuquota.UserQuota(emuquota.DRIVE_UNITS_PER_MINUTE / 60, units=True)
+    assert big.describe()["burst"] == big.describe()["rate"] == 325_000 / 60
+    # Switching units on or off without a burst sets the mode's default bucket.
+    quota.configure(units=False)
+    assert quota.describe() == {"rate": 100.0, "burst": 100.0, "status": 403, "units": False}
+    quota.configure(rate=1, units=True)
+    assert quota.describe() == {"rate": 1.0, "burst": 200.0, "status": 403, "units": True}
+    quota.configure(status=429)                                               # keeps the mode and burst
+    assert quota.describe() == {"rate": 1.0, "burst": 200.0, "status": 429, "units": True}
+    for bad in ({"units": "yes"}, {"units": 1}, {"burst": 0}):
+        with pytest.raises(ValueError):
+            quota.configure(**bad)
+    assert quota.describe()["units"] is True
+
+
+def test_quota_units_refuse_a_download_but_not_a_get():
+    auth = emuauth.Auth([TOKEN], client_id="cid", client_secret="cs", refresh_token="rt")
+    # 6 units a minute (0.1 per second): too few come back during the test to change the counts.
+    with serve(auth=auth, user_units=6, user_burst=515) as client:
+        assert client.json("/_emu/quota")[1] == {"rate": 0.1, "burst": 515.0, "status": 403,
+                                                 "units": True}
+        assert post_form(client, {"grant_type": "refresh_token", "client_id": "cid",
+                                  "client_secret": "cs", "refresh_token": "rt"})[0] == 200
+        assert client.call("/drive/v3/files/hello", token="wrong")[0] == 401
+        assert client.call("/drive/v3/files", {"q": "'dirA' in parents"})[0] == 200     # 100: 415 left
+        assert client.call("/drive/v3/files/gen", {"alt": "media"},
+                           {"Range": "bytes=0-9"})[0] == 206                            # 200: 215 left
+        assert client.call("/drive/v3/files/hello", {"alt": "media"})[0] == 200         # 200: 15 left
+        status, headers, body = client.call("/drive/v3/files/hello", {"alt": "media"})  # 200 > 15
+        assert status == 403 and json.loads(body) == QUOTA_403, body
+        assert headers["Content-Type"] == "application/json; charset=UTF-8"
+        assert client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200         # 5: 10 left
+        assert client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 200         # 5: 5 left
+        _, stats = client.json("/_emu/stats")
+        assert stats["quota_rejected"] == 1 and stats["units_used"] == 100 + 200 + 200 + 5 + 5
+        _, log = client.json("/_emu/log")
+        assert [(r["kind"], r["units"], r["quota_refused"]) for r in log] == [
+            ("token", 0, False), ("files.get", 0, False), ("files.list", 100, False),
+            ("media", 200, False), ("media", 200, False), ("media", 0, True),
+            ("files.get", 5, False), ("files.get", 5, False)]
+        client.call("/_emu/reset", method="POST", data=b"")
+        assert client.json("/_emu/stats")[1]["units_used"] == 0
+
+        def set_quota(**value):
+            return client.json("/_emu/quota", method="POST", data=json.dumps(value).encode())
+
+        assert set_quota(units="yes")[0] == 400
+        # Back to counting requests: one token each; the log still shows what each cost in units.
+        assert set_quota(units=False, rate=0.01, burst=1) == (200, {"rate": 0.01, "burst": 1.0,
+                                                                    "status": 403, "units": False})
+        assert client.call("/drive/v3/files/hello", {"alt": "media"})[0] == 200
+        assert client.call("/drive/v3/files/hello", {"fields": "id"})[0] == 403
+        assert set_quota(rate=0)[0] == 200                                               # off
+        assert client.call("/drive/v3/files", {"q": "'dirA' in parents"})[0] == 200
+        assert [r["units"] for r in client.json("/_emu/log")[1]] == [200, 0, 100]
+        assert client.json("/_emu/stats")[1]["units_used"] == 300
+        # And units again at run time: a 200-unit bucket takes one download.
+        assert set_quota(units=True, rate=0.01)[1]["burst"] == 200.0
+        assert client.call("/drive/v3/files/hello", {"alt": "media"})[0] == 200
+        assert client.call("/drive/v3/files/hello", {"alt": "media"})[0] == 403
+
+
+def test_user_units_option():
+    args = drive_emulator.parse_args(["--user-units", "325000"])
+    assert args.user_units == 325000 and args.user_rate == 0 and args.user_burst is None
+    assert drive_emulator.parse_args([]).user_units == 0
+    assert drive_emulator.parse_args(["--user-rate", "5"]).user_rate == 5
+    for argv in (["--user-units", "325000", "--user-rate", "200"],
+                 ["--user-rate", "0", "--user-units", "325000"],
+                 ["--user-units", "-1"]):
+        with pytest.raises(SystemExit) as exc:
+            drive_emulator.parse_args(argv)
+        assert exc.value.code == 2, argv
+    with pytest.raises(ValueError):
+        drive_emulator.Emulator(emudrive.Drive(), user_rate=200, user_units=325000)
+    emu = drive_emulator.Emulator(emudrive.Drive(), user_units=325000, user_rate_status=429)
+    assert emu.quota.describe() == {"rate": 325000 / 60, "burst": 325000 / 60, "status": 429,
+                                    "units": True}
+    emu = drive_emulator.Emulator(emudrive.Drive(), user_units=6000, user_burst=1000)
+    assert emu.quota.describe() == {"rate": 100.0, "burst": 1000.0, "status": 403, "units": True}
 
 
 def raw_request(port, path, token=TOKEN):

@@ -187,10 +187,36 @@ static void permissions(void)
 	cfs_config_cleanup(&c);
 }
 
+/* --api-units: Drive's quota units a minute, not with --api-rate */
+static void pacing(void)
+{
+	struct cfs_config c;
+	char why[256];
+	const char *def[] = { "/m" };
+	CHECK_EQ(parse(def, 1, &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.api_units, 0); /* calls, by default */
+	CHECK_EQ(c.api_rate, 200);
+	cfs_config_cleanup(&c);
+	const char *units[] = { "--api-units=325000", "--api-burst=5000", "/m" };
+	CHECK_EQ(parse(units, 3, &c, why, sizeof(why)), 0);
+	CHECK_EQ(c.api_units, 325000);
+	CHECK_EQ(c.api_burst, 5000);
+	cfs_config_cleanup(&c);
+	const char *both[] = { "--api-units=325000", "--api-rate=100", "/m" };
+	CHECK_EQ(parse(both, 3, &c, why, sizeof(why)), CFS_E_CONFIG);
+	CHECK(strstr(why, "--api-rate and --api-units: give one") != NULL);
+	cfs_config_cleanup(&c);
+	const char *low[] = { "--api-units=11999", "/m" };
+	CHECK_EQ(parse(low, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
+	CHECK(strstr(why, "from 12000 to 100000000") != NULL);
+	cfs_config_cleanup(&c);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && strcmp(argv[1], "--environ-child") == 0)
 		return environ_child(argv[2]);
+	pacing();
 	struct cfs_config c;
 	char why[256];
 	const char *a1[] = { "--root=abc", "--api-url", "http://127.0.0.1:9", "-f", "-o",

@@ -259,8 +259,54 @@ static void creations(void)
 	cfs_pace_cleanup(&p);
 }
 
+/* Calls of different costs (Drive's quota units): a download's 200 units
+ * pace as 40 gets of 5; a background call costlier than the bucket allows
+ * beside the reserve still gets its turn. */
+static void costs(void)
+{
+	struct cfs_pace p;
+	cfs_pace_init(&p, 1000, 400, 0); /* 950 units/s, burst 400, reserve 200 */
+	CHECK_EQ(cfs_pace_reserve_n(&p, 0, CFS_PACE_URGENT, 200), 0);
+	CHECK_EQ(cfs_pace_reserve_n(&p, 0, CFS_PACE_URGENT, 200), 0); /* the burst spent */
+	/* the next download waits for its 200 units: 200 / 950 s */
+	CHECK_EQ(cfs_pace_reserve_n(&p, 0, CFS_PACE_URGENT, 200), 210526);
+	/* a get costs 5: it waits behind the download's debt, 5 / 950 s more */
+	CHECK_EQ(cfs_pace_reserve_n(&p, 0, CFS_PACE_URGENT, 5), 215789);
+	cfs_pace_cleanup(&p);
+
+	/* background: it takes its units only with the reserve left above */
+	cfs_pace_init(&p, 1000, 400, 0);
+	CHECK_EQ(cfs_pace_reserve_n(&p, 0, CFS_PACE_BACKGROUND, 200), 0); /* 400 -> 200 */
+	int64_t w = cfs_pace_reserve_n(&p, 0, CFS_PACE_BACKGROUND, 200);
+	CHECK(w > 0 && w <= 200 * S / 950 + 1); /* nothing taken: 200 must come back */
+	CHECK_EQ(cfs_pace_reserve_n(&p, 0, CFS_PACE_BACKGROUND, 5), w - 195 * S / 950);
+	CHECK_EQ(cfs_pace_reserve_n(&p, w, CFS_PACE_BACKGROUND, 200), 0);
+	cfs_pace_cleanup(&p);
+
+	/* a bucket too small for the call beside the reserve: the call waits for
+	 * a full bucket, then takes its whole cost, the bucket going below zero */
+	cfs_pace_init(&p, 1000, 100, 0); /* reserve 50: room for 50 */
+	CHECK_EQ(cfs_pace_reserve_n(&p, 0, CFS_PACE_BACKGROUND, 200), 0);
+	CHECK(p.tokens < -99 && p.tokens > -101);
+	w = cfs_pace_reserve_n(&p, 0, CFS_PACE_BACKGROUND, 200);
+	CHECK(w > 0 && w <= 200 * S / 950 + 1); /* back to a full 100: 200 units */
+	CHECK_EQ(cfs_pace_reserve_n(&p, w, CFS_PACE_BACKGROUND, 200), 0);
+	cfs_pace_cleanup(&p);
+
+	/* a cost of 1 is a call: cfs_pace_reserve is cfs_pace_reserve_n(.., 1) */
+	struct cfs_pace a, b;
+	cfs_pace_init(&a, 10, 5, 0);
+	cfs_pace_init(&b, 10, 5, 0);
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(cfs_pace_reserve(&a, 0, CFS_PACE_URGENT),
+			 cfs_pace_reserve_n(&b, 0, CFS_PACE_URGENT, 1));
+	cfs_pace_cleanup(&a);
+	cfs_pace_cleanup(&b);
+}
+
 int main(void)
 {
+	costs();
 	bucket();
 	classes();
 	aimd();

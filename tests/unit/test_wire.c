@@ -117,8 +117,47 @@ static void test_upload_range(void)
 	CHECK_EQ(cfs_wire_upload_range("bytes=0-99999999999999999999", &n), -EINVAL);
 }
 
+/* Drive's quota units per call, as colabfs sends its calls */
+static void test_quota_units(void)
+{
+	const char *a = "https://www.googleapis.com";
+	char u[512];
+	struct { const char *method, *path; int units; } c[] = {
+		{ NULL, "/drive/v3/files/ID?alt=media&supportsAllDrives=true", 200 },
+		{ "GET", "/drive/v3/files/ID/export?mimeType=text%2Fplain", 200 },
+		{ NULL, "/drive/v3/files?supportsAllDrives=true&q=%27ID%27+in+parents", 100 },
+		{ NULL, "/drive/v3/changes?pageToken=5&supportsAllDrives=true", 100 },
+		{ NULL, "/drive/v3/drives?pageSize=100", 100 },
+		{ NULL, "/drive/v3/files/ID?fields=id%2Cname", 5 },
+		{ NULL, "/drive/v3/files/generateIds?count=1000", 5 },
+		{ NULL, "/drive/v3/changes/startPageToken?supportsAllDrives=true", 5 },
+		{ NULL, "/drive/v3/about?fields=storageQuota", 5 },
+		{ NULL, "/drive/v3/drives/0AID", 5 },
+		{ "PATCH", "/drive/v3/files/ID?fields=id", 50 },
+		{ "DELETE", "/drive/v3/files/ID", 50 },
+		{ "POST", "/drive/v3/files?fields=id", 50 },
+		{ "POST", "/upload/drive/v3/files?uploadType=resumable&fields=id", 50 },
+		{ "PATCH", "/upload/drive/v3/files/ID?uploadType=multipart", 50 },
+		{ "PUT", "/upload/drive/v3/files?uploadType=resumable&upload_id=XYZ", 5 },
+		{ "POST", "/drive/v3/files/ID/watch", 5 },
+		/* not a media download: alt=mediax, and a name that only ends in export */
+		{ NULL, "/drive/v3/files/ID?alt=mediax", 5 },
+		{ NULL, "/drive/v3/files/myexport", 5 },
+		{ NULL, "/elsewhere", 5 },
+	};
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		snprintf(u, sizeof(u), "%s%s", a, c[i].path);
+		CHECK_EQ(cfs_wire_quota_units(c[i].method, u), c[i].units);
+		/* behind a prefix of the API's address (a proxy) too */
+		snprintf(u, sizeof(u), "http://127.0.0.1:8080/prefix%s", c[i].path);
+		CHECK_EQ(cfs_wire_quota_units(c[i].method, u), c[i].units);
+	}
+	CHECK(CFS_WIRE_UNITS_MAX == 200);
+}
+
 int main(void)
 {
+	test_quota_units();
 	test_upload_range();
 	test_url_check();
 	test_url_origin();
