@@ -80,7 +80,7 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-def summary(s, seconds):
+def summary(s, seconds, units=False):
     """The text that stands in for the panels."""
     if not s["t"]:
         return "colabfs: no history yet (the mount samples its counters once per interval)"
@@ -91,8 +91,9 @@ def summary(s, seconds):
         "  read        %7.1f MB/s mean, %7.1f peak; from Drive %.1f MB/s mean, %.1f peak" % (
             _mean(s["read_mbps"]), max(s["read_mbps"]), _mean(s["drive_mbps"]),
             max(s["drive_mbps"])),
-        "  Drive calls %7.1f /s mean, %7.1f peak; the pacer allows %.0f /s now" % (
-            _mean(s["requests_per_s"]), max(s["requests_per_s"]), s["api_rate"][-1]),
+        "  Drive calls %7.1f /s mean, %7.1f peak; the pacer allows %.0f %s/s now" % (
+            _mean(s["requests_per_s"]), max(s["requests_per_s"]), s["api_rate"][-1],
+            "quota units" if units else "calls"),
         "  cache hits  %s" % ("%.0f%% of lookups" % (100 * hit) if hit is not None
                               else "no lookups"),
         "  uploads     %d pending now (%d at most), %.1f MB left" % (
@@ -111,9 +112,10 @@ def _in_notebook():
                                   or "google.colab" in sys.modules)
 
 
-def figure(s, seconds, pyplot=False):
+def figure(s, seconds, pyplot=False, units=False):
     """The four panels as a matplotlib Figure (pyplot: made through pyplot, so
-    that a notebook shows it)."""
+    that a notebook shows it).  units: the pacer counts Drive's quota units
+    (--api-units), so its rate gets an axis of its own beside the calls."""
     if pyplot:
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(2, 2, figsize=(10, 5), sharex=True)
@@ -127,7 +129,13 @@ def figure(s, seconds, pyplot=False):
     ax[0][0].set_ylabel("MB/s")
     ax[0][0].legend(loc="upper left", fontsize="small")
     ax[0][1].plot(t, s["requests_per_s"], label="Drive requests")
-    ax[0][1].plot(t, s["api_rate"], label="pacer's rate", linestyle="--")
+    if units:
+        twin = ax[0][1].twinx()
+        twin.plot(t, s["api_rate"], label="pacer's rate", linestyle="--", color="tab:orange")
+        twin.set_ylabel("quota units per s")
+        twin.legend(loc="upper right", fontsize="small")
+    else:
+        ax[0][1].plot(t, s["api_rate"], label="pacer's rate", linestyle="--")
     ax[0][1].set_ylabel("per s")
     ax[0][1].legend(loc="upper left", fontsize="small")
     ax[1][0].plot(t, [None if r is None else 100 * r for r in s["hit_ratio"]])
@@ -160,16 +168,18 @@ def plot(mountpoint=None, seconds=300):
     Drive requests/s against the pacer's rate, the cache hit ratio, uploads
     pending.  With matplotlib: returns the Figure (in a notebook it is also
     shown); without: prints a text summary and returns it."""
-    from .drive import _resolve
-    s = series(history(_resolve(mountpoint), seconds + 1), seconds)
+    from .drive import _resolve, stats
+    mnt = _resolve(mountpoint)
+    s = series(history(mnt, seconds + 1), seconds)
+    units = bool(stats(mnt).get("api_rate_in_units", 0))
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        text = summary(s, seconds)
+        text = summary(s, seconds, units)
         print(text)
         return text
     nb = _in_notebook()
-    fig = figure(s, seconds, pyplot=nb)
+    fig = figure(s, seconds, pyplot=nb, units=units)
     if nb:
         import matplotlib.pyplot as plt
         plt.show()

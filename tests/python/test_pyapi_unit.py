@@ -438,10 +438,25 @@ def test_plot_prints_text_without_matplotlib(monkeypatch, capsys):
     monkeypatch.setattr(_plot, "history", lambda mp, seconds: _plot.parse_history(HISTORY))
     monkeypatch.setattr(drive, "_resolve", lambda mp: "/content/data")
     monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setattr(drive, "stats", lambda mp: {"api_rate_in_units": 0})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         text = colabfs.plot(seconds=60)
     assert "cache hits" in text and capsys.readouterr().out.strip() == text.strip()
+    assert "the pacer allows 190 calls/s now" in text, text
+    # a mount pacing by Drive's quota units (--api-units) says so
+    monkeypatch.setattr(drive, "stats", lambda mp: {"api_rate_in_units": 1})
+    assert "the pacer allows 190 quota units/s now" in colabfs.plot(seconds=60)
+
+
+def test_history_figure_units_axis():
+    pytest.importorskip("matplotlib")
+    s = _plot.series(_plot.parse_history(HISTORY), seconds=300)
+    axes = _plot.figure(s, 300, units=True).get_axes()
+    # the pacer's rate in units on an axis of its own beside the calls
+    assert [a.get_ylabel() for a in axes] == ["MB/s", "per s", "cache hits %", "uploads pending",
+                                              "quota units per s"]
+    assert len(axes[1].get_lines()) == 1 and len(axes[4].get_lines()) == 1
 
 
 # ---- the API against a stand-in colabfs command ---------------------------------------
