@@ -214,6 +214,23 @@ static void count_error(struct cfs_drive *d, int rc)
 	}
 }
 
+/* A refusal for the rate: once the pacer of calls came down for them, says
+ * once a mount that a quota counted in units (which no rate of calls fits)
+ * has an option of its own. */
+static void hint_units(struct cfs_drive *d)
+{
+	if (d->units || __atomic_load_n(&d->units_hinted, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&d->pace.lock);
+	uint64_t cuts = d->pace.cuts, refused = d->pace.limited;
+	pthread_mutex_unlock(&d->pace.lock);
+	if (cuts && !__atomic_exchange_n(&d->units_hinted, 1, __ATOMIC_RELAXED))
+		CFS_WARN("Drive refused %llu calls for the rate and the pacer came down; a Cloud "
+			 "project created since 2026-05-01 counts quota units (a download 200, a "
+			 "get 5: no rate of calls fits both): if yours does, mount with "
+			 "--api-units=325000", (unsigned long long)refused);
+}
+
 /* One exchange of a try: media requests race a hedge when late. */
 static int perform(struct cfs_drive *d, struct cfs_http_req *r)
 {
@@ -279,6 +296,8 @@ int cfs_drive_call(struct cfs_drive *d, struct cfs_http_req *r, const char *what
 			if (r->status) /* a reply: the pacer watches the share refused */
 				cfs_pace_reply(create ? &d->create_pace : &d->pace,
 					       cfs_drive_now_ms() * 1000, rc == CFS_E_RATE);
+			if (rc == CFS_E_RATE && !create)
+				hint_units(d);
 			if (!rc && v)
 				rc = v(r, ctx);
 			else if (rc == -ERANGE)

@@ -22,6 +22,7 @@ struct cfs_drive {
 	struct cfs_retry_policy retry;
 	struct cfs_pace pace;
 	int units;                 /* the pacer counts quota units (opts.api_units) */
+	int units_hinted;          /* the --api-units hint was logged (once a mount) */
 	struct cfs_pace create_pace; /* creations and uploads (DESIGN.md §3), besides pace */
 	pthread_mutex_t hedge_lock;
 	struct cfs_hedge hedge;

@@ -351,7 +351,7 @@ def test_quota_units(class_tree, emulator_factory, mount_factory, capsys):
     second, no rate of calls fits both)."""
     t = class_tree
     units = 100 * 200 * 60
-    rows = {}
+    rows, logs = {}, {}
     for label, opts in (("units", ["--api-units=%d" % units]), ("calls", [])):
         emu = emulator_factory(t.spec_path, "emu-ds6" + label, access_token=SESSION_TOKEN,
                                ttfb_ms=20, extra=["--user-units", str(units)])
@@ -363,6 +363,7 @@ def test_quota_units(class_tree, emulator_factory, mount_factory, capsys):
                          emu.stats()["units_used"], 10, what="the units to agree")
         st, es = X.cstats(m), emu.stats()
         rows[label] = (st, es)
+        logs[label] = X.log_text(m)
         report(capsys, "quota %d units/min, pacing by %s: %d files in %.1f s; %d requests "
                "(%d units), %d refused, pacer at %d/s, %d decreases"
                % (units, label, len(rels), took, es["requests"], es["units_used"],
@@ -371,9 +372,13 @@ def test_quota_units(class_tree, emulator_factory, mount_factory, capsys):
     st, es = rows["units"]
     assert st["api_rate_in_units"] == 1 and es["quota_rejected"] == 0, (st, es)
     assert st["drive_quota_units_total"] >= 600 * 200, st  # a download a file at least
+    assert "--api-units=325000" not in logs["units"]
     st, es = rows["calls"]
     assert st["api_rate_in_units"] == 0, st
     assert es["quota_rejected"] > 0 and st["rate_limited_total"] == es["quota_rejected"], (st, es)
+    # the pacer came down for the refusals, and the log says once what would fit this quota
+    assert st["api_rate_decreases_total"] >= 1, st
+    assert logs["calls"].count("if yours does, mount with --api-units=325000") == 1, logs["calls"]
 
 
 # --------------------------------------------------------------------------
