@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 
@@ -174,9 +173,7 @@ def main(argv=None):
             f(r["max"]), r["open_uploads"], r["uploaded"] / MiB, r["cost"], r["close_s"]))
     print("cost = bytes uploaded / log size (1.00: one upload at close, the 0 row); lag over the "
           "writer's per-second notes that reached Drive while open")
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+    R.save_json(a.json, rows)
     return rc
 
 

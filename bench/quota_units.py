@@ -26,7 +26,6 @@ wasted).
 """
 
 import argparse
-import json
 import os
 import random
 import statistics
@@ -105,9 +104,7 @@ def main(argv=None):
     print("x bound = the quota bound's seconds / the epoch's (1.00: at the quota); file s: a "
           "reader's open to last byte; refused: calls Drive refused for the quota; units sent: "
           "what the mount's calls cost, refused ones included")
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+    R.save_json(a.json, rows)
     return rc
 
 

@@ -207,6 +207,13 @@ def drop_page_cache(path):
         os.close(fd)
 
 
+def save_json(path, rows):
+    """A bench script's rows in FILE for --json FILE (nothing when path is empty)."""
+    if path:
+        with open(path, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
 def fmt_bytes(n):
     for unit, div in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
         if n >= div:

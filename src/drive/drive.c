@@ -57,16 +57,14 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_cond_init(&d->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	d->units = o->api_units > 0;
-	if (d->units) {
-		double ceiling = o->api_units / 60, burst = o->api_burst;
+	double ceiling = o->api_rate == 0 ? 200 : o->api_rate, burst = o->api_burst;
+	if (d->units) { /* units a second; a burst room for two downloads at least */
+		ceiling = o->api_units / 60;
 		if (burst <= 0)
 			burst = ceiling / 10 > 2 * CFS_WIRE_UNITS_MAX ? ceiling / 10
 								: 2 * CFS_WIRE_UNITS_MAX;
-		cfs_pace_init(&d->pace, ceiling, burst, cfs_drive_now_ms() * 1000);
-	} else {
-		cfs_pace_init(&d->pace, o->api_rate == 0 ? 200 : o->api_rate, o->api_burst,
-			      cfs_drive_now_ms() * 1000);
 	}
+	cfs_pace_init(&d->pace, ceiling, burst, cfs_drive_now_ms() * 1000);
 	const struct cfs_pace_policy create = { .start = CFS_DRIVE_CREATE_START,
 						.window_us = CFS_DRIVE_CREATE_WINDOW_US,
 						.min_refused = CFS_DRIVE_CREATE_MIN_REFUSED };

@@ -104,6 +104,15 @@ static int parse(const char **argv, int argc, struct cfs_config *c, char *why, s
 	return cfs_config_parse(argc, (char **)argv, c, why, cap);
 }
 
+/* argv (argc words) refused as a configuration error whose reason holds
+ * want (a macro: a failure names the caller's line); uses c and why. */
+#define REFUSED(argv, argc, want)                                                   \
+	do {                                                                         \
+		CHECK_EQ(parse(argv, argc, &c, why, sizeof(why)), CFS_E_CONFIG);    \
+		CHECK(strstr(why, want) != NULL);                                    \
+		cfs_config_cleanup(&c);                                              \
+	} while (0)
+
 /* --uid, --gid, --file-mode, --dir-mode, --umask, and default_permissions
  * with allow_other */
 static void permissions(void)
@@ -203,13 +212,9 @@ static void pacing(void)
 	CHECK_EQ(c.api_burst, 5000);
 	cfs_config_cleanup(&c);
 	const char *both[] = { "--api-units=325000", "--api-rate=100", "/m" };
-	CHECK_EQ(parse(both, 3, &c, why, sizeof(why)), CFS_E_CONFIG);
-	CHECK(strstr(why, "--api-rate and --api-units: give one") != NULL);
-	cfs_config_cleanup(&c);
+	REFUSED(both, 3, "--api-rate and --api-units: give one");
 	const char *low[] = { "--api-units=11999", "/m" };
-	CHECK_EQ(parse(low, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
-	CHECK(strstr(why, "from 12000 to 100000000") != NULL);
-	cfs_config_cleanup(&c);
+	REFUSED(low, 2, "from 12000 to 100000000");
 }
 
 int main(int argc, char **argv)
@@ -232,9 +237,7 @@ int main(int argc, char **argv)
 	cfs_config_cleanup(&c);
 
 	const char *bad1[] = { "--nope", "/m" };
-	CHECK_EQ(parse(bad1, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
-	CHECK(strstr(why, "--nope") != NULL);
-	cfs_config_cleanup(&c);
+	REFUSED(bad1, 2, "--nope");
 	const char *bad2[] = { "--io-timeout=0", "/m" };
 	CHECK_EQ(parse(bad2, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
 	cfs_config_cleanup(&c);
@@ -257,9 +260,7 @@ int main(int argc, char **argv)
 	CHECK_EQ(parse(bad8, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
 	cfs_config_cleanup(&c);
 	const char *none[] = { "-f" };
-	CHECK_EQ(parse(none, 1, &c, why, sizeof(why)), CFS_E_CONFIG);
-	CHECK(strstr(why, "MOUNTPOINT") != NULL);
-	cfs_config_cleanup(&c);
+	REFUSED(none, 1, "MOUNTPOINT");
 	const char *sz[] = { "--cache-size=2G", "--block-size", "256K", "/m" };
 	CHECK_EQ(parse(sz, 4, &c, why, sizeof(why)), 0);
 	CHECK(c.cache_size == 2ULL << 30);
@@ -359,9 +360,7 @@ int main(int argc, char **argv)
 		cfs_config_cleanup(&c);
 	}
 	const char *badid[] = { "--drive-id=0A/../x", "/m" };
-	CHECK_EQ(parse(badid, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
-	CHECK(strstr(why, "not a Drive id") != NULL);
-	cfs_config_cleanup(&c);
+	REFUSED(badid, 2, "not a Drive id");
 	/* --root=/PATH: a folder of My Drive by its path; a --drive-id is never one */
 	const char *rp[] = { "--root=/datasets/Ünïcødé x/train", "/m" };
 	CHECK_EQ(parse(rp, 2, &c, why, sizeof(why)), 0);
@@ -384,13 +383,9 @@ int main(int argc, char **argv)
 	memset(longp + 8, 'a', CFS_ROOT_PATH_MAX);
 	longp[8 + CFS_ROOT_PATH_MAX] = '\0'; /* a path one byte too long */
 	const char *rlong[] = { longp, "/m" };
-	CHECK_EQ(parse(rlong, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
-	CHECK(strstr(why, "a path of at most") != NULL);
-	cfs_config_cleanup(&c);
+	REFUSED(rlong, 2, "a path of at most");
 	const char *dpath[] = { "--drive-id=/x", "/m" };
-	CHECK_EQ(parse(dpath, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
-	CHECK(strstr(why, "not a Drive id") != NULL);
-	cfs_config_cleanup(&c);
+	REFUSED(dpath, 2, "not a Drive id");
 	const char *noval[] = { "--shared-with-me=yes", "/m" };
 	CHECK_EQ(parse(noval, 2, &c, why, sizeof(why)), CFS_E_CONFIG);
 	cfs_config_cleanup(&c);
