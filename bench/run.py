@@ -780,7 +780,7 @@ class Probe:
             # requests in flight at the emulator: mean over the phase, and the most at once
             recs = self.emulator.media_log()
             busy = sum(r.get("ms", 0) for r in recs) / 1000
-            ev = sorted([(r["t"], 1) for r in recs] + [(r["t"] + r.get("ms", 0) / 1000, -1)
+            ev = sorted([(r["mono"], 1) for r in recs] + [(r["mono"] + r.get("ms", 0) / 1000, -1)
                                                         for r in recs])
             cur = top = 0
             for _, d in ev:

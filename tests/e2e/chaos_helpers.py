@@ -376,7 +376,9 @@ def fault_retry_after(label):
 def retry_after_violations(records, slack=0.002):
     """([problem], checked, in_flight).  Each reply that carried a Retry-After
     is checked against the first request for the same range that Drive
-    received after that reply had gone out (its arrival t plus its ms): it
+    received after that reply had gone out (its arrival plus its ms, on the
+    emulator's monotonic clock, "mono": a step of the wall clock between two
+    records once made a retry a second later look 0.27 s early): it
     must have come no sooner than Retry-After seconds after the refused
     request arrived (the client cannot have had the reply before that).
     Requests for the range that arrived while the reply was still on its way
@@ -384,7 +386,7 @@ def retry_after_violations(records, slack=0.002):
     Retry-After) are counted in in_flight, not checked: no retry can be among
     them, since a retry follows the reply."""
     by_key = {}
-    for r in sorted(records, key=lambda r: r["t"]):
+    for r in sorted(records, key=lambda r: r["mono"]):
         by_key.setdefault(request_key(r), []).append(r)
     bad, checked, in_flight = [], 0, 0
     for rs in by_key.values():
@@ -392,19 +394,23 @@ def retry_after_violations(records, slack=0.002):
             ra = fault_retry_after(a.get("fault"))
             if ra is None or a["status"] < 400:
                 continue
-            replied = a["t"] + (a.get("ms") or 0.0) / 1000.0
+            replied = a["mono"] + (a.get("ms") or 0.0) / 1000.0
             later = rs[i + 1:]
-            in_flight += sum(1 for b in later if b["t"] < replied)
-            b = next((b for b in later if b["t"] >= replied), None)
+            in_flight += sum(1 for b in later if b["mono"] < replied)
+            b = next((b for b in later if b["mono"] >= replied), None)
             if b is None:
                 continue
             checked += 1
-            if b["t"] - a["t"] < ra - slack:
-                bad.append("%s %s range=%s: asked again %.3fs after a request refused with "
-                           "Retry-After: %g (fault %r; the refusal took %s ms; the next: %r)"
-                           % (a["kind"], a.get("id"), a.get("range"), b["t"] - a["t"], ra,
+            if b["mono"] - a["mono"] < ra - slack:
+                q = a.get("query") or {}
+                bad.append("%s %s range=%s q=%r page=%r: asked again %.3fs after a request refused "
+                           "with Retry-After: %g (fault %r; the refusal took %s ms; the next: %r; "
+                           "the wall clock saw %.3fs)"
+                           % (a["kind"], a.get("id"), a.get("range"), q.get("q"),
+                              (q.get("pageToken") or "")[:12], b["mono"] - a["mono"], ra,
                               a.get("fault"), a.get("ms"),
-                              {k: b.get(k) for k in ("status", "ms", "fault", "cancelled")}))
+                              {k: b.get(k) for k in ("status", "ms", "fault", "cancelled")},
+                              b["t"] - a["t"]))
     return bad, checked, in_flight
 
 

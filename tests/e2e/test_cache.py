@@ -965,13 +965,13 @@ def test_cold_sequential_read_uses_every_connection_once_per_byte(mount_factory,
             got += b
     C.assert_same(bytes(got), want, p)
     recs = media_records(emu, fid)
-    ev = sorted([(r["t"], 1) for r in recs] + [(r["t"] + r["ms"] / 1000, -1) for r in recs])
+    ev = sorted([(r["mono"], 1) for r in recs] + [(r["mono"] + r["ms"] / 1000, -1) for r in recs])
     cur = top = 0
     for _, d in ev:
         cur += d
         top = max(top, cur)
     assert top >= 7, "at most %d of 8 connections busy at once: %r" % (
-        top, [(round(r["t"] - recs[0]["t"], 3), r["range"]) for r in recs])
+        top, [(round(r["mono"] - recs[0]["mono"], 3), r["range"]) for r in recs])
     st = cstats(m)
     assert st["downloads_total"] == nblocks(len(want)), st
     assert st["downloads_in_flight"] == 0, st

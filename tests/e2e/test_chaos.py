@@ -416,7 +416,7 @@ def test_throttling_backs_off_and_honours_retry_after(mount_factory, emulator_fa
     problems = list(errors)
     gaps = {}          # rel -> [seconds between consecutive requests]
     for rel, steps in plan.items():
-        rs = sorted((r for r in records if r["id"] == aux.ids[rel]), key=lambda r: r["t"])
+        rs = sorted((r for r in records if r["id"] == aux.ids[rel]), key=lambda r: r["mono"])
         statuses = [r["status"] for r in rs]
         want = [int(s.split(",")[0][len("status="):]) for s in steps] + [206]
         if statuses != want:
@@ -424,12 +424,12 @@ def test_throttling_backs_off_and_honours_retry_after(mount_factory, emulator_fa
             continue
         if len({r["range"] for r in rs}) != 1:
             problems.append("%s: retries asked for other ranges: %r" % (rel, [r["range"] for r in rs]))
-        gaps[rel] = [b["t"] - a["t"] for a, b in zip(rs, rs[1:])]
+        gaps[rel] = [b["mono"] - a["mono"] for a, b in zip(rs, rs[1:])]
         for a, b in zip(rs, rs[1:]):
             ra = X.fault_retry_after(a["fault"])
-            if ra is not None and b["t"] - a["t"] < ra - 0.002:
+            if ra is not None and b["mono"] - a["mono"] < ra - 0.002:
                 problems.append("%s: retried %.3fs after a 429 with Retry-After: %g"
-                                % (rel, b["t"] - a["t"], ra))
+                                % (rel, b["mono"] - a["mono"], ra))
     bo = [gaps[r] for r in plan if r.startswith("throttle/b") and r in gaps]
     per_attempt = list(zip(*bo)) if bo else []
     means = [statistics.mean(g) for g in per_attempt]

@@ -89,3 +89,23 @@ def test_stats_endpoint(emu_small):
         assert k in st, st
     log = emu_small.log()
     assert log and all("kind" in e and "id" in e and "query" in e for e in log), log[:2]
+
+
+def test_retry_after_check_reads_the_monotonic_clock():
+    """chaos_helpers.retry_after_violations measures spans on the emulator's
+    monotonic clock ("mono"): a retry a full Retry-After later passes even when
+    the wall clock stepped back between the two records (a CI run once failed
+    so: "asked again 0.267s" after a 429 with Retry-After: 1), and one sent too
+    soon is caught whatever the wall clock says."""
+    import chaos_helpers as X
+
+    def rec(t, mono, status, fault=None, q="'x' in parents"):
+        return {"t": t, "mono": mono, "kind": "files.list", "id": None, "range": None,
+                "query": {"q": q}, "status": status, "ms": 5.6, "fault": fault}
+
+    refused = "kind=files.list,status=429,retry_after=1,every=15"
+    stepped = [rec(100.0, 5.0, 429, refused), rec(100.3, 6.1, 200)]   # wall clock stepped back 0.8 s
+    assert X.retry_after_violations(stepped) == ([], 1, 0)
+    early = [rec(100.0, 5.0, 429, refused), rec(101.5, 5.3, 200)]     # wall clock stepped ahead
+    bad, checked, _ = X.retry_after_violations(early)
+    assert checked == 1 and len(bad) == 1 and "asked again 0.300s" in bad[0], bad

@@ -182,15 +182,15 @@ def test_late_request_answering_first_or_hedge_failing(mount_factory, emu, htree
     by_status = {r["status"]: r for r in media}
     assert sorted(by_status) == [206, 429, 500] and len(media) == 3, media
     refused, retry = by_status[429], by_status[206]
-    replied = refused["t"] + refused["ms"] / 1000.0
-    assert retry["t"] - replied >= RA_S - 0.01, \
+    replied = refused["mono"] + refused["ms"] / 1000.0
+    assert retry["mono"] - replied >= RA_S - 0.01, \
         "the retry came %.3fs after a 429 with Retry-After: %d (its hedge failed with a 500 at " \
-        "%.3fs): %r%s" % (retry["t"] - replied, RA_S, by_status[500]["t"] - refused["t"], media,
+        "%.3fs): %r%s" % (retry["mono"] - replied, RA_S, by_status[500]["mono"] - refused["mono"], media,
                           m.log_tail(20))
     with capsys.disabled():
         print("\n[hedge] late request answering first: %.2fs %r; hedge failing: %.2fs %r; "
               "refused with Retry-After %d s, then the hedge failing: retry %.2fs after the "
-              "refusal, read in %.2fs" % (el1, d1, el2, d2, RA_S, retry["t"] - replied, el3))
+              "refusal, read in %.2fs" % (el1, d1, el2, d2, RA_S, retry["mono"] - replied, el3))
 
 
 @pytest.mark.deadline(120)

@@ -113,7 +113,7 @@ def downloads(emu, ids):
     """The media requests of the files whose ids are given, in the order the
     emulator got them: their ids."""
     recs = [r for r in emu.log() if r.get("kind") == "media" and r.get("id") in ids]
-    recs.sort(key=lambda r: r["t"])
+    recs.sort(key=lambda r: r["mono"])
     return [r["id"] for r in recs]
 
 

@@ -294,7 +294,7 @@ def test_prefetching_sampler(mount_factory, torch_emu, fileset, monkeypatch):
     # the mount downloaded in the epoch's order (a few places off: 48 connections, one queue)
     rank = {i: k for k, i in enumerate(order)}
     recs = sorted((r for r in torch_emu.log() if r.get("kind") == "media" and r.get("id") in ids),
-                  key=lambda r: r["t"])
+                  key=lambda r: r["mono"])
     got = [rank[ids[r["id"]]] for r in recs]
     assert len(got) == N_FILES, "each file once: %d downloads" % len(got)
     assert max(abs(k - p) for k, p in enumerate(got)) <= 64, got[:100]

@@ -107,12 +107,12 @@ def test_folder_time_survives_its_parent_listed_again(mount_factory, temu):
     open(os.path.join(d, "f"), "w").close()
     after = times(d)
     assert_moved(before, after, "create")
-    since = time.time()
+    since = time.monotonic()
     root_id = H.ROOT_ID
 
     def root_listed_again():
         os.stat(d)  # a lookup once the kernel's entry expired: the listing is read again
-        return any(r["kind"] == "files.list" and r["t"] > since and
+        return any(r["kind"] == "files.list" and r["mono"] > since and
                    root_id in (r.get("query") or {}).get("q", "") for r in temu.log())
     H.wait_until(root_listed_again, 30, interval=0.2, what="the root listed again")
     assert times(d)[:2] == after[:2]

@@ -162,7 +162,9 @@ Control endpoints (no auth; not counted in stats or logs)
                       rate_refused permission_refused scope_refused sessions_started chunks
                       bytes_received status_queries resume_incomplete (308s) uploads_completed
                       chunks_refused partial_chunks sessions_expired
-  GET  /_emu/log      the last 10,000 request records: {"t", "method", "path", "kind", "range",
+  GET  /_emu/log      the last 10,000 request records: {"t" (wall clock, to compare with other
+                      processes' clocks), "mono" (the monotonic clock: spans between records,
+                      which a step of the wall clock cannot bend), "method", "path", "kind", "range",
                       "status", "bytes", "id", "query", "fault", "quota_refused", "units" (the quota
                       units it was charged, emuquota.units_of; 0 when not charged: refused, not a
                       Drive API call, answered by a fault), "cancelled" (the client closed the
@@ -445,7 +447,8 @@ class Handler(emubody.UploadBodyMixin, BaseHTTPRequestHandler):
             self._body_read = route.kind not in emuapi.STREAMED_KINDS
             if self._body_read:
                 req.body = self._read_body()
-            record = {"t": round(time.time(), 3), "method": self.command, "path": url.path,
+            record = {"t": round(time.time(), 3), "mono": round(time.monotonic(), 4),
+                      "method": self.command, "path": url.path,
                       "kind": route.kind, "range": self.headers.get("Range"), "status": 0, "bytes": 0,
                       "id": req.file_id,
                       "query": {k: v for k, v in params.items() if k not in _SECRET_PARAMS},

@@ -634,6 +634,7 @@ def test_stats_and_log(tmp_path):
     log_path = str(tmp_path / "requests.log")
     with serve(log_path=log_path) as client:
         client.call("/_emu/reset", method="POST", data=b"")
+        t_start = time.monotonic()
         client.call("/drive/v3/files", {"q": "'dirA' in parents"})
         client.call("/drive/v3/files/gen", {"fields": "id"})
         client.call("/drive/v3/files/gen", {"alt": "media"}, {"Range": "bytes=0-999"})
@@ -654,6 +655,9 @@ def test_stats_and_log(tmp_path):
         _, log = client.json("/_emu/log")
         assert [r["kind"] for r in log][:4] == ["files.list", "files.get", "media", "media"]
         assert log[2]["range"] == "bytes=0-999" and log[2]["bytes"] == 1000 and log[2]["status"] == 206
+        # each record's arrival on the monotonic clock too, in order, within this span
+        monos = [r["mono"] for r in log]
+        assert monos == sorted(monos) and t_start <= monos[0] and monos[-1] <= time.monotonic(), log
         client.call("/_emu/reset", method="POST", data=b"")
         _, stats = client.json("/_emu/stats")
         assert stats["requests"] == 0 and stats["media_bytes"] == 0
