@@ -78,11 +78,18 @@ void cfs_vfs_snap_sent(struct cfs_wfile *w, int64_t size)
 	w->drive_size = size;
 }
 
-/* Being written by an open handle: the bytes are not complete by
- * themselves, so only a snapshot of them may go while it stays open. */
+/* Held open for writing: only a snapshot of its bytes may go while it stays
+ * open.  Written since the last close (WRITING), or closed by one descriptor
+ * while another stays open (CLOSED with writers): a process that forks or runs
+ * a command closes its inherited descriptors at the child's exit or exec, and
+ * each such close() is a FLUSH of the same open file, while the writer goes
+ * on.  Such a file is still uploaded at the interval, never only at the last
+ * close. */
 static int being_written(const struct cfs_wfile *w)
 {
-	return w->writers && w->j.state == CFS_JSTATE_WRITING && !w->torn && !w->unlinked;
+	return w->writers &&
+	       (w->j.state == CFS_JSTATE_WRITING || w->j.state == CFS_JSTATE_CLOSED) &&
+	       !w->torn && !w->unlinked;
 }
 
 int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_t *next)

@@ -619,6 +619,7 @@ void cfs_vfs_w_detach(struct cfs_vfs *v, struct cfs_wfile *w, int writer)
 	w->handles--;
 	if (writer && --w->writers == 0) {
 		w->due_ms = cfs_vfs_w_now(v) + v->w.delay_ms;
+		w->open_due_ms = 0; /* a next open's first change starts the interval */
 		cfs_vfs_snap_free(v, w); /* the close's upload sends the staged file */
 	}
 	/* nobody has it open: gone from the namespace, or all of it in Drive */
@@ -1237,8 +1238,10 @@ static int flush_w(struct cfs_vfs *v, struct cfs_wfile *w, int durable)
 		rc = -errno;
 	pthread_mutex_lock(&v->w.lock);
 	if (!rc && w->j.state == CFS_JSTATE_WRITING && !w->torn) {
-		w->j.state = CFS_JSTATE_CLOSED; /* complete as of this close */
-		w->open_due_ms = 0;
+		/* complete as of this close; still held open when this was a
+		 * child's copy of the descriptor (a fork's exit or exec): the
+		 * interval of uploads while open goes on (vfs_snap.c) */
+		w->j.state = CFS_JSTATE_CLOSED;
 		if (w->journaled == w->gen && !w->unlinked)
 			rc = w_journal(v, w);
 	}

@@ -166,6 +166,49 @@ def test_log_held_open_reaches_drive_within_the_interval(mount_factory, oemu, ca
     assert st["uploads_open_total"] >= 3, st["uploads_open_total"]
 
 
+def test_log_of_a_process_that_runs_commands(mount_factory, oemu, capsys):
+    """The writer runs commands meanwhile (a notebook's `!nvidia-smi`, a script's subprocess):
+    each child closes its copy of the descriptor at its exec, a FLUSH of the log while the
+    writer keeps it open.  The log still reaches Drive at the interval (it never did while a
+    command ran more often than the interval: each FLUSH started it over), and a log gone quiet
+    after a command reaches Drive whole before its close."""
+    m = mount_factory.new(oemu, extra=["--upload-open-files=2"], name="ocmd")  # default write-back delay
+    log = Appender(m.path("cmd.log")).start()
+    stop = threading.Event()
+    ran = []
+
+    def commands():
+        while not stop.is_set():
+            subprocess.run(["true"], check=True)  # inherits the log's descriptor, closes it at exec
+            ran.append(time.monotonic())
+            stop.wait(0.3)
+    runner = threading.Thread(target=commands, daemon=True)
+    runner.start()
+    try:
+        H.wait_until(lambda: len(log.lines) >= 20, 10, what="20 lines written")
+        with log.lock:
+            t_mark, mark = log.lines[-1]
+        H.wait_until(lambda: mark in (drive_bytes(oemu, "cmd.log") or b""), 15, interval=0.05,
+                     what="the marker line in Drive while commands run")
+        lag = time.monotonic() - t_mark
+        log.finish()
+        stop.set()
+        runner.join(10)
+        n_cmds = len(ran)
+        subprocess.run(["true"], check=True)  # one more FLUSH, then quiet: still open
+        final = log.written()
+        H.wait_until(lambda: drive_bytes(oemu, "cmd.log") == final, 15, interval=0.1,
+                     what="the whole quiet log in Drive while still open")
+    finally:
+        log.finish()
+        stop.set()
+        log.close()
+    assert n_cmds >= 5, "only %d commands ran while the log was written" % n_cmds
+    H.report(capsys, "write-open", "interval 2 s, a command every 0.3 s: marker line in Drive "
+             "%.2f s after its write (%d commands meanwhile); the quiet log whole in Drive "
+             "before its close" % (lag, n_cmds))
+
+
 def sync(m, timeout=30):
     return H.run_cmd([H.colabfs_bin(), "sync", "--timeout", str(timeout), m.path()],
                      timeout=timeout + 30)

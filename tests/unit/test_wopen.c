@@ -500,6 +500,55 @@ static void test_fsync_during_a_snapshot_upload(void)
 	rig_down(&r);
 }
 
+/* The writer's process forks (a DataLoader's workers) or runs a command
+ * (`!nvidia-smi`, `colabfs stats`): each child's exit or exec closes its
+ * copy of the descriptor, a FLUSH of the same open file while the writer
+ * goes on.  The interval runs on: the log is uploaded while open, and a
+ * log gone quiet after such a FLUSH is uploaded too, not left for the last
+ * close.  (Before: each FLUSH restarted the interval, so a command run more
+ * often than it kept the log out of Drive until the close.) */
+static void test_flushes_of_a_childs_copy_keep_the_interval(void)
+{
+	struct rig r;
+	char log[10 * 100];
+	uint64_t ino, fh;
+	log_rig(&r, log, &ino, &fh);
+	/* a line and a child's FLUSH every 10 s: six of them, then the minute */
+	for (int k = 10; k < 16; k++) {
+		CHECK_EQ(cfs_vfs_flush(r.v, ino, fh), 0);
+		rig_advance(&r, 10 * 1000);
+		append_line(&r, ino, fh, k, log);
+	}
+	rig_advance(&r, 1000);
+	CHECK(rig_wait_uploads(&r, 1));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 160));
+	/* quiet after a last line and a child's FLUSH: uploaded at the interval */
+	append_line(&r, ino, fh, 16, log);
+	CHECK_EQ(cfs_vfs_flush(r.v, ino, fh), 0);
+	rig_advance(&r, MIN_MS + 1000);
+	CHECK(rig_wait_uploads(&r, 2));
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 170));
+	/* the last close has nothing left to send; one file, no conflict */
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 2);
+	CHECK_EQ(rig_count_named(&r, "ROOT", "train"), 1);
+	CHECK_EQ(rig_stats(&r).snapshots, 2);
+	/* opened again later: its first change starts a new interval */
+	CHECK_EQ(rig_open(&r, "train.log", O_WRONLY | O_APPEND, &ino, &fh), 0);
+	rig_advance(&r, 10 * MIN_MS);
+	append_line(&r, ino, fh, 17, log);
+	rig_advance(&r, MIN_MS / 2);
+	CHECK(rig_wait(&r, idle, NULL));
+	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 2);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 180));
+	rig_down(&r);
+}
+
 int main(void)
 {
 	test_log_reaches_drive_while_open();
@@ -513,5 +562,6 @@ int main(void)
 	test_rewrite_waits_for_close_append_does_not();
 	test_close_supersedes_a_snapshot_upload();
 	test_fsync_during_a_snapshot_upload();
+	test_flushes_of_a_childs_copy_keep_the_interval();
 	return check_done("test_wopen");
 }
