@@ -121,6 +121,11 @@ struct cfs_wfile {
 	 * cfs_vfs_snap_changed */
 	int64_t drive_size, lo_drive, lo_take;
 	int rw_drive, rw_take;
+	/* taken up from the journal by a restarted server, still open: what
+	 * Drive holds is unknown (1) until a snapshot's copy is found to extend
+	 * it (Drive's md5 of that prefix, cfs_vfs_snap_check); 2: it does not
+	 * (rewritten: uploaded at its close); 0: known */
+	int drive_unknown;
 	struct cfs_wsnap *snap; /* NULL until the first snapshot */
 	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
 };
@@ -539,6 +544,15 @@ int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_
  * a descriptor of its bytes (*fd, the caller closes).  w->sending is set.
  * 0 or -errno (w->sending cleared). */
 int cfs_vfs_snap_take(struct cfs_vfs *v, struct cfs_wfile *w, struct cfs_jent *j, int *fd);
+/* For a file whose Drive state is unknown (drive_unknown 1): whether the
+ * snapshot's bytes (fd, size) extend what Drive holds (its size and md5,
+ * asked now; nothing for a new file).  1 yes, 0 no (not uploaded while open,
+ * drive_unknown 2), -errno when Drive could not be asked (tried again).
+ * Lock not held. */
+int cfs_vfs_snap_check(struct cfs_vfs *v, const struct cfs_jent *j, int fd, int64_t size);
+/* A snapshot taken but not sent (cfs_vfs_snap_check said no, or failed):
+ * the row no longer names its copy, w->sending cleared. */
+void cfs_vfs_snap_abandon(struct cfs_vfs *v, struct cfs_wfile *w);
 /* The snapshot's upload ended: rc 0 (in Drive), conflict (went to a copy). */
 void cfs_vfs_snap_done(struct cfs_vfs *v, struct cfs_wfile *w, int rc, int conflict);
 /* An upload of the snapshot confirmed bytes of session uri. */

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "crypto.h"
 #include "err.h"
 #include "log.h"
 #include "staging.h"
@@ -76,6 +77,57 @@ void cfs_vfs_snap_sent(struct cfs_wfile *w, int64_t size)
 	w->lo_drive = w->lo_take;
 	w->rw_drive = w->rw_take;
 	w->drive_size = size;
+	w->drive_unknown = 0; /* Drive holds what this upload sent */
+}
+
+int cfs_vfs_snap_check(struct cfs_vfs *v, const struct cfs_jent *j, int fd, int64_t size)
+{
+	struct cfs_file_meta m;
+	int rc = v->w.d.get(v->w.d.arg, j->id, &m);
+	if (rc == -ENOENT) /* a new file no upload reached: Drive has nothing */
+		return j->is_new ? 1 : 0;
+	if (rc)
+		return rc;
+	int ok = !m.trashed && m.size >= 0 && m.size <= size && m.md5[0];
+	int64_t len = m.size;
+	char want[33];
+	snprintf(want, sizeof(want), "%s", m.md5);
+	cfs_file_meta_cleanup(&m);
+	struct cfs_digest *d = NULL;
+	char *buf = ok ? malloc(1 << 20) : NULL;
+	if (ok && (!buf || cfs_digest_new("md5", &d)))
+		ok = 0;
+	for (int64_t off = 0; ok && off < len;) {
+		size_t got = 0;
+		size_t n = len - off < (1 << 20) ? (size_t)(len - off) : (size_t)1 << 20;
+		ok = !cfs_staging_pread(fd, off, buf, n, &got) && got == n &&
+		     !cfs_digest_update(d, buf, got);
+		off += (int64_t)got;
+	}
+	char hex[65];
+	if (d && ok)
+		ok = !cfs_digest_final_hex(d, hex, sizeof(hex)) && strcmp(hex, want) == 0;
+	else
+		cfs_digest_free(d);
+	free(buf);
+	CFS_INFO("\"%s\" held open across a restart: Drive's %" PRId64 " bytes %s; %s", j->name,
+		 len, ok ? "are the start of its bytes" : "are not the start of its bytes",
+		 ok ? "uploaded while open again" : "uploaded at its close");
+	return ok;
+}
+
+void cfs_vfs_snap_abandon(struct cfs_vfs *v, struct cfs_wfile *w)
+{
+	struct cfs_wsnap *s = w->snap;
+	if (s) {
+		s->sending = 0;
+		s->valid = 0; /* the row must not name it: a crash would send it */
+		s->uri[0] = '\0';
+	}
+	w->sending = 0;
+	if (!w->unlinked && cfs_vfs_w_put(v, w, NULL))
+		CFS_WARN("journal: cannot record that %s's snapshot is not sent", w->j.id);
+	pthread_cond_broadcast(&v->w.cond);
 }
 
 /* Held open for writing: only a snapshot of its bytes may go while it stays
@@ -100,7 +152,9 @@ int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_
 	 * pages) is not complete before its close: Drive keeps the old bytes
 	 * until then.  Only a file appended to since Drive's version (a log,
 	 * new or not) goes while open. */
-	if (w->lo_drive < w->drive_size || w->rw_drive)
+	if ((w->lo_drive < w->drive_size || w->rw_drive) && w->drive_unknown != 1)
+		return 0;
+	if (w->drive_unknown == 2)
 		return 0;
 	if (!cfs_upq_may(&w->rq, now, next))
 		return 0;

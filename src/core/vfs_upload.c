@@ -706,6 +706,21 @@ static void *uploader(void *arg)
 				continue;
 			}
 			s.gen = w->sending;
+			if (w->drive_unknown == 1) { /* taken up after a restart */
+				pthread_mutex_unlock(&v->w.lock);
+				int ok = cfs_vfs_snap_check(v, j, s.fd, j->size);
+				pthread_mutex_lock(&v->w.lock);
+				if (ok != 1) {
+					cfs_vfs_snap_abandon(v, w);
+					if (ok == 0)
+						w->drive_unknown = 2;
+					else
+						cfs_upq_fail(&w->rq, ok, cfs_vfs_w_now(v), w_rand(v));
+					close(s.fd);
+					free(j);
+					continue;
+				}
+			}
 		} else if (j && (s.fd = dup(w->fd)) >= 0) {
 			*j = w->j;
 			w->sending = s.gen;
@@ -945,6 +960,7 @@ int cfs_vfs_w_resume(struct cfs_vfs *v, int fresh_mount, const char *owner)
 		w->lo_drive = 0;
 		w->lo_take = INT64_MAX;
 		w->rw_drive = 1;
+		w->drive_unknown = 1; /* still open: the first snapshot asks Drive */
 		w->ino = ino;
 		w->gen = w->journaled = 1;
 		if (w->j.state == CFS_JSTATE_TORN ||

@@ -9,6 +9,7 @@ bytes, that `colabfs sync` does not wait for a close that never comes, and that
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -207,6 +208,41 @@ def test_log_of_a_process_that_runs_commands(mount_factory, oemu, capsys):
     H.report(capsys, "write-open", "interval 2 s, a command every 0.3 s: marker line in Drive "
              "%.2f s after its write (%d commands meanwhile); the quiet log whole in Drive "
              "before its close" % (lag, n_cmds))
+
+
+def test_log_held_open_across_a_server_restart(mount_factory, oemu, capsys):
+    """The server is killed (an out-of-memory kill) while a log is held open and written: the
+    restarted server does not know what Drive holds, asks it at the next snapshot (Drive's md5
+    of that prefix), and uploads the log while open again (it never did before: the rest of the
+    run reached Drive only at the close)."""
+    m = mount_factory.new(oemu, extra=["--upload-open-files=3"], name="orst")  # default write-back delay
+    log = Appender(m.path("kept.log")).start()
+    try:
+        H.wait_until(lambda: drive_bytes(oemu, "kept.log"), 15, interval=0.05,
+                     what="a first version in Drive")
+
+        def idle():  # no upload on its way: the restarted server takes up none
+            st = json.loads(os.getxattr(m.path(), "user.colabfs.stats").decode().rstrip("\0"))
+            return st["uploads_in_flight"] == 0
+        H.wait_until(idle, 10, interval=0.01, what="no upload in flight")
+        old = H.serve_pid(m.pid)  # m.pid: the supervisor (colabfs mount), the server its child
+        assert old, "no server under supervisor %r" % m.pid
+        os.kill(old, signal.SIGKILL)
+        H.wait_until(lambda: H.serve_pid(m.pid) not in (None, old), 30, what="a new server")
+        H.wait_until(lambda: len(log.lines) >= 40, 10, what="lines after the restart")
+        with log.lock:
+            t_mark, mark = log.lines[-1]
+        H.wait_until(lambda: mark in (drive_bytes(oemu, "kept.log") or b""), 20, interval=0.05,
+                     what="a line written after the restart in Drive while open")
+        lag = time.monotonic() - t_mark
+        assert log.written().startswith(drive_bytes(oemu, "kept.log"))
+    finally:
+        log.finish()
+    final = log.written()
+    log.close()
+    H.wait_until(lambda: drive_bytes(oemu, "kept.log") == final, 30, what="the final bytes")
+    H.report(capsys, "write-open", "server killed while a log was held open: a line written "
+             "after the restart in Drive %.2f s later, still open" % lag)
 
 
 def sync(m, timeout=30):

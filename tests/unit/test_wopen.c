@@ -549,6 +549,61 @@ static void test_flushes_of_a_childs_copy_keep_the_interval(void)
 	rig_down(&r);
 }
 
+/* A file of n bytes: log's first keep bytes, then changed ones. */
+static int temp_with(struct rig *r, const char *log, size_t keep, size_t n)
+{
+	char p[300];
+	snprintf(p, sizeof(p), "%s/probe-XXXXXX", r->dir);
+	int fd = mkstemp(p);
+	CHECK(fd >= 0);
+	unlink(p);
+	char b[256];
+	for (size_t i = 0; i < n && i < sizeof(b); i++)
+		b[i] = i < keep ? log[i] : (char)('a' + i % 26);
+	CHECK_EQ(pwrite(fd, b, n, 0), (ssize_t)n);
+	return fd;
+}
+
+/* A server restarted under a file held open asks Drive whether a snapshot
+ * extends what Drive holds (cfs_vfs_snap_check): only bytes whose start is
+ * Drive's file (its md5) go while open; a file rewritten in place waits for
+ * its close, never a torn copy over Drive's. */
+static void test_restart_check_against_drive(void)
+{
+	struct rig r;
+	char log[10 * 10];
+	uint64_t ino, fh;
+	log_rig(&r, log, &ino, &fh);
+	CHECK_EQ(rig_close(&r, ino, fh), 0);
+	CHECK(rig_wait(&r, rig_no_pending, NULL));
+	struct wfake_file *f = wfake_find(&r.fk, "ROOT", "train.log");
+	CHECK(f != NULL);
+	struct cfs_jent j = { 0 };
+	snprintf(j.id, sizeof(j.id), "%s", f ? f->id : "?");
+	snprintf(j.name, sizeof(j.name), "train.log");
+	int grown = temp_with(&r, log, 100, 150), same = temp_with(&r, log, 100, 100);
+	int edited = temp_with(&r, log, 40, 150), shorter = temp_with(&r, log, 60, 60);
+	CHECK_EQ(cfs_vfs_snap_check(r.v, &j, grown, 150), 1);
+	CHECK_EQ(cfs_vfs_snap_check(r.v, &j, same, 100), 1);
+	CHECK_EQ(cfs_vfs_snap_check(r.v, &j, edited, 150), 0); /* a byte at 40 rewritten */
+	CHECK_EQ(cfs_vfs_snap_check(r.v, &j, shorter, 60), 0);
+	/* not in Drive: a new file's nothing is a prefix; an old one's is not known */
+	snprintf(j.id, sizeof(j.id), "fid-none");
+	j.is_new = 1;
+	CHECK_EQ(cfs_vfs_snap_check(r.v, &j, grown, 150), 1);
+	j.is_new = 0;
+	CHECK_EQ(cfs_vfs_snap_check(r.v, &j, grown, 150), 0);
+	/* Drive cannot be asked: an error, tried again later */
+	snprintf(j.id, sizeof(j.id), "%s", f ? f->id : "?");
+	wfake_fail(&r.fk, WF_GET, CFS_E_NET);
+	CHECK(cfs_vfs_snap_check(r.v, &j, grown, 150) < 0);
+	close(grown);
+	close(same);
+	close(edited);
+	close(shorter);
+	rig_down(&r);
+}
+
 int main(void)
 {
 	test_log_reaches_drive_while_open();
@@ -563,5 +618,6 @@ int main(void)
 	test_close_supersedes_a_snapshot_upload();
 	test_fsync_during_a_snapshot_upload();
 	test_flushes_of_a_childs_copy_keep_the_interval();
+	test_restart_check_against_drive();
 	return check_done("test_wopen");
 }
