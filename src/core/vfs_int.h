@@ -550,6 +550,9 @@ int cfs_vfs_snap_take(struct cfs_vfs *v, struct cfs_wfile *w, struct cfs_jent *j
  * drive_unknown 2), -errno when Drive could not be asked (tried again).
  * Lock not held. */
 int cfs_vfs_snap_check(struct cfs_vfs *v, const struct cfs_jent *j, int fd, int64_t size);
+/* The md5 (hex) of the first len bytes of staged file fd: 0, -ESTALE when it
+ * is shorter, or -errno (vfs_upload.c). */
+int cfs_vfs_staged_md5(int fd, int64_t len, char hex[33]);
 /* A snapshot taken but not sent (cfs_vfs_snap_check said no, or failed):
  * the row no longer names its copy, w->sending cleared. */
 void cfs_vfs_snap_abandon(struct cfs_vfs *v, struct cfs_wfile *w);

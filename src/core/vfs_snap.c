@@ -31,7 +31,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "crypto.h"
 #include "err.h"
 #include "log.h"
 #include "staging.h"
@@ -90,26 +89,9 @@ int cfs_vfs_snap_check(struct cfs_vfs *v, const struct cfs_jent *j, int fd, int6
 		return rc;
 	int ok = !m.trashed && m.size >= 0 && m.size <= size && m.md5[0];
 	int64_t len = m.size;
-	char want[33];
-	snprintf(want, sizeof(want), "%s", m.md5);
+	char hex[33];
+	ok = ok && cfs_vfs_staged_md5(fd, len, hex) == 0 && strcmp(hex, m.md5) == 0;
 	cfs_file_meta_cleanup(&m);
-	struct cfs_digest *d = NULL;
-	char *buf = ok ? malloc(1 << 20) : NULL;
-	if (ok && (!buf || cfs_digest_new("md5", &d)))
-		ok = 0;
-	for (int64_t off = 0; ok && off < len;) {
-		size_t got = 0;
-		size_t n = len - off < (1 << 20) ? (size_t)(len - off) : (size_t)1 << 20;
-		ok = !cfs_staging_pread(fd, off, buf, n, &got) && got == n &&
-		     !cfs_digest_update(d, buf, got);
-		off += (int64_t)got;
-	}
-	char hex[65];
-	if (d && ok)
-		ok = !cfs_digest_final_hex(d, hex, sizeof(hex)) && strcmp(hex, want) == 0;
-	else
-		cfs_digest_free(d);
-	free(buf);
 	CFS_INFO("\"%s\" held open across a restart: Drive's %" PRId64 " bytes %s; %s", j->name,
 		 len, ok ? "are the start of its bytes" : "are not the start of its bytes",
 		 ok ? "uploaded while open again" : "uploaded at its close");

@@ -158,9 +158,7 @@ enum { SAME = 0, CHANGED = 1, GONE = 2, ALREADY = 3 };
 /* send_one: nothing to send, the file left the namespace here (not an error) */
 #define SKIPPED 1
 
-/* Whether the Drive file changed since the writer's base revision. */
-/* The md5 (hex) of the first len bytes of staged file fd. */
-static int staged_md5(int fd, int64_t len, char hex[33])
+int cfs_vfs_staged_md5(int fd, int64_t len, char hex[33])
 {
 	struct cfs_digest *g = NULL;
 	char *buf = malloc(1u << 20);
@@ -204,7 +202,7 @@ static int check_base(struct cfs_vfs *v, const struct send *s, const struct cfs_
 	if (m.trashed)
 		*state = GONE;
 	else if (j->base_rev[0] && strcmp(rev, j->base_rev) != 0)
-		*state = m.md5[0] && m.size == j->size && staged_md5(s->fd, j->size, md5) == 0 &&
+		*state = m.md5[0] && m.size == j->size && cfs_vfs_staged_md5(s->fd, j->size, md5) == 0 &&
 				 strcmp(md5, m.md5) == 0
 			 ? ALREADY : CHANGED;
 	if (*state == ALREADY)
@@ -590,9 +588,10 @@ static void finish(struct cfs_vfs *v, struct cfs_wfile *w, int rc, uint64_t gen,
 		pthread_cond_broadcast(&v->w.cond);
 		return;
 	}
-	if (rc == -ESTALE && w->gen != gen) {
-		/* the staged bytes changed under the upload: not a failure, the
-		 * newer version goes next */
+	if (rc == -ESTALE && (w->gen != gen || w->writing)) {
+		/* the staged bytes changed under the upload, or a write was in
+		 * progress (read_staged): not a failure, the newer version goes
+		 * next */
 		CFS_DEBUG("upload of %s: superseded by a newer version", j->name);
 		pthread_cond_broadcast(&v->w.cond);
 		return;

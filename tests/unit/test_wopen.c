@@ -513,11 +513,11 @@ static void test_flushes_of_a_childs_copy_keep_the_interval(void)
 	char log[10 * 100];
 	uint64_t ino, fh;
 	log_rig(&r, log, &ino, &fh);
-	/* a line and a child's FLUSH every 10 s: six of them, then the minute */
+	/* a line and a child's FLUSH every 10 s: six of them, the minute */
 	for (int k = 10; k < 16; k++) {
+		append_line(&r, ino, fh, k, log);
 		CHECK_EQ(cfs_vfs_flush(r.v, ino, fh), 0);
 		rig_advance(&r, 10 * 1000);
-		append_line(&r, ino, fh, k, log);
 	}
 	rig_advance(&r, 1000);
 	CHECK(rig_wait_uploads(&r, 1));
