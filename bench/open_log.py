@@ -2,7 +2,8 @@
 """A log held open for the whole run (issue 23 item 3): what --upload-open-files costs and buys.
 
     /usr/bin/python3 bench/open_log.py [--log-mib 100] [--minutes 10] [--intervals 60,0]
-                                       [--ttfb-ms 200] [--workdir /var/tmp] [--keep] [--json FILE]
+                                       [--ttfb-ms 200] [--mount-opt=OPT ...] [--workdir /var/tmp]
+                                       [--keep] [--json FILE]
 
 One emulator (--ttfb-ms to the first byte of media and --api-latency-ms the same on every other
 call, as from Colab), one mount per interval, all at once.  On each mount a writer process (not
@@ -89,11 +90,13 @@ def main(argv=None):
     ap.add_argument("--workdir", default="/var/tmp")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--mount-opt", action="append", default=[],
+                    help="another mount option, repeatable (--mount-opt=--recovery=forward)")
     a = ap.parse_args(argv)
     total = int(a.log_mib * MiB)
     seconds = a.minutes * 60
     intervals = [int(x) for x in a.intervals.split(",") if x != ""]
-    b = R.Side(a.keep)
+    b = R.Side(a.keep, a.mount_opt)
     rows = []
 
     def body():

@@ -122,9 +122,10 @@ struct cfs_wfile {
 	int64_t drive_size, lo_drive, lo_take;
 	int rw_drive, rw_take;
 	/* taken up from the journal by a restarted server, still open: what
-	 * Drive holds is unknown (1) until a snapshot's copy is found to extend
-	 * it (Drive's md5 of that prefix, cfs_vfs_snap_check); 2: it does not
-	 * (rewritten: uploaded at its close); 0: known */
+	 * Drive holds is unknown until the first snapshot's copy is checked
+	 * against it (Drive's md5 of that prefix, cfs_vfs_snap_check); found
+	 * not to extend it, it stays out of snapshots (rw_drive) until its
+	 * close's upload */
 	int drive_unknown;
 	struct cfs_wsnap *snap; /* NULL until the first snapshot */
 	struct cfs_jent j;      /* the journal entry (its size and mtime are current) */
@@ -544,10 +545,10 @@ int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_
  * a descriptor of its bytes (*fd, the caller closes).  w->sending is set.
  * 0 or -errno (w->sending cleared). */
 int cfs_vfs_snap_take(struct cfs_vfs *v, struct cfs_wfile *w, struct cfs_jent *j, int *fd);
-/* For a file whose Drive state is unknown (drive_unknown 1): whether the
+/* For a file whose Drive state is unknown (drive_unknown): whether the
  * snapshot's bytes (fd, size) extend what Drive holds (its size and md5,
  * asked now; nothing for a new file).  1 yes, 0 no (not uploaded while open,
- * drive_unknown 2), -errno when Drive could not be asked (tried again).
+ * drive_unknown cleared), -errno when Drive could not be asked (tried again).
  * Lock not held. */
 int cfs_vfs_snap_check(struct cfs_vfs *v, const struct cfs_jent *j, int fd, int64_t size);
 /* The md5 (hex) of the first len bytes of staged file fd: 0, -ESTALE when it

@@ -134,9 +134,7 @@ int cfs_vfs_snap_due(struct cfs_vfs *v, struct cfs_wfile *w, int64_t now, int64_
 	 * pages) is not complete before its close: Drive keeps the old bytes
 	 * until then.  Only a file appended to since Drive's version (a log,
 	 * new or not) goes while open. */
-	if ((w->lo_drive < w->drive_size || w->rw_drive) && w->drive_unknown != 1)
-		return 0;
-	if (w->drive_unknown == 2)
+	if ((w->lo_drive < w->drive_size || w->rw_drive) && !w->drive_unknown)
 		return 0;
 	if (!cfs_upq_may(&w->rq, now, next))
 		return 0;

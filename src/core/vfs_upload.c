@@ -705,14 +705,15 @@ static void *uploader(void *arg)
 				continue;
 			}
 			s.gen = w->sending;
-			if (w->drive_unknown == 1) { /* taken up after a restart */
+			if (w->drive_unknown) { /* taken up after a restart */
 				pthread_mutex_unlock(&v->w.lock);
 				int ok = cfs_vfs_snap_check(v, j, s.fd, j->size);
 				pthread_mutex_lock(&v->w.lock);
 				if (ok != 1) {
 					cfs_vfs_snap_abandon(v, w);
-					if (ok == 0)
-						w->drive_unknown = 2;
+					if (ok == 0) /* known now: not a prefix, so
+						      * rw_drive keeps it for the close */
+						w->drive_unknown = 0;
 					else
 						cfs_upq_fail(&w->rq, ok, cfs_vfs_w_now(v), w_rand(v));
 					close(s.fd);

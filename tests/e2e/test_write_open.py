@@ -167,6 +167,14 @@ def test_log_held_open_reaches_drive_within_the_interval(mount_factory, oemu, ca
     assert st["uploads_open_total"] >= 3, st["uploads_open_total"]
 
 
+def marker_lag(oemu, log, name, timeout, what):
+    """Seconds from the writing of the log's last line so far to Drive's copy of name holding it."""
+    with log.lock:
+        t_mark, mark = log.lines[-1]
+    H.wait_until(lambda: mark in (drive_bytes(oemu, name) or b""), timeout, interval=0.05, what=what)
+    return time.monotonic() - t_mark
+
+
 def test_log_of_a_process_that_runs_commands(mount_factory, oemu, capsys):
     """The writer runs commands meanwhile (a notebook's `!nvidia-smi`, a script's subprocess):
     each child closes its copy of the descriptor at its exec, a FLUSH of the log while the
@@ -187,11 +195,7 @@ def test_log_of_a_process_that_runs_commands(mount_factory, oemu, capsys):
     runner.start()
     try:
         H.wait_until(lambda: len(log.lines) >= 20, 10, what="20 lines written")
-        with log.lock:
-            t_mark, mark = log.lines[-1]
-        H.wait_until(lambda: mark in (drive_bytes(oemu, "cmd.log") or b""), 15, interval=0.05,
-                     what="the marker line in Drive while commands run")
-        lag = time.monotonic() - t_mark
+        lag = marker_lag(oemu, log, "cmd.log", 15, "the marker line in Drive while commands run")
         log.finish()
         stop.set()
         runner.join(10)
@@ -230,11 +234,8 @@ def test_log_held_open_across_a_server_restart(mount_factory, oemu, capsys):
         os.kill(old, signal.SIGKILL)
         H.wait_until(lambda: H.serve_pid(m.pid) not in (None, old), 30, what="a new server")
         H.wait_until(lambda: len(log.lines) >= 40, 10, what="lines after the restart")
-        with log.lock:
-            t_mark, mark = log.lines[-1]
-        H.wait_until(lambda: mark in (drive_bytes(oemu, "kept.log") or b""), 20, interval=0.05,
-                     what="a line written after the restart in Drive while open")
-        lag = time.monotonic() - t_mark
+        lag = marker_lag(oemu, log, "kept.log", 20,
+                         "a line written after the restart in Drive while open")
         assert log.written().startswith(drive_bytes(oemu, "kept.log"))
     finally:
         log.finish()
