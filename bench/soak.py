@@ -58,7 +58,7 @@ FAULTS = [
     "kind=upload.chunk,status=500,prob=0.05",
     "kind=upload.chunk,reset_in_body=262144,prob=0.03",
 ]
-STATS = ("cache_used_bytes", "drive_retries_total", "drive_errors_total", "uploads_total",
+STATS = ("cache_used_bytes", "cache_files", "drive_retries_total", "drive_errors_total", "uploads_total",
          "uploads_bytes_total", "uploads_open_total")
 
 
@@ -308,13 +308,14 @@ def main(argv=None):
     print("colabfs soak: %s; host %d CPUs, load %s" % (
         " ".join(["bench/soak.py"] + (argv or sys.argv[1:])), os.cpu_count(),
         " ".join(open("/proc/loadavg").read().split()[:3])))
-    print("%7s %9s %5s %7s %8s %9s %9s %8s %9s" % ("t s", "RSS MiB", "fds", "threads", "CPU s",
-                                                     "cache MiB", "retries", "uploads", "log ups"))
+    print("%7s %9s %5s %7s %8s %9s %7s %9s %8s %9s" % (
+        "t s", "RSS MiB", "fds", "threads", "CPU s", "cache MiB", "files", "retries", "uploads",
+        "log ups"))
     for i, r in enumerate(rows):
         if i % a.every == 0 or i == len(rows) - 1:
-            print("%7.0f %9.1f %5d %7d %8.1f %9.1f %9d %8d %9d" % (
+            print("%7.0f %9.1f %5d %7d %8.1f %9.1f %7d %9d %8d %9d" % (
                 r["t"], r["rss"] / MiB, r["fds"], r["threads"], r["cpu"], r["cache_used_bytes"] / MiB,
-                r["drive_retries_total"], r["uploads_total"], r["uploads_open_total"]))
+                r["cache_files"], r["drive_retries_total"], r["uploads_total"], r["uploads_open_total"]))
     print("(CPU s, retries, uploads and log ups, the uploads of files while open, are the server's "
           "own: they start again at 0 in a restarted server)")
     half = [r for r in rows if r["t"] >= rows[-1]["t"] / 2]

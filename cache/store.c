@@ -155,8 +155,9 @@ static uint64_t store_cap(const struct cfs_store *s)
 }
 
 /* Reserves a free slot of class cls within the budget, evicting LRU blocks
- * first if needed.  -ENOSPC when the budget cannot be met. */
-static int reserve(struct cfs_store *s, int cls, uint64_t *slot)
+ * first if needed (not for a cold put).  -ENOSPC when the budget cannot be
+ * met. */
+static int reserve(struct cfs_store *s, int cls, int cold, uint64_t *slot)
 {
 	struct cfs_arena *a = &s->ar.a[cls];
 	struct cfs_tent *v[EVICT_BATCH];
@@ -173,7 +174,7 @@ static int reserve(struct cfs_store *s, int cls, uint64_t *slot)
 			pthread_mutex_unlock(&s->mu);
 			break;
 		}
-		size_t n = take_lru(s, s->used + a->size - cap, v, EVICT_BATCH);
+		size_t n = cold ? 0 : take_lru(s, s->used + a->size - cap, v, EVICT_BATCH);
 		pthread_mutex_unlock(&s->mu);
 		if (!n) {
 			rc = -ENOSPC;
@@ -199,7 +200,7 @@ static void unreserve(struct cfs_store *s, int cls, uint64_t slot)
 /* Commits the row of a written slot and makes it visible, replacing the
  * block's previous entry. */
 static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls, uint64_t slot,
-		   uint32_t len, uint32_t crc)
+		   uint32_t len, uint32_t crc, int cold)
 {
 	struct cfs_fmt_row row = { .cls = (uint8_t)cls, .len = len, .crc = crc, .slot = slot };
 	struct cfs_tent *e, *old = NULL;
@@ -233,7 +234,7 @@ static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls
 		e->gen = row.gen;
 		e->verified = 1; /* we wrote it; the crc guards the next open */
 		s->st.counted_blocks -= (uint64_t)cfs_heat_reset(&s->heat, (unsigned)cls, slot);
-		cfs_table_link(&s->tab, e, 0);
+		cfs_table_link(&s->tab, e, cold);
 		s->st.puts++;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -243,8 +244,8 @@ static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls
 	return rc;
 }
 
-int cfs_store_put(struct cfs_store *s, const char *key, uint64_t block, const void *data,
-		  uint32_t len)
+static int put(struct cfs_store *s, const char *key, uint64_t block, const void *data,
+	       uint32_t len, int cold)
 {
 	uint32_t crc;
 	uint64_t slot;
@@ -257,15 +258,15 @@ int cfs_store_put(struct cfs_store *s, const char *key, uint64_t block, const vo
 		return -ENOSPC;
 	crc = cfs_crc32c(0, data, len);
 	for (;;) {
-		if ((rc = reserve(s, cls, &slot)) != 0)
+		if ((rc = reserve(s, cls, cold, &slot)) != 0)
 			return rc;
 		rc = cfs_arena_write(&s->ar.a[cls], slot, data, len);
 		if (rc == 0)
-			rc = publish(s, key, block, cls, slot, len, crc);
+			rc = publish(s, key, block, cls, slot, len, crc, cold);
 		if (rc == 0)
 			return 0;
 		unreserve(s, cls, slot);
-		if (rc != -ENOSPC)
+		if (rc != -ENOSPC || cold)
 			return rc;
 		/* The file system (or the index map) is full: make room, retry. */
 		uint64_t freed = 0, blocks = 0;
@@ -278,6 +279,18 @@ int cfs_store_put(struct cfs_store *s, const char *key, uint64_t block, const vo
 		if (!freed)
 			return -ENOSPC;
 	}
+}
+
+int cfs_store_put(struct cfs_store *s, const char *key, uint64_t block, const void *data,
+		  uint32_t len)
+{
+	return put(s, key, block, data, len, 0);
+}
+
+int cfs_store_put_cold(struct cfs_store *s, const char *key, uint64_t block, const void *data,
+		       uint32_t len)
+{
+	return put(s, key, block, data, len, 1);
 }
 
 int cfs_store_evict_to(struct cfs_store *s, uint64_t target, uint64_t *freed_bytes,
@@ -489,24 +502,74 @@ uint64_t cfs_store_cached_bytes(struct cfs_store *s, const char *key)
 	return v;
 }
 
-int cfs_store_hold(struct cfs_store *s, const char *key)
+/* A hold (keep) or a use begins. */
+static int ref(struct cfs_store *s, const char *key, int keep)
 {
 	int rc;
 	if (!s || !key_ok(key))
 		return -EINVAL;
 	pthread_mutex_lock(&s->mu);
-	rc = cfs_table_hold(&s->tab, key);
+	rc = keep ? cfs_table_hold(&s->tab, key) : cfs_table_use(&s->tab, key);
 	pthread_mutex_unlock(&s->mu);
 	return rc;
 }
 
-void cfs_store_release(struct cfs_store *s, const char *key)
+int cfs_store_hold(struct cfs_store *s, const char *key)
+{
+	return ref(s, key, 1);
+}
+
+int cfs_store_retire(struct cfs_store *s, const char *key, uint64_t *freed_bytes)
+{
+	struct cfs_tent *v[EVICT_BATCH];
+	uint64_t bytes = 0;
+	int rc = 0;
+
+	if (freed_bytes)
+		*freed_bytes = 0;
+	if (!s || !key_ok(key))
+		return -EINVAL;
+	pthread_mutex_lock(&s->wmu);
+	for (;;) {
+		pthread_mutex_lock(&s->mu);
+		size_t n = cfs_table_retire(&s->tab, key, v, EVICT_BATCH);
+		if (n)
+			s->st.retired += n;
+		pthread_mutex_unlock(&s->mu);
+		if (!n || (rc = evict_commit(s, v, n, &bytes, NULL)) != 0)
+			break;
+	}
+	pthread_mutex_unlock(&s->wmu);
+	if (freed_bytes)
+		*freed_bytes = bytes;
+	return rc;
+}
+
+/* The end of a hold (keep) or a use: a retired key goes with the last. */
+static void unref(struct cfs_store *s, const char *key, int keep)
 {
 	if (!s || !key_ok(key))
 		return;
 	pthread_mutex_lock(&s->mu);
-	cfs_table_release(&s->tab, key);
+	int again = keep ? cfs_table_release(&s->tab, key) : cfs_table_unuse(&s->tab, key);
 	pthread_mutex_unlock(&s->mu);
+	if (again)
+		cfs_store_retire(s, key, NULL);
+}
+
+void cfs_store_release(struct cfs_store *s, const char *key)
+{
+	unref(s, key, 1);
+}
+
+int cfs_store_use(struct cfs_store *s, const char *key)
+{
+	return ref(s, key, 0);
+}
+
+void cfs_store_unuse(struct cfs_store *s, const char *key)
+{
+	unref(s, key, 0);
 }
 
 void cfs_store_stats(struct cfs_store *s, struct cfs_store_stats *out)

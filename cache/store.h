@@ -5,9 +5,14 @@
  * be shorter); each goes into the smallest size class that holds it
  * (classes.h: eight per doubling from 64 B, so a slot wastes at most 1/8 of
  * itself above 512 B), and the budget counts class sizes, so it matches what
- * the arenas really occupy.  A put that would exceed the budget first evicts the least
- * recently used blocks; blocks being read (pinned) and blocks of held keys
- * (cfs_store_hold) are never evicted by it.  When the file system is full
+ * the arenas really occupy.  A put that would exceed the budget first evicts
+ * the least recently used blocks; blocks being read (pinned) and blocks of
+ * held keys (cfs_store_hold) are never evicted by it.  Blocks put cold
+ * (cfs_store_put_cold: a file just uploaded) take only free room and go
+ * first.  A key whose content is no file's any more (a replaced revision, a
+ * removed file) is retired (cfs_store_retire): its blocks go at once, or
+ * when the last open file that holds or uses it is done.  When the file
+ * system is full
  * (ENOSPC on tmpfs) or the index map cannot grow, the put evicts more and
  * tries again, and fails with -ENOSPC only when nothing is left to evict: the
  * caller then serves the bytes uncached.  Every block carries a crc32c,
@@ -126,6 +131,13 @@ int cfs_store_read(struct cfs_store *s, const char *key, uint64_t block, uint32_
  * -ENOSPC. */
 int cfs_store_put(struct cfs_store *s, const char *key, uint64_t block, const void *data,
 		  uint32_t len);
+/* Like cfs_store_put, but the block is cold: it takes only free room (it
+ * evicts nothing: -ENOSPC when the budget is full) and joins the LRU at its
+ * oldest end, the first to go unless it is read.  For bytes cached on the
+ * chance they are read (a file just uploaded): they never push out blocks
+ * that were read. */
+int cfs_store_put_cold(struct cfs_store *s, const char *key, uint64_t block, const void *data,
+		       uint32_t len);
 /* Evicts every block whose key starts with prefix ("1AbC...@" = all revisions
  * of a file; "" = everything), pinned ones included (their slots are freed
  * when the last reader is done).  freed_* (either may be NULL) report blocks
@@ -148,6 +160,17 @@ int cfs_store_has(struct cfs_store *s, const char *key, uint64_t block);
  * cfs_store_hold needs one cfs_store_release. */
 int cfs_store_hold(struct cfs_store *s, const char *key);
 void cfs_store_release(struct cfs_store *s, const char *key);
+/* Uses a key without holding it (an open file too large to hold): its
+ * blocks stay on the LRU, but a retirement waits for the last use.  Each
+ * cfs_store_use needs one cfs_store_unuse. */
+int cfs_store_use(struct cfs_store *s, const char *key);
+void cfs_store_unuse(struct cfs_store *s, const char *key);
+/* The key's content is no file's any more (a revision replaced, a file
+ * removed): its blocks are evicted now when no hold or use has it, else
+ * when the last hold or use goes (blocks put under it meanwhile join the
+ * LRU's oldest end).  freed_bytes (may be NULL): slot bytes freed now.
+ * 0 also for a key with no blocks. */
+int cfs_store_retire(struct cfs_store *s, const char *key, uint64_t *freed_bytes);
 
 struct cfs_store_stats {
 	uint64_t used_bytes;     /* slot bytes in use (class sizes), <= budget */
@@ -156,6 +179,7 @@ struct cfs_store_stats {
 	uint64_t blocks, keys;   /* blocks cached, keys with at least one */
 	uint64_t hits, misses, puts;
 	uint64_t evictions, evicted_bytes; /* blocks and slot bytes evicted */
+	uint64_t retired;        /* blocks of those evicted by cfs_store_retire */
 	uint64_t crc_failures, enospc_retries;
 	uint64_t arena_bytes;    /* size of the arena files (sparse) */
 	uint64_t counted_blocks; /* blocks with an access count in heat.dat (heat.h) */

@@ -204,7 +204,7 @@ void cfs_table_link(struct cfs_table *t, struct cfs_tent *e, int old)
 		t->klive++;
 	k->bytes += e->len;
 	if (!k->holds)
-		lru_insert(t, e, old);
+		lru_insert(t, e, old || k->retired);
 	e->state = CFS_TENT_LIVE;
 }
 
@@ -260,15 +260,66 @@ int cfs_table_hold(struct cfs_table *t, const char *key)
 	return 0;
 }
 
-void cfs_table_release(struct cfs_table *t, const char *key)
+/* 1 when k is retired and free now (before the reference goes). */
+static int retired_free(const struct cfs_tkey *k)
+{
+	return k->retired && !k->holds && !k->users && k->nblocks;
+}
+
+int cfs_table_release(struct cfs_table *t, const char *key)
 {
 	struct cfs_tkey *k = cfs_table_key(t, key);
 	if (!k || !k->holds)
-		return;
+		return 0;
 	if (!--k->holds)
 		for (struct cfs_tent *e = k->first; e; e = e->knext)
-			lru_insert(t, e, 0);
+			lru_insert(t, e, k->retired);
+	int again = retired_free(k);
 	key_unref(t, k);
+	return again;
+}
+
+int cfs_table_use(struct cfs_table *t, const char *key)
+{
+	struct cfs_tkey *k = key_get(t, key);
+	if (!k)
+		return -ENOMEM;
+	k->refs++;
+	k->users++;
+	return 0;
+}
+
+int cfs_table_unuse(struct cfs_table *t, const char *key)
+{
+	struct cfs_tkey *k = cfs_table_key(t, key);
+	if (!k || !k->users)
+		return 0;
+	k->users--;
+	int again = retired_free(k);
+	key_unref(t, k);
+	return again;
+}
+
+size_t cfs_table_retire(struct cfs_table *t, const char *key, struct cfs_tent **out, size_t max)
+{
+	struct cfs_tkey *k = cfs_table_key(t, key);
+	size_t n = 0;
+	if (!k)
+		return 0;
+	if (k->holds || k->users) {
+		if (!k->retired && !k->holds)
+			for (struct cfs_tent *e = k->first; e; e = e->knext) {
+				lru_remove(e);
+				lru_insert(t, e, 1);
+			}
+		k->retired = 1;
+		return 0;
+	}
+	while (k->first && n < max) {
+		out[n] = k->first;
+		cfs_table_unlink(t, out[n++], CFS_TENT_EVICTING);
+	}
+	return n;
 }
 
 size_t cfs_table_take_prefix(struct cfs_table *t, const char *prefix, size_t *cursor,

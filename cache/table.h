@@ -3,6 +3,9 @@
  *   keys     content key -> struct cfs_tkey (its live blocks, their bytes)
  *   blocks   (key, block number) -> struct cfs_tent (class, slot, len, crc)
  *   LRU      live entries of keys nobody holds, most recent first
+ * A retired key (its content is no file's any more) is dropped by the store
+ * once no hold or use has it; until then its entries join the LRU at the
+ * oldest end.
  * An entry is LIVE while it is in the hash; EVICTING once an eviction took it
  * out and is deleting its index row; DEAD once its row is gone (the last
  * reader to unpin it frees its slot).  Not thread-safe: the store's lock
@@ -25,6 +28,8 @@ struct cfs_tkey {
 	uint64_t nblocks;       /* live entries */
 	uint64_t bytes;         /* sum of their len */
 	uint32_t holds;         /* >0: entries stay out of the LRU */
+	uint32_t users;         /* uses (opens that do not hold): retirement waits */
+	uint8_t retired;        /* cfs_table_retire found it held or used */
 	struct cfs_tent *first; /* live entries, unordered */
 	char name[];
 };
@@ -71,9 +76,19 @@ void cfs_table_free(struct cfs_table *t, struct cfs_tent *e);
 /* Moves a live entry to the newest end of the LRU (if it is on it). */
 void cfs_table_touch(struct cfs_table *t, struct cfs_tent *e);
 
-/* Key holds: a held key's entries are not on the LRU. */
+/* Key holds: a held key's entries are not on the LRU.  Uses: counted only.
+ * Release and unuse return 1 when the key is retired and nothing holds or
+ * uses it any more (the caller retires it again to drop its entries). */
 int cfs_table_hold(struct cfs_table *t, const char *key);
-void cfs_table_release(struct cfs_table *t, const char *key);
+int cfs_table_release(struct cfs_table *t, const char *key);
+int cfs_table_use(struct cfs_table *t, const char *key);
+int cfs_table_unuse(struct cfs_table *t, const char *key);
+
+/* Retires key: when a hold or use has it, marks it (its entries move to the
+ * oldest end of the LRU, unless held) and returns 0; else unlinks (state
+ * EVICTING) up to max of its live entries, pinned ones too, and returns how
+ * many. */
+size_t cfs_table_retire(struct cfs_table *t, const char *key, struct cfs_tent **out, size_t max);
 
 /* Unlinks (state EVICTING) up to max live entries whose key starts with
  * prefix, scanning key buckets from *cursor on; returns how many and moves

@@ -120,6 +120,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "cache_files", c.keys },
 		{ "cache_evictions_total", c.evictions },
 		{ "cache_evicted_bytes_total", c.evicted_bytes },
+		{ "cache_retired_blocks_total", c.retired },
 		{ "cache_checksum_failures_total", c.crc_failures },
 		{ "cache_index_resets_total", c.index_resets },
 		{ "cache_full_retries_total", c.enospc_retries },

@@ -130,6 +130,7 @@ int cfs_vfs_new(struct cfs_drive *d, struct cfs_store *store, const struct cfs_v
 	pthread_mutex_init(&v->poll_lock, NULL);
 	pthread_cond_init(&v->poll_cond, NULL);
 	pthread_mutex_init(&v->w.lock, NULL);
+	cfs_vfs_retire_init(v);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -225,6 +226,7 @@ void cfs_vfs_free(struct cfs_vfs *v)
 	cfs_reader_free(v->reader);
 	cfs_nsdb_free(v->ns);
 	cfs_inode_free(v->tab);
+	cfs_vfs_retire_cleanup(v);
 	free(v);
 }
 

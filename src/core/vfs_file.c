@@ -35,6 +35,7 @@ int cfs_vfs_refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	if (stale)
 		snprintf(cid, sizeof(cid), "%s", n->content_id);
 	cfs_inode_unlock(v->tab);
+	cfs_vfs_retire_run(v); /* what fix_landed left */
 	if (!stale)
 		return 0;
 	struct cfs_file_meta m;
@@ -48,6 +49,8 @@ int cfs_vfs_refresh_stale(struct cfs_vfs *v, uint64_t ino)
 		rc = -ENOENT;
 	else
 		cfs_vfs_pin_supersede(v, n, rev); /* open-less: the old node id keeps the old */
+	if (!rc)
+		cfs_vfs_retire_rev(v, n, rev);
 	if (!rc && !(rc = cfs_node_set_rev(n, rev))) {
 		n->size = m.size < 0 ? 0 : m.size;
 		n->mtime_ns = m.mtime_ns;
@@ -56,6 +59,7 @@ int cfs_vfs_refresh_stale(struct cfs_vfs *v, uint64_t ino)
 		CFS_INFO("%s changed in Drive: now %s, %lld bytes", cid, n->rev, (long long)n->size);
 	}
 	cfs_inode_unlock(v->tab);
+	cfs_vfs_retire_run(v);
 	cfs_file_meta_cleanup(&m);
 	return rc;
 }
@@ -85,6 +89,8 @@ int cfs_vfs_file_start(struct cfs_vfs *v, struct cfs_vfs_file *f, const char *ex
 	 * would leave no room for its own later blocks. */
 	if ((uint64_t)f->b.size <= cfs_store_budget(v->store) / 8)
 		f->held = cfs_store_hold(v->store, f->b.key) == 0;
+	else /* counted, so a retirement of its revision waits for it */
+		f->used = cfs_store_use(v->store, f->b.key) == 0;
 	return 0;
 }
 
@@ -448,6 +454,8 @@ void cfs_vfs_file_free(struct cfs_vfs *v, struct cfs_vfs_file *f, int check)
 			check_whole_file(v, f);
 		cfs_store_release(v->store, f->b.key);
 	}
+	if (f->used)
+		cfs_store_unuse(v->store, f->b.key);
 	if (f->scan.nanc)
 		cfs_vfs_scan_close(v, &f->scan);
 	if (f->w)
@@ -476,6 +484,7 @@ void cfs_vfs_release(struct cfs_vfs *v, uint64_t ino, uint64_t fh)
 			 cfs_strerror(rc));
 	if (e)
 		cfs_vfs_put_file(v, (struct cfs_vfs_file *)e);
+	cfs_vfs_retire_run(v);
 }
 
 /* Unmount: handles the kernel never released.  Their rows stay: this

@@ -208,6 +208,7 @@ struct cfs_vfs_w {
 
 /* Open-less reads (vfs_pin.c): the file objects reads use, kept by a clock. */
 #define CFS_VFS_PIN_FILES 256
+#define CFS_VFS_RETIRE 64
 #define CFS_VFS_PIN_FH (1ull << 63) /* their handle keys, and the rows' */
 struct cfs_vfs_pins {
 	int on;                 /* an open-less mount */
@@ -220,6 +221,13 @@ struct cfs_vfs_pins {
 	uint64_t out[CFS_VFS_PIN_FILES]; /* handle keys given up, to drop after a reply */
 	unsigned nout;
 	unsigned hand;
+};
+
+/* vfs_retire.c: cache keys to retire once the table lock is gone. */
+struct cfs_vfs_retire {
+	pthread_mutex_t lock;
+	unsigned head, n, queued; /* queued: n, read without the lock */
+	char key[CFS_VFS_RETIRE][2 * CFS_ID_MAX + 2];
 };
 
 struct cfs_vfs {
@@ -250,6 +258,7 @@ struct cfs_vfs {
 	uint64_t mem_floor;
 	int64_t mem_hold_ms;
 	struct cfs_vfs_pins pin;
+	struct cfs_vfs_retire retire;
 };
 
 enum { H_FILE = 1, H_DIR = 2 }; /* struct cfs_handle kinds */
@@ -296,6 +305,7 @@ struct cfs_vfs_file {
 	struct blob_ref b; /* what to read (size: the export's, for exports) */
 	char *data; /* whole export, or NULL for blobs */
 	int held;   /* cfs_store_hold taken on key */
+	int used;   /* cfs_store_use taken on key (a file too large to hold) */
 	struct cfs_vfs_scan_ref scan; /* what the dataset read-ahead was told at open */
 	struct cfs_reader_stream *stream; /* access pattern, for prefetch */
 	struct cfs_wfile *w;    /* staged content (reads and writes go there), or NULL */
@@ -449,6 +459,9 @@ int cfs_vfs_w_is_mine(struct cfs_vfs *v, const char *id);
  * (the listing n came from was fetched before that upload landed), n gets
  * that revision.  Returns 1 when n changed. */
 int cfs_vfs_w_fix_landed(struct cfs_vfs *v, struct cfs_node *n);
+/* vfs_upload.c (w lock not held): whether one of our last uploads of Drive
+ * item id made revision rev. */
+int cfs_vfs_w_landed_is(struct cfs_vfs *v, const char *id, const char *rev);
 /* vfs_write.c: an id reserved with generateIds (batches kept in memory). */
 int cfs_vfs_w_reserve_id(struct cfs_vfs *v, char out[CFS_ID_MAX]);
 /* vfs_write.c: trashes (--delete-permanently: deletes) a Drive item; one
@@ -500,6 +513,15 @@ uint64_t cfs_vfs_pin_node_id(struct cfs_vfs *v, struct cfs_node *n);
 /* vfs_pin.c, table lock held: file n is about to show revision rev instead
  * of its own: its node id moves on, the old one keeps its revision. */
 void cfs_vfs_pin_supersede(struct cfs_vfs *v, struct cfs_node *n, const char *rev);
+/* vfs_retire.c (see there).  retire_rev, table lock held: file n is about
+ * to show revision rev ("": it is gone): the revision it leaves is queued.
+ * retire_id, table lock not held: the content of Drive item id is gone.
+ * retire_run, table lock not held: retires what is queued. */
+void cfs_vfs_retire_init(struct cfs_vfs *v);
+void cfs_vfs_retire_cleanup(struct cfs_vfs *v);
+void cfs_vfs_retire_rev(struct cfs_vfs *v, const struct cfs_node *n, const char *rev);
+void cfs_vfs_retire_id(struct cfs_vfs *v, const char *id);
+void cfs_vfs_retire_run(struct cfs_vfs *v);
 /* vfs_pin.c: the file object reads of handle key fh (CFS_VFS_PIN_FH | node
  * id) use, made (not registered; the dataset read-ahead is told of it by the
  * read, see vfs_pin.c).  -ESTALE: a superseded node id whose revision is no

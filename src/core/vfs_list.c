@@ -172,6 +172,8 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 		int rev_changed = strcmp(nd->rev, it[i].rev) != 0;
 		if (rev_changed) /* open-less: the old node id keeps the old revision */
 			cfs_vfs_pin_supersede(v, nd, it[i].rev);
+		if (rev_changed && !cfs_vfs_w_landed_is(v, nd->id, nd->rev))
+			cfs_vfs_retire_rev(v, nd, it[i].rev); /* not a listing older than our upload */
 		rc = cfs_node_set_content_id(nd, it[i].content_id);
 		if (!rc)
 			rc = cfs_node_set_rev(nd, it[i].rev);

@@ -445,6 +445,31 @@ void cfs_vfs_pin_forget(struct cfs_vfs *v, uint64_t nodeid)
 	struct cfs_node *n = cfs_inode_get(v->tab, cfs_vfs_pin_ino(nodeid));
 	int superseded = n && !n->is_dir && cfs_vfs_pin_node_id(v, n) != nodeid;
 	cfs_inode_unlock(v->tab);
-	if (superseded)
-		cfs_nsdb_fh_del(v->ns, ROW_KEY(nodeid));
+	if (!superseded)
+		return;
+	/* no read comes through that node id again: its file object goes */
+	uint64_t key = CFS_VFS_PIN_FH | nodeid;
+	struct cfs_handle *e = cfs_handles_get(v->handles, key, H_FILE);
+	if (e) {
+		unsigned slot = __atomic_load_n(&((struct cfs_vfs_file *)e)->pin_slot,
+						__ATOMIC_RELAXED);
+		pthread_mutex_lock(&v->pin.lock);
+		if (slot && v->pin.key[slot - 1] == key)
+			give_up(&v->pin, slot - 1);
+		pthread_mutex_unlock(&v->pin.lock);
+		cfs_vfs_put_file(v, (struct cfs_vfs_file *)e);
+		drop_key(v, key);
+	}
+	/* the revision it showed is no file's now (vfs_retire.c), unless the
+	 * node came back to it */
+	struct cfs_nsdb_fh r;
+	int known = cfs_nsdb_fh_get(v->ns, ROW_KEY(nodeid), &r) == 0;
+	cfs_nsdb_fh_del(v->ns, ROW_KEY(nodeid));
+	if (!known || !r.key[0] || r.export_mime[0])
+		return;
+	cfs_inode_lock(v->tab);
+	int current = cfs_vfs_key_is(n, r.key);
+	cfs_inode_unlock(v->tab);
+	if (!current)
+		cfs_store_retire(v->store, r.key, NULL);
 }

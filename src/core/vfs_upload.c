@@ -307,7 +307,10 @@ static int send_one(struct send *s, const struct cfs_jent *j, int *conflict, cha
 /* The bytes just uploaded become cache blocks of the revision Drive made of
  * them (key content id @ revision, as reads look them up), so the first
  * read after the staged copy goes costs no download.  Best effort, and only
- * for files up to SEED_MAX and small next to the cache budget. */
+ * for files up to SEED_MAX and small next to the cache budget; cold blocks
+ * (cfs_store_put_cold), which take only free room and never push out what
+ * was read: a checkpoint written every few minutes must not evict the
+ * dataset. */
 static void seed_cache(struct cfs_vfs *v, int fd, const char *id, const char *rev, int64_t size)
 {
 	uint32_t bs = cfs_store_block_size(v->store);
@@ -319,7 +322,7 @@ static void seed_cache(struct cfs_vfs *v, int fd, const char *id, const char *re
 	for (uint64_t b = 0; buf && (int64_t)(b * bs) < size; b++) {
 		size_t got = 0;
 		if (cfs_staging_pread(fd, (int64_t)(b * bs), buf, bs, &got) || !got ||
-		    cfs_store_put(v->store, key, b, buf, (uint32_t)got))
+		    cfs_store_put_cold(v->store, key, b, buf, (uint32_t)got))
 			break;
 	}
 	free(buf);
@@ -436,6 +439,8 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	}
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, w->ino);
+	if (n && strcmp(n->id, sent_id) == 0)
+		cfs_vfs_retire_rev(v, n, rev); /* the revision this one replaces */
 	if (n && strcmp(n->id, sent_id) == 0 && !cfs_node_set_rev(n, rev)) {
 		n->size = out->size < 0 ? 0 : out->size;
 		/* the nanoseconds shown while staged, when Drive kept their
@@ -449,6 +454,21 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 		n->opened_rev = 0;
 	}
 	cfs_inode_unlock(v->tab);
+	cfs_vfs_retire_run(v);
+}
+
+int cfs_vfs_w_landed_is(struct cfs_vfs *v, const char *id, const char *rev)
+{
+	if (!__atomic_load_n(&v->w.landed_next, __ATOMIC_RELAXED))
+		return 0;
+	int is = 0;
+	pthread_mutex_lock(&v->w.lock);
+	for (unsigned i = 1; i <= CFS_VFS_LANDED && i <= v->w.landed_next && !is; i++) {
+		unsigned k = (v->w.landed_next - i) % CFS_VFS_LANDED;
+		is = strcmp(v->w.landed[k].id, id) == 0 && strcmp(v->w.landed[k].rev, rev) == 0;
+	}
+	pthread_mutex_unlock(&v->w.lock);
+	return is;
 }
 
 int cfs_vfs_w_fix_landed(struct cfs_vfs *v, struct cfs_node *n)
@@ -461,8 +481,10 @@ int cfs_vfs_w_fix_landed(struct cfs_vfs *v, struct cfs_node *n)
 		unsigned k = (v->w.landed_next - i) % CFS_VFS_LANDED; /* newest first */
 		if (strcmp(v->w.landed[k].id, n->id) != 0)
 			continue;
-		if (!cfs_vfs_w_find(v, n->ino) && strcmp(v->w.landed[k].rev, n->rev) != 0 &&
-		    !cfs_node_set_rev(n, v->w.landed[k].rev)) {
+		if (cfs_vfs_w_find(v, n->ino) || strcmp(v->w.landed[k].rev, n->rev) == 0)
+			break;
+		cfs_vfs_retire_rev(v, n, v->w.landed[k].rev);
+		if (!cfs_node_set_rev(n, v->w.landed[k].rev)) {
 			n->size = v->w.landed[k].size;
 			if (v->w.landed[k].mtime_ns)
 				n->mtime_ns = v->w.landed[k].mtime_ns;

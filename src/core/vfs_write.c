@@ -799,6 +799,8 @@ int cfs_vfs_w_remove_in_drive(struct cfs_vfs *v, const char *id)
 	if (rc)
 		CFS_WARN("cannot %s %s in Drive: %s", v->w.delete_permanently ? "delete" : "trash", id,
 			 cfs_strerror(rc));
+	else
+		cfs_vfs_retire_id(v, id); /* its blocks: no file shows them now */
 	return rc;
 }
 

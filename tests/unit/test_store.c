@@ -510,6 +510,106 @@ static void test_evict(void)
 	rm_dir(dir);
 }
 
+static int put_cold(struct cfs_store *s, const char *key, uint64_t block, uint32_t len)
+{
+	char *buf = malloc(len);
+	fill(buf, key, block, len);
+	int rc = cfs_store_put_cold(s, key, block, buf, len);
+	free(buf);
+	return rc;
+}
+
+/* Cold puts take free room only and go first; they stay if read. */
+static void test_cold(void)
+{
+	char dir[64];
+	mkdir_tmp(dir, sizeof(dir));
+	struct cfs_store *s = open_store(dir, K64, 4 * K64, 0);
+
+	CHECK_EQ(put(s, "read@1", 0, K64), 0);
+	CHECK_EQ(put_cold(s, "up@1", 0, K64), 0);
+	CHECK_EQ(put_cold(s, "up@1", 1, K64), 0);
+	CHECK_EQ(put(s, "read@2", 0, K64), 0);
+	CHECK_EQ(stats(s).used_bytes, 4 * K64);
+	/* full: a cold put evicts nothing */
+	CHECK_EQ(put_cold(s, "up@1", 2, K64), -ENOSPC);
+	CHECK_EQ(stats(s).evictions, 0);
+	CHECK(read_ok(s, "up@1", 0, K64)); /* read: no longer cold */
+	/* a normal put takes the cold block that was not read, though it is
+	 * younger than read@1 */
+	CHECK_EQ(put(s, "read@3", 0, K64), 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "up@1"), K64);
+	CHECK(cfs_store_has(s, "up@1", 0) && !cfs_store_has(s, "up@1", 1));
+	CHECK(read_ok(s, "read@1", 0, K64) && read_ok(s, "read@2", 0, K64));
+	cfs_store_close(s);
+	rm_dir(dir);
+}
+
+/* Retirement: at once when nothing holds or uses the key, else at the last
+ * release or unuse; never another key's blocks (a prefix of it included). */
+static void test_retire(void)
+{
+	char dir[64];
+	uint64_t freed = 99;
+	mkdir_tmp(dir, sizeof(dir));
+	struct cfs_store *s = open_store(dir, K64, 64u << 20, 0);
+
+	put(s, "F@r1", 0, K64);
+	put(s, "F@r1", 1, 100);
+	put(s, "F@r10", 0, K64);
+	CHECK_EQ(cfs_store_retire(s, "F@r1", &freed), 0);
+	CHECK_EQ(freed, K64 + 128);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F@r1"), 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F@r10"), K64);
+	CHECK_EQ(stats(s).retired, 2);
+	CHECK_EQ(cfs_store_retire(s, "absent", &freed), 0);
+	CHECK_EQ(freed, 0);
+	CHECK_EQ(cfs_store_retire(s, "", &freed), -EINVAL);
+
+	/* held: kept until the last release */
+	put(s, "G@r1", 0, K64);
+	CHECK_EQ(cfs_store_hold(s, "G@r1"), 0);
+	CHECK_EQ(cfs_store_hold(s, "G@r1"), 0);
+	CHECK_EQ(cfs_store_retire(s, "G@r1", &freed), 0);
+	CHECK_EQ(freed, 0);
+	CHECK(read_ok(s, "G@r1", 0, K64));
+	put(s, "G@r1", 1, K64); /* a reader of the old revision still fills it */
+	cfs_store_release(s, "G@r1");
+	CHECK_EQ(cfs_store_cached_bytes(s, "G@r1"), 2 * K64);
+	cfs_store_release(s, "G@r1");
+	CHECK_EQ(cfs_store_cached_bytes(s, "G@r1"), 0);
+
+	/* used (a large open file): on the LRU, oldest first, kept until unuse */
+	put(s, "H@r1", 0, K64);
+	put(s, "I@r1", 0, K64);
+	CHECK_EQ(cfs_store_use(s, "H@r1"), 0);
+	CHECK_EQ(cfs_store_retire(s, "H@r1", NULL), 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "H@r1"), K64);
+	uint64_t bytes = 0, blocks = 0, used = stats(s).used_bytes;
+	CHECK_EQ(cfs_store_evict_to(s, used - K64, &bytes, &blocks), 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "H@r1"), 0); /* the oldest now */
+	CHECK_EQ(cfs_store_cached_bytes(s, "I@r1"), K64);
+	put(s, "H@r1", 0, K64);
+	cfs_store_unuse(s, "H@r1");
+	CHECK_EQ(cfs_store_cached_bytes(s, "H@r1"), 0);
+	cfs_store_unuse(s, "H@r1"); /* unbalanced: ignored */
+	cfs_store_release(s, "never-held");
+
+	/* a key used, then released: not retired, kept */
+	CHECK_EQ(cfs_store_use(s, "I@r1"), 0);
+	cfs_store_unuse(s, "I@r1");
+	CHECK_EQ(cfs_store_cached_bytes(s, "I@r1"), K64);
+	cfs_store_close(s);
+
+	/* retirements are durable */
+	s = open_store(dir, K64, 64u << 20, 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F@r1") + cfs_store_cached_bytes(s, "G@r1") +
+		 cfs_store_cached_bytes(s, "H@r1"), 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F@r10"), K64);
+	cfs_store_close(s);
+	rm_dir(dir);
+}
+
 static void test_meta(void)
 {
 	char dir[64];
@@ -568,6 +668,8 @@ int main(void)
 	test_reopen_and_corruption();
 	test_lru();
 	test_evict();
+	test_cold();
+	test_retire();
 	test_meta();
 	return check_done("test_store");
 }

@@ -18,7 +18,10 @@
  * blocks kept objects hold stay near a share of the cache budget; a cached
  * copy that fails Drive's checksum drops the kernel's pages at once.  With
  * opens, a cached file is checked against Drive's checksum once per
- * revision.  Drive is a closed port: nothing is asked of it (checked). */
+ * revision.  The revision a node leaves goes from the cache: with opens when
+ * the last reader of it is done, open-less at the FORGET of the node id that
+ * showed it (vfs_retire.c).  Drive is a closed port: nothing is asked of it
+ * (checked). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -210,8 +213,13 @@ static void test_story(void)
 	CHECK_EQ(lookup_f(v), id2);
 	cfs_vfs_pin_forget(v, id2); /* current: nothing to drop */
 	CHECK(reads(v, id2, "F1@r:rev2", F2));
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev1"), F1); /* its node id lives */
 	cfs_vfs_pin_forget(v, id1);
 	CHECK_EQ(cfs_vfs_pin_getattr(v, id1, 0, &a), -ESTALE);
+	/* its file object goes, and the revision it showed is no file's now
+	 * (vfs_retire.c): it leaves the cache */
+	CHECK(cfs_handles_get(v->handles, CFS_VFS_PIN_FH | id1, H_FILE) == NULL);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev1"), 0);
 
 	/* a revision whose hash names the node id it leaves */
 	char rev3[32];
@@ -225,6 +233,7 @@ static void test_story(void)
 	CHECK(reads(v, id3, key3, F1));
 	CHECK(reads(v, id2, "F1@r:rev2", F2));
 	cfs_vfs_free(v);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev2"), F2); /* id2 not forgotten */
 	struct cfs_nsdb *n;
 	CHECK_EQ(cfs_nsdb_new(s, &n), 0);
 	struct cfs_lrow_entry c3 = { 12, 0, F1, 1, 1, "f.txt", "F1", "F1", rev3, "", "", "" };
@@ -513,6 +522,23 @@ static uint64_t open_read_release(struct cfs_vfs *v, uint64_t ino, int64_t size)
 	return checked;
 }
 
+/* A vfs with opens (not open-less) over the story's store, f.txt looked up. */
+static struct cfs_vfs *opens_vfs(struct env *e, struct cfs_store *s)
+{
+	env_new(e);
+	struct cfs_vfs_opts o = { .dir_ttl_s = 3600, .no_fh_rows = 1, .fresh_mount = 1,
+				  .no_dataset_readahead = 1 };
+	struct cfs_vfs *v = NULL;
+	CHECK_EQ(cfs_vfs_new(e->drive, s, &o, &v), 0);
+	if (!v)
+		exit(1);
+	struct cfs_vfs_attr a;
+	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
+	CHECK_EQ(cfs_vfs_lookup(v, 10, "f.txt", &a), 0);
+	CHECK_EQ(a.ino, 12);
+	return v;
+}
+
 /* With opens (not open-less): a completely cached file is checked against
  * Drive's checksum at its first release, not again at the next ones (the
  * check is skipped before anything is formatted), and again once the node
@@ -522,17 +548,7 @@ static void test_checked_once_per_revision(void)
 	char dir[64], md5[33];
 	struct cfs_store *s = story_store(dir, sizeof(dir));
 	struct env e;
-	env_new(&e);
-	struct cfs_vfs_opts o = { .dir_ttl_s = 3600, .no_fh_rows = 1, .fresh_mount = 1,
-				  .no_dataset_readahead = 1 };
-	struct cfs_vfs *v = NULL;
-	CHECK_EQ(cfs_vfs_new(e.drive, s, &o, &v), 0);
-	if (!v)
-		exit(1);
-	struct cfs_vfs_attr a;
-	CHECK_EQ(cfs_vfs_lookup(v, CFS_ROOT_INO, "a", &a), 0);
-	CHECK_EQ(cfs_vfs_lookup(v, 10, "f.txt", &a), 0);
-	CHECK_EQ(a.ino, 12);
+	struct cfs_vfs *v = opens_vfs(&e, s);
 	blob_md5("F1@r:rev1", F1, md5);
 	cfs_inode_lock(v->tab);
 	cfs_node_set_sums(cfs_inode_get(v->tab, 12), md5, "");
@@ -548,6 +564,97 @@ static void test_checked_once_per_revision(void)
 	cfs_inode_unlock(v->tab);
 	CHECK_EQ(open_read_release(v, 12, F2), 2);
 	CHECK_EQ(open_read_release(v, 12, F2), 2);
+	cfs_vfs_free(v);
+	teardown(&e, s, dir);
+}
+
+/* Node 12 about to show rev (what a listing, a files.get or an upload
+ * landing does with opens), size bytes; the queue run after the lock. */
+static void move_on(struct cfs_vfs *v, const char *rev, int64_t size)
+{
+	cfs_inode_lock(v->tab);
+	struct cfs_node *n = cfs_inode_get(v->tab, 12);
+	cfs_vfs_retire_rev(v, n, rev);
+	CHECK_EQ(cfs_node_set_rev(n, rev), 0);
+	n->size = size;
+	cfs_inode_unlock(v->tab);
+	cfs_vfs_retire_run(v);
+}
+
+/* vfs_retire.c with opens: the revision a node leaves goes from the cache at
+ * once when no open file reads it, else at the last release (held or only
+ * used: a file too large to hold); the same revision again, a folder and a
+ * first revision queue nothing; a queue that overflows leaves its oldest
+ * keys to the LRU.  (Open-less: at FORGET, in test_story.) */
+static void test_retired_revisions(void)
+{
+	char dir[64];
+	struct cfs_store *s = story_store(dir, sizeof(dir));
+	put_blob(s, "F1@r:rev3", F1);
+	struct env e;
+	struct cfs_vfs *v = opens_vfs(&e, s);
+	struct cfs_vfs_attr a;
+	uint64_t fh, fh2;
+	int keep, direct;
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh, &keep, &direct), 0);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh2, &keep, &direct), 0);
+	move_on(v, "r:rev2", F2);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev1"), F1); /* read by two */
+	cfs_vfs_release(v, 12, fh);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev1"), F1);
+	cfs_vfs_release(v, 12, fh2);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev1"), 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev2"), F2);
+	move_on(v, "r:rev2", F2); /* the same revision: kept */
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev2"), F2);
+
+	/* too large to hold (over an eighth of the budget): used, still waited for */
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh, &keep, &direct), 0);
+	cfs_inode_lock(v->tab);
+	cfs_inode_get(v->tab, 12)->size = 1ll << 30;
+	cfs_inode_unlock(v->tab);
+	CHECK_EQ(cfs_vfs_open(v, 12, O_RDONLY, 0, &fh2, &keep, &direct), 0);
+	cfs_vfs_release(v, 12, fh);
+	move_on(v, "r:rev3", F1);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev2"), F2);
+	cfs_vfs_release(v, 12, fh2);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev2"), 0);
+	CHECK_EQ(cfs_store_cached_bytes(s, "F1@r:rev3"), F1);
+
+	/* a folder, a first revision: nothing */
+	cfs_inode_lock(v->tab);
+	cfs_vfs_retire_rev(v, cfs_inode_get(v->tab, 10), "x");
+	struct cfs_node *fresh = cfs_inode_add(v->tab, "NEW", 5000);
+	CHECK(fresh != NULL);
+	cfs_vfs_retire_rev(v, fresh, "r:1");
+	CHECK_EQ(v->retire.n, 0);
+	cfs_inode_unlock(v->tab);
+
+	/* 70 revisions left at once: the 64 newest go, the 6 oldest stay */
+	char name[8], key[16];
+	for (int i = 0; i < 70; i++) {
+		snprintf(key, sizeof(key), "S%03d@r:1", i);
+		put_blob(s, key, SMALL);
+		snprintf(name, sizeof(name), "s%03d", i);
+		CHECK_EQ(cfs_vfs_lookup(v, 13, name, &a), 0);
+	}
+	cfs_inode_lock(v->tab);
+	for (int i = 0; i < 70; i++)
+		cfs_vfs_retire_rev(v, cfs_inode_get(v->tab, 100 + (uint64_t)i), "r:2");
+	CHECK_EQ(v->retire.n, CFS_VFS_RETIRE);
+	cfs_inode_unlock(v->tab);
+	cfs_vfs_retire_run(v);
+	int kept = 0, gone = 0;
+	for (int i = 0; i < 70; i++) {
+		snprintf(key, sizeof(key), "S%03d@r:1", i);
+		if (cfs_store_cached_bytes(s, key))
+			kept += i < 6;
+		else
+			gone += i >= 6;
+	}
+	CHECK_EQ(kept, 6);
+	CHECK_EQ(gone, 64);
+	CHECK_EQ(v->retire.n, 0);
 	cfs_vfs_free(v);
 	teardown(&e, s, dir);
 }
@@ -568,6 +675,7 @@ int main(void)
 	test_held_bytes();
 	test_checksum_mismatch();
 	test_checked_once_per_revision();
+	test_retired_revisions();
 	rmdir(home);
 	return check_done("test_vfs_pin");
 }
