@@ -66,8 +66,11 @@ static int unpin_locked(struct cfs_tent *e)
 }
 
 /* Unlinks up to max unpinned entries from the old end of the LRU, until they
- * add up to `need` slot bytes (s->mu held). */
-static size_t take_lru(struct cfs_store *s, uint64_t need, struct cfs_tent **out, size_t max)
+ * add up to `need` slot bytes (s->mu held).  for_cold (a cold put of that
+ * key): only the cold entries at the old end, none of that key, so a copy
+ * never pushes out what was read, nor the blocks of its own file before it. */
+static size_t take_lru(struct cfs_store *s, uint64_t need, struct cfs_tent **out, size_t max,
+		       const char *for_cold)
 {
 	size_t n = 0;
 	uint64_t got = 0;
@@ -75,7 +78,9 @@ static size_t take_lru(struct cfs_store *s, uint64_t need, struct cfs_tent **out
 
 	for (; e != &s->tab.lru && n < max && got < need; e = prev) {
 		prev = e->lprev;
-		if (e->pins)
+		if (for_cold && !e->cold)
+			break;
+		if (e->pins || (for_cold && strcmp(e->key->name, for_cold) == 0))
 			continue;
 		got += arena_of(s, e)->size;
 		out[n++] = e;
@@ -139,7 +144,7 @@ static int evict_lru(struct cfs_store *s, uint64_t need, uint64_t *freed, uint64
 
 	while (done < need) {
 		pthread_mutex_lock(&s->mu);
-		size_t n = take_lru(s, need - done, v, EVICT_BATCH);
+		size_t n = take_lru(s, need - done, v, EVICT_BATCH, NULL);
 		pthread_mutex_unlock(&s->mu);
 		if (!n || (rc = evict_commit(s, v, n, &done, blocks)) != 0)
 			break;
@@ -155,9 +160,9 @@ static uint64_t store_cap(const struct cfs_store *s)
 }
 
 /* Reserves a free slot of class cls within the budget, evicting LRU blocks
- * first if needed (not for a cold put).  -ENOSPC when the budget cannot be
- * met. */
-static int reserve(struct cfs_store *s, int cls, int cold, uint64_t *slot)
+ * first if needed (for a cold put of key, only cold blocks of other keys:
+ * take_lru).  -ENOSPC when the budget cannot be met. */
+static int reserve(struct cfs_store *s, int cls, const char *cold, uint64_t *slot)
 {
 	struct cfs_arena *a = &s->ar.a[cls];
 	struct cfs_tent *v[EVICT_BATCH];
@@ -174,7 +179,7 @@ static int reserve(struct cfs_store *s, int cls, int cold, uint64_t *slot)
 			pthread_mutex_unlock(&s->mu);
 			break;
 		}
-		size_t n = cold ? 0 : take_lru(s, s->used + a->size - cap, v, EVICT_BATCH);
+		size_t n = take_lru(s, s->used + a->size - cap, v, EVICT_BATCH, cold);
 		pthread_mutex_unlock(&s->mu);
 		if (!n) {
 			rc = -ENOSPC;
@@ -233,6 +238,7 @@ static int publish(struct cfs_store *s, const char *key, uint64_t block, int cls
 		e->crc = crc;
 		e->gen = row.gen;
 		e->verified = 1; /* we wrote it; the crc guards the next open */
+		e->cold = (uint8_t)cold;
 		s->st.counted_blocks -= (uint64_t)cfs_heat_reset(&s->heat, (unsigned)cls, slot);
 		cfs_table_link(&s->tab, e, cold);
 		s->st.puts++;
@@ -258,7 +264,7 @@ static int put(struct cfs_store *s, const char *key, uint64_t block, const void 
 		return -ENOSPC;
 	crc = cfs_crc32c(0, data, len);
 	for (;;) {
-		if ((rc = reserve(s, cls, cold, &slot)) != 0)
+		if ((rc = reserve(s, cls, cold ? key : NULL, &slot)) != 0)
 			return rc;
 		rc = cfs_arena_write(&s->ar.a[cls], slot, data, len);
 		if (rc == 0)

@@ -8,8 +8,8 @@
  * the arenas really occupy.  A put that would exceed the budget first evicts
  * the least recently used blocks; blocks being read (pinned) and blocks of
  * held keys (cfs_store_hold) are never evicted by it.  Blocks put cold
- * (cfs_store_put_cold: a file just uploaded) take only free room and go
- * first.  A key whose content is no file's any more (a replaced revision, a
+ * (cfs_store_put_cold: a file just uploaded) take only free room (or that
+ * of older cold blocks never read) and go first.  A key whose content is no file's any more (a replaced revision, a
  * removed file) is retired (cfs_store_retire): its blocks go at once, or
  * when the last open file that holds or uses it is done.  When the file
  * system is full
@@ -131,11 +131,12 @@ int cfs_store_read(struct cfs_store *s, const char *key, uint64_t block, uint32_
  * -ENOSPC. */
 int cfs_store_put(struct cfs_store *s, const char *key, uint64_t block, const void *data,
 		  uint32_t len);
-/* Like cfs_store_put, but the block is cold: it takes only free room (it
- * evicts nothing: -ENOSPC when the budget is full) and joins the LRU at its
- * oldest end, the first to go unless it is read.  For bytes cached on the
- * chance they are read (a file just uploaded): they never push out blocks
- * that were read. */
+/* Like cfs_store_put, but the block is cold: it takes only free room and the
+ * room of cold blocks of other keys never read (-ENOSPC when there is none:
+ * no other eviction, no retry), and joins the LRU at its oldest end, the
+ * first to go unless it is read.  For bytes cached on the chance they are
+ * read (a file just uploaded): they never push out blocks that were read,
+ * and a newer copy takes the place of an older one nobody read. */
 int cfs_store_put_cold(struct cfs_store *s, const char *key, uint64_t block, const void *data,
 		       uint32_t len);
 /* Evicts every block whose key starts with prefix ("1AbC...@" = all revisions

@@ -242,6 +242,7 @@ void cfs_table_free(struct cfs_table *t, struct cfs_tent *e)
 
 void cfs_table_touch(struct cfs_table *t, struct cfs_tent *e)
 {
+	e->cold = 0;
 	if (!e->lprev || t->lru.lnext == e)
 		return;
 	lru_remove(e);

@@ -44,6 +44,7 @@ struct cfs_tent {
 	uint8_t cls;       /* size class code (classes.h), the index of its arena */
 	uint8_t state;     /* enum cfs_tent_state */
 	uint8_t verified;  /* crc checked since open */
+	uint8_t cold;      /* put cold (cfs_store_put_cold) and not read since */
 	uint8_t leak;      /* its row could not be deleted: never reuse the slot */
 };
 
@@ -73,7 +74,8 @@ void cfs_table_link(struct cfs_table *t, struct cfs_tent *e, int old);
 void cfs_table_unlink(struct cfs_table *t, struct cfs_tent *e, enum cfs_tent_state state);
 /* Frees an unlinked entry and drops its key reference. */
 void cfs_table_free(struct cfs_table *t, struct cfs_tent *e);
-/* Moves a live entry to the newest end of the LRU (if it is on it). */
+/* A read: moves a live entry to the newest end of the LRU (if it is on it);
+ * it is no longer cold. */
 void cfs_table_touch(struct cfs_table *t, struct cfs_tent *e);
 
 /* Key holds: a held key's entries are not on the LRU.  Uses: counted only.

@@ -98,7 +98,8 @@ def test_rewrites_renames_and_removals_leave_one_copy(mount_factory, emulator_fa
 
 def test_an_upload_does_not_push_the_dataset_out(mount_factory, emulator_factory, tmp_path):
     """A 64 MiB cache holding 56 MiB of dataset; a 12 MiB checkpoint uploaded: its copy takes the
-    free 8 MiB, and the dataset is read again from the cache alone."""
+    free 8 MiB, and the dataset is read again from the cache alone.  A second checkpoint's copy
+    then takes the place of the first one's, which nobody read, and still not the dataset's."""
     files = {"shard%d.bin" % i: os.urandom(14 * MiB) for i in range(4)}
     emu = emulator_factory(spec_with(tmp_path, files), "emu-retire2",
                            access_token=SESSION_TOKEN, seed=8)
@@ -108,17 +109,28 @@ def test_an_upload_does_not_push_the_dataset_out(mount_factory, emulator_factory
         assert read(m.path(name)) == data
     st = wait_cached(m, 4, "the dataset cached")
     assert st["cache_used_bytes"] == 56 * MiB, st
+
+    def dataset_from_cache(why):
+        before = cstats(m)
+        for name, data in files.items():
+            drop_page_cache(m.path(name))
+            assert read(m.path(name)) == data
+        after = cstats(m)
+        assert after["bytes_from_drive_total"] == before["bytes_from_drive_total"], \
+            (why, before, after)
+
     ckpt = os.urandom(12 * MiB)
-    before = write_landed(m, m.path("ckpt.pt"), ckpt)
+    st = write_landed(m, m.path("ckpt.pt"), ckpt)
     # its copy took the free room, and only that
-    assert before["cache_files"] == 5 and before["cache_used_bytes"] == 64 * MiB, before
-    assert before["cache_evictions_total"] == 0, before
-    for name, data in files.items():
-        drop_page_cache(m.path(name))
-        assert read(m.path(name)) == data
-    after = cstats(m)
-    assert after["bytes_from_drive_total"] == before["bytes_from_drive_total"], (before, after)
+    assert st["cache_files"] == 5 and st["cache_used_bytes"] == 64 * MiB, st
+    assert st["cache_evictions_total"] == 0, st
+    dataset_from_cache("after the first checkpoint")
+    ckpt2 = os.urandom(8 * MiB)
+    st = write_landed(m, m.path("ckpt2.pt"), ckpt2)
+    assert st["cache_files"] == 5 and st["cache_evictions_total"] == 8, st
+    dataset_from_cache("after the second checkpoint")
     assert read(m.path("ckpt.pt")) == ckpt
+    assert read(m.path("ckpt2.pt")) == ckpt2
 
 
 @pytest.mark.parametrize("mode", ["writable", "read-only"])

@@ -519,7 +519,8 @@ static int put_cold(struct cfs_store *s, const char *key, uint64_t block, uint32
 	return rc;
 }
 
-/* Cold puts take free room only and go first; they stay if read. */
+/* Cold puts take free room, or that of other keys' cold blocks never read,
+ * and go first; they stay if read. */
 static void test_cold(void)
 {
 	char dir[64];
@@ -531,16 +532,25 @@ static void test_cold(void)
 	CHECK_EQ(put_cold(s, "up@1", 1, K64), 0);
 	CHECK_EQ(put(s, "read@2", 0, K64), 0);
 	CHECK_EQ(stats(s).used_bytes, 4 * K64);
-	/* full: a cold put evicts nothing */
+	/* full: a cold put of the same key evicts nothing, not even its own */
 	CHECK_EQ(put_cold(s, "up@1", 2, K64), -ENOSPC);
 	CHECK_EQ(stats(s).evictions, 0);
 	CHECK(read_ok(s, "up@1", 0, K64)); /* read: no longer cold */
+	/* a newer copy takes the place of the unread one, never a read one */
+	CHECK_EQ(put_cold(s, "up@2", 0, K64), 0);
+	CHECK_EQ(stats(s).evictions, 1);
+	CHECK(!cfs_store_has(s, "up@1", 1) && cfs_store_has(s, "up@1", 0));
+	CHECK_EQ(put_cold(s, "up@2", 1, K64), -ENOSPC); /* only read blocks and its own left */
+	CHECK_EQ(put_cold(s, "up@3", 0, 100), 0);        /* up@2's unread block goes */
+	CHECK(!cfs_store_has(s, "up@2", 0));
+	CHECK(read_ok(s, "read@1", 0, K64) && read_ok(s, "read@2", 0, K64) &&
+	      read_ok(s, "up@1", 0, K64));
 	/* a normal put takes the cold block that was not read, though it is
-	 * younger than read@1 */
+	 * younger than the read ones */
 	CHECK_EQ(put(s, "read@3", 0, K64), 0);
-	CHECK_EQ(cfs_store_cached_bytes(s, "up@1"), K64);
-	CHECK(cfs_store_has(s, "up@1", 0) && !cfs_store_has(s, "up@1", 1));
-	CHECK(read_ok(s, "read@1", 0, K64) && read_ok(s, "read@2", 0, K64));
+	CHECK(!cfs_store_has(s, "up@3", 0));
+	CHECK(read_ok(s, "read@1", 0, K64) && read_ok(s, "read@2", 0, K64) &&
+	      read_ok(s, "up@1", 0, K64));
 	cfs_store_close(s);
 	rm_dir(dir);
 }
