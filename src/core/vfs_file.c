@@ -47,11 +47,7 @@ int cfs_vfs_refresh_stale(struct cfs_vfs *v, uint64_t ino)
 	cfs_inode_lock(v->tab);
 	if (m.trashed)
 		rc = -ENOENT;
-	else
-		cfs_vfs_pin_supersede(v, n, rev); /* open-less: the old node id keeps the old */
-	if (!rc)
-		cfs_vfs_retire_rev(v, n, rev);
-	if (!rc && !(rc = cfs_node_set_rev(n, rev))) {
+	if (!rc && !(rc = cfs_vfs_node_set_rev(v, n, rev, 1))) {
 		n->size = m.size < 0 ? 0 : m.size;
 		n->mtime_ns = m.mtime_ns;
 		cfs_node_set_sums(n, m.md5, m.sha256);

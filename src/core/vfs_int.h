@@ -521,6 +521,10 @@ void cfs_vfs_retire_init(struct cfs_vfs *v);
 void cfs_vfs_retire_cleanup(struct cfs_vfs *v);
 void cfs_vfs_retire_rev(struct cfs_vfs *v, const struct cfs_node *n, const char *rev);
 void cfs_vfs_retire_id(struct cfs_vfs *v, const char *id);
+/* vfs_retire.c, table lock held: file n shows revision rev from now
+ * (cfs_node_set_rev's return): on an open-less mount its old node id keeps
+ * the old one (cfs_vfs_pin_supersede); with retire, the old one is queued. */
+int cfs_vfs_node_set_rev(struct cfs_vfs *v, struct cfs_node *n, const char *rev, int retire);
 void cfs_vfs_retire_run(struct cfs_vfs *v);
 /* vfs_pin.c: the file object reads of handle key fh (CFS_VFS_PIN_FH | node
  * id) use, made (not registered; the dataset read-ahead is told of it by the

@@ -170,13 +170,11 @@ static int install_listing(struct cfs_vfs *v, uint64_t ino, struct item *it, siz
 		if (old && now && strcmp(old->content_id, now->content_id) != 0)
 			nd->prev_parent = nd->parent; /* moved: the old folder must forget it */
 		int rev_changed = strcmp(nd->rev, it[i].rev) != 0;
-		if (rev_changed) /* open-less: the old node id keeps the old revision */
-			cfs_vfs_pin_supersede(v, nd, it[i].rev);
-		if (rev_changed && !cfs_vfs_w_landed_is(v, nd->id, nd->rev))
-			cfs_vfs_retire_rev(v, nd, it[i].rev); /* not a listing older than our upload */
-		rc = cfs_node_set_content_id(nd, it[i].content_id);
+		/* the old revision retired, but not for a listing older than our upload */
+		rc = cfs_vfs_node_set_rev(v, nd, it[i].rev,
+					  rev_changed && !cfs_vfs_w_landed_is(v, nd->id, nd->rev));
 		if (!rc)
-			rc = cfs_node_set_rev(nd, it[i].rev);
+			rc = cfs_node_set_content_id(nd, it[i].content_id);
 		if (!rc)
 			rc = cfs_node_set_export_mime(v->tab, nd, it[i].export_mime);
 		if (!rc && it[i].is_dir)

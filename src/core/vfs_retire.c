@@ -49,6 +49,14 @@ void cfs_vfs_retire_rev(struct cfs_vfs *v, const struct cfs_node *n, const char 
 	queue(v, b.key);
 }
 
+int cfs_vfs_node_set_rev(struct cfs_vfs *v, struct cfs_node *n, const char *rev, int retire)
+{
+	cfs_vfs_pin_supersede(v, n, rev); /* open-less: the old node id keeps the old */
+	if (retire)
+		cfs_vfs_retire_rev(v, n, rev);
+	return cfs_node_set_rev(n, rev);
+}
+
 void cfs_vfs_retire_id(struct cfs_vfs *v, const char *id)
 {
 	cfs_inode_lock(v->tab);

@@ -439,9 +439,7 @@ static void after_upload(struct cfs_vfs *v, struct send *s, const struct cfs_jen
 	}
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, w->ino);
-	if (n && strcmp(n->id, sent_id) == 0)
-		cfs_vfs_retire_rev(v, n, rev); /* the revision this one replaces */
-	if (n && strcmp(n->id, sent_id) == 0 && !cfs_node_set_rev(n, rev)) {
+	if (n && strcmp(n->id, sent_id) == 0 && !cfs_vfs_node_set_rev(v, n, rev, 1)) {
 		n->size = out->size < 0 ? 0 : out->size;
 		/* the nanoseconds shown while staged, when Drive kept their
 		 * milliseconds: a time never goes back by less than 1 ms */
@@ -481,10 +479,8 @@ int cfs_vfs_w_fix_landed(struct cfs_vfs *v, struct cfs_node *n)
 		unsigned k = (v->w.landed_next - i) % CFS_VFS_LANDED; /* newest first */
 		if (strcmp(v->w.landed[k].id, n->id) != 0)
 			continue;
-		if (cfs_vfs_w_find(v, n->ino) || strcmp(v->w.landed[k].rev, n->rev) == 0)
-			break;
-		cfs_vfs_retire_rev(v, n, v->w.landed[k].rev);
-		if (!cfs_node_set_rev(n, v->w.landed[k].rev)) {
+		if (!cfs_vfs_w_find(v, n->ino) && strcmp(v->w.landed[k].rev, n->rev) != 0 &&
+		    !cfs_vfs_node_set_rev(v, n, v->w.landed[k].rev, 1)) {
 			n->size = v->w.landed[k].size;
 			if (v->w.landed[k].mtime_ns)
 				n->mtime_ns = v->w.landed[k].mtime_ns;

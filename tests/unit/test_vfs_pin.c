@@ -126,8 +126,7 @@ static void change(struct cfs_vfs *v, uint64_t ino, const char *rev, int64_t siz
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_get(v->tab, ino);
 	CHECK(n != NULL);
-	cfs_vfs_pin_supersede(v, n, rev);
-	CHECK_EQ(cfs_node_set_rev(n, rev), 0);
+	CHECK_EQ(cfs_vfs_node_set_rev(v, n, rev, 1), 0);
 	n->size = size;
 	cfs_inode_unlock(v->tab);
 }
@@ -572,12 +571,7 @@ static void test_checked_once_per_revision(void)
  * landing does with opens), size bytes; the queue run after the lock. */
 static void move_on(struct cfs_vfs *v, const char *rev, int64_t size)
 {
-	cfs_inode_lock(v->tab);
-	struct cfs_node *n = cfs_inode_get(v->tab, 12);
-	cfs_vfs_retire_rev(v, n, rev);
-	CHECK_EQ(cfs_node_set_rev(n, rev), 0);
-	n->size = size;
-	cfs_inode_unlock(v->tab);
+	change(v, 12, rev, size);
 	cfs_vfs_retire_run(v);
 }
 

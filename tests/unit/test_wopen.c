@@ -21,6 +21,13 @@ static int idle(struct rig *r, void *arg)
 	return cfs_vfs_w_idle(r->v);
 }
 
+/* n uploads done, and the uploader idle after them. */
+static int uploaded(struct rig *r, int n)
+{
+	int done = rig_wait_uploads(r, n);
+	return rig_wait(r, idle, NULL) && done;
+}
+
 /* Appends line k ("line NNNN\n", 10 bytes) at its place. */
 static void append_line(struct rig *r, uint64_t ino, uint64_t fh, int k, char *log)
 {
@@ -72,8 +79,7 @@ static void test_log_reaches_drive_while_open(void)
 	CHECK(rig_wait(&r, idle, NULL));
 	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 0); /* not before the interval */
 	rig_advance(&r, 2000);
-	CHECK(rig_wait_uploads(&r, 1));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 1));
 	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 100));
 	/* more lines: the next one an interval after the first change since */
 	for (int k = 10; k < 20; k++)
@@ -82,8 +88,7 @@ static void test_log_reaches_drive_while_open(void)
 	CHECK(rig_wait(&r, idle, NULL));
 	CHECK_EQ(wfake_calls(&r.fk, WF_UPLOAD), 1);
 	rig_advance(&r, MIN_MS / 2 + 1000);
-	CHECK(rig_wait_uploads(&r, 2));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 2));
 	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 200));
 	/* nothing changed: nothing sent */
 	rig_advance(&r, 3 * MIN_MS);
@@ -137,13 +142,11 @@ static void test_writes_go_on_during_the_upload(void)
 	log_rig(&r, log, &ino, &fh);
 	snapshot_held(&r, ino, fh, log, 30);
 	wfake_hold(&r.fk, 0);
-	CHECK(rig_wait_uploads(&r, 1));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 1));
 	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 100)); /* the snapshot's bytes */
 	CHECK_EQ(rig_stats(&r).snapshots, 1);
 	rig_advance(&r, MIN_MS + 1);
-	CHECK(rig_wait_uploads(&r, 2));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 2));
 	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 300));
 	CHECK_EQ(rig_close(&r, ino, fh), 0);
 	CHECK(rig_wait(&r, rig_no_pending, NULL));
@@ -168,8 +171,7 @@ static void test_sync_with_a_file_open(void)
 	char *js = rig_sync_json(&r);
 	CHECK(strstr(js, "\"files\":1") != NULL);
 	free(js);
-	CHECK(rig_wait_uploads(&r, 1));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 1));
 	CHECK(rig_drive_has(&r, "ROOT", "events.log", log, 70));
 	js = rig_sync_json(&r);
 	CHECK(strstr(js, "\"files\":0") != NULL);
@@ -179,8 +181,7 @@ static void test_sync_with_a_file_open(void)
 	js = rig_sync_json(&r);
 	CHECK(strstr(js, "\"files\":1") != NULL);
 	free(js);
-	CHECK(rig_wait_uploads(&r, 2));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 2));
 	js = rig_sync_json(&r);
 	CHECK(strstr(js, "\"files\":0") != NULL);
 	free(js);
@@ -401,8 +402,7 @@ static void test_rewrite_waits_for_close_append_does_not(void)
 	CHECK_EQ(rig_write(&r, ino, fh, 2000, "tail", 4), 0);
 	memcpy(buf + 2000, "tail", 4);
 	rig_advance(&r, MIN_MS + 1);
-	CHECK(rig_wait_uploads(&r, 2));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 2));
 	CHECK(rig_drive_has(&r, "ROOT", "old.bin", buf, 2004));
 	/* then a change inside what Drive has: no more while open */
 	CHECK_EQ(rig_write(&r, ino, fh, 10, "X", 1), 0);
@@ -520,15 +520,13 @@ static void test_flushes_of_a_childs_copy_keep_the_interval(void)
 		rig_advance(&r, 10 * 1000);
 	}
 	rig_advance(&r, 1000);
-	CHECK(rig_wait_uploads(&r, 1));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 1));
 	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 160));
 	/* quiet after a last line and a child's FLUSH: uploaded at the interval */
 	append_line(&r, ino, fh, 16, log);
 	CHECK_EQ(cfs_vfs_flush(r.v, ino, fh), 0);
 	rig_advance(&r, MIN_MS + 1000);
-	CHECK(rig_wait_uploads(&r, 2));
-	CHECK(rig_wait(&r, idle, NULL));
+	CHECK(uploaded(&r, 2));
 	CHECK(rig_drive_has(&r, "ROOT", "train.log", log, 170));
 	/* the last close has nothing left to send; one file, no conflict */
 	CHECK_EQ(rig_close(&r, ino, fh), 0);
