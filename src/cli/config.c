@@ -74,8 +74,8 @@ static const struct opt opts[] = {
 	  "most Drive API calls per second; the pacer starts at 95% of it and adapts to "
 	  "Drive's rate-limit replies (default 200; 0: no pacing)", 0, 100000 },
 	{ "api-burst", 0, T_LONG, O(api_burst), "N",
-	  "Drive API calls allowed in a burst (default a tenth of --api-rate, at least 4; "
-	  "with --api-units, units: a tenth of a second's worth, at least 400)", 1, 100000000 },
+	  "Drive API calls allowed in a burst (default half of --api-rate, at least 4; "
+	  "with --api-units, units: half a second's worth, at least 400)", 1, 100000000 },
 	{ "api-units", 0, T_LONG, O(api_units), "N",
 	  "pace by Drive's quota units instead of calls, N a minute (325000 for Cloud projects "
 	  "created since 2026-05-01: a download costs 200, a list 100, a get 5)", 12000,

@@ -162,6 +162,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "drive_paced_calls_total", d.paced },
 		{ "api_rate", (uint64_t)(d.api_rate + 0.5) },
 		{ "api_rate_in_units", (uint64_t)d.api_units },
+		{ "api_burst", (uint64_t)(d.api_burst + 0.5) },
 		{ "drive_quota_units_total", d.units },
 		{ "rate_limited_total", d.rate_limited },
 		{ "api_rate_decreases_total", d.rate_cuts },

@@ -58,11 +58,14 @@ int cfs_drive_new(struct cfs_http *http, struct cfs_auth *auth, const struct cfs
 	pthread_condattr_destroy(&ca);
 	d->units = o->api_units > 0;
 	double ceiling = o->api_rate == 0 ? 200 : o->api_rate, burst = o->api_burst;
-	if (d->units) { /* units a second; a burst room for two downloads at least */
+	if (d->units) /* units a second */
 		ceiling = o->api_units / 60;
-		if (burst <= 0)
-			burst = ceiling / 10 > 2 * CFS_WIRE_UNITS_MAX ? ceiling / 10
-								: 2 * CFS_WIRE_UNITS_MAX;
+	/* Drive's quota is counted over a minute, so a burst above the rate is
+	 * allowed: by default half a second's worth (rclone's Drive pacer
+	 * bursts 100 at most), at least 4 calls, or room for two downloads */
+	if (burst <= 0) {
+		double least = d->units ? 2 * CFS_WIRE_UNITS_MAX : 4;
+		burst = ceiling / 2 > least ? ceiling / 2 : least;
 	}
 	cfs_pace_init(&d->pace, ceiling, burst, cfs_drive_now_ms() * 1000);
 	const struct cfs_pace_policy create = { .start = CFS_DRIVE_CREATE_START,
@@ -141,6 +144,7 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	out->rate_cuts = d->pace.cuts;
 	pthread_mutex_unlock(&d->pace.lock);
 	out->api_rate = cfs_pace_rate(&d->pace);
+	out->api_burst = d->pace.burst; /* set once, at cfs_drive_new */
 	out->api_units = d->units;
 	out->units = __atomic_load_n(&d->st.units, __ATOMIC_RELAXED);
 	out->create_rate = cfs_pace_rate(&d->create_pace);

@@ -58,10 +58,10 @@ struct cfs_drive_opts {
 	long io_timeout_ms;        /* how long one call may keep retrying */
 	struct cfs_retry_policy retry;
 	double api_rate, api_burst; /* pacing (pace.h): the ceiling, 0: default (200), < 0: off;
-				     * burst, 0: default */
+				     * burst, 0: default (half a second's worth, at least 4) */
 	double api_units;          /* > 0: pace by Drive's quota units instead, this many a
 				    * minute (cfs_wire_quota_units); api_burst is then in units
-				    * (0: a tenth of a second's worth, at least twice
+				    * (0: half a second's worth, at least twice
 				    * CFS_WIRE_UNITS_MAX) and api_rate unused */
 	const char *drive_id;      /* a shared drive mounted whole (--drive-id), or NULL */
 	const char *root_id;       /* the mounted folder (--root), or NULL: may be in a shared drive;
@@ -96,6 +96,7 @@ struct cfs_drive_stats {
 	uint64_t rate_limited;     /* replies refusing a call for the rate (403 rate reasons, 429) */
 	uint64_t rate_cuts;        /* pacer rate decreases they caused */
 	double api_rate;           /* the pacer's rate now (calls, or units, per second) */
+	double api_burst;          /* its burst (calls, or units) */
 	int api_units;             /* 1: the pacer counts quota units */
 	uint64_t stalls;           /* media replies found late (hedge.h) */
 	uint64_t hedges, hedge_wins; /* second requests sent for them; those that answered first */

@@ -371,10 +371,11 @@ def test_quota_units(class_tree, emulator_factory, mount_factory, capsys):
         m.umount()
     st, es = rows["units"]
     assert st["api_rate_in_units"] == 1 and es["quota_rejected"] == 0, (st, es)
+    assert st["api_burst"] == units // 60 // 2, st  # half a second's worth by default
     assert st["drive_quota_units_total"] >= 600 * 200, st  # a download a file at least
     assert "--api-units=325000" not in logs["units"]
     st, es = rows["calls"]
-    assert st["api_rate_in_units"] == 0, st
+    assert st["api_rate_in_units"] == 0 and st["api_burst"] == 100, st  # half of 200/s
     assert es["quota_rejected"] > 0 and st["rate_limited_total"] == es["quota_rejected"], (st, es)
     # the pacer came down for the refusals, and the log says once what would fit this quota
     assert st["api_rate_decreases_total"] >= 1, st
