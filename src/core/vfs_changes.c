@@ -82,6 +82,10 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 			expire_dir(c, d);
 		}
 		n->prev_parent = 0;
+		/* removed or trashed elsewhere: its content leaves the cache (once
+		 * no open file reads it; a shortcut's leaves its target's) */
+		if ((removed || (m && m->trashed)) && strcmp(n->content_id, id) == 0)
+			cfs_vfs_retire_rev(v, n, "");
 		char rev[CFS_ID_MAX];
 		if (m && !removed) {
 			cfs_vfs_content_rev(m, rev, sizeof(rev));
@@ -156,6 +160,7 @@ static int poll_once(struct cfs_vfs *v)
 		return -ENOMEM;
 	}
 	rc = cfs_drive_changes(v->drive, tok, on_change, &c, &next);
+	cfs_vfs_retire_run(v);
 	if (c.all_stale) {
 		int64_t now = cfs_vfs_clock_ms(CLOCK_REALTIME);
 		__atomic_store_n(&v->stored_valid_after, now, __ATOMIC_RELAXED);

@@ -3,10 +3,12 @@
  * content of a file this mount removed from Drive are retired in the store
  * (cfs_store_retire: their blocks go at once, or when the last open file
  * reading them is done), so replaced checkpoints do not crowd a dataset out
- * of the cache.  A node's revision changes under the table lock, and a
- * retirement is an index transaction: the key is queued there and retired
- * once the lock is gone (cfs_vfs_retire_run, which the places that change
- * revisions call, and every release).  A full queue drops its oldest key:
+ * of the cache; so is the content of a file Drive's changes say was removed
+ * or trashed elsewhere (vfs_changes.c).  A node's revision changes under the
+ * table lock, and a retirement is an index transaction: the key is queued
+ * there and retired once the lock is gone (cfs_vfs_retire_run, which the
+ * places that change revisions call, and every release).  A full queue drops
+ * its oldest key:
  * those blocks are left to the LRU.  On an open-less mount (vfs_pin.c) the
  * kernel may read the revision a node left through the node id that showed
  * it: that revision is retired when the kernel forgets that node id. */

@@ -160,3 +160,48 @@ def test_a_file_changed_in_drive_leaves_its_old_revision(mount_factory, emulator
     assert st["cache_retired_blocks_total"] >= 4, st
     drop_page_cache(m.path("data.bin"))
     assert read(m.path("data.bin")) == want
+
+
+def test_a_file_removed_elsewhere_leaves_the_cache(mount_factory, emulator_factory, tmp_path):
+    """Another machine deletes one file the mount read and trashes another: once the change feed
+    says so, their blocks go; a third, removed while a reader holds it open, keeps its blocks (its
+    reader reads every byte) until that reader closes it.  The file left is still read from the
+    cache alone."""
+    files = {name: os.urandom(2 * MiB + i) for i, name in
+             enumerate(("deleted.bin", "trashed.bin", "open.bin", "kept.bin"))}
+    emu = emulator_factory(spec_with(tmp_path, files), "emu-retire4",
+                           access_token=SESSION_TOKEN, seed=10)
+    m = mount_factory.new(emu, extra=["--poll-interval=1"], name="retire4")
+    for name, data in files.items():
+        assert read(m.path(name)) == data
+    st0 = wait_cached(m, 4, "the four files cached")
+
+    def change(name, method, body=None):
+        st, _, out = emu.request(method, "/_emu/items/" + H.mkid("retire/" + name),
+                                 data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json"})
+        assert st in (200, 204), (name, st, out)
+
+    held = open(m.path("open.bin"), "rb")
+    try:
+        assert held.read(MiB) == files["open.bin"][:MiB]
+        change("deleted.bin", "DELETE")
+        change("trashed.bin", "POST", {"trashed": True})
+        change("open.bin", "DELETE")
+        H.wait_until(lambda: not os.path.exists(m.path("open.bin")) and
+                     not os.path.exists(m.path("trashed.bin")), 30, interval=0.2,
+                     what="the removals seen")
+        st = wait_cached(m, 2, "the deleted and the trashed file gone from the cache")
+        # 2 MiB and 2 MiB + 1 in blocks of 1 MiB
+        assert st["cache_retired_blocks_total"] - st0["cache_retired_blocks_total"] == 5, st
+        held.seek(0)
+        os.posix_fadvise(held.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+        assert held.read() == files["open.bin"]  # from the cache: Drive has it no more
+    finally:
+        held.close()
+    wait_cached(m, 1, "the open file's blocks gone at its close")
+    drop_page_cache(m.path("kept.bin"))
+    before = cstats(m)
+    assert read(m.path("kept.bin")) == files["kept.bin"]
+    after = cstats(m)
+    assert after["bytes_from_drive_total"] == before["bytes_from_drive_total"], (before, after)
