@@ -537,7 +537,8 @@ static void detach_stdio(void)
 		return;
 	dup2(null, 0);
 	dup2(null, 1);
-	dup2(null, 2);
+	if (cfs_log_capture_stderr() != 0) /* else a library's last words reach the log */
+		dup2(null, 2);
 	if (null > 2)
 		close(null);
 }

@@ -45,6 +45,7 @@ static int log_fd = 2;
 static enum cfs_log_level log_level = CFS_LOG_INFO;
 static char log_path[4096];
 static uint64_t log_max;
+static int stderr_follows; /* fd 2 is the log file too (cfs_log_capture_stderr) */
 static pthread_mutex_t rotate_lock = PTHREAD_MUTEX_INITIALIZER; /* threads; flock: processes */
 
 static const char *const level_names[] = { "debug", "info", "warn", "error" };
@@ -94,6 +95,8 @@ int cfs_log_open(const char *path, enum cfs_log_level level)
 	if (log_fd > 2)
 		close(log_fd);
 	log_fd = fd;
+	if (stderr_follows)
+		dup2(fd, 2);
 	if ((size_t)snprintf(log_path, sizeof(log_path), "%s", path) >= sizeof(log_path))
 		log_path[0] = '\0'; /* too long to rotate */
 	return 0;
@@ -102,6 +105,18 @@ int cfs_log_open(const char *path, enum cfs_log_level level)
 void cfs_log_set_max(uint64_t bytes)
 {
 	log_max = bytes;
+}
+
+int cfs_log_capture_stderr(void)
+{
+	if (log_fd <= 2)
+		return -EBADF;
+	pthread_mutex_lock(&rotate_lock);
+	int rc = dup2(log_fd, 2) < 0 ? -errno : 0;
+	if (!rc)
+		stderr_follows = 1;
+	pthread_mutex_unlock(&rotate_lock);
+	return rc;
 }
 
 /* Called with the file at or over the cap (see the top). */
@@ -129,6 +144,8 @@ static void rotate(void)
 	if (nfd >= 0) {
 		dup3(nfd, fd, O_CLOEXEC); /* same number: writers in other threads go on */
 		close(nfd);
+		if (stderr_follows)
+			dup2(fd, 2);
 	}
 	pthread_mutex_unlock(&rotate_lock);
 }

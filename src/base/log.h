@@ -21,6 +21,12 @@ void cfs_log_close(void);
 /* A log file (not stderr) is rotated to PATH.1 when it reaches bytes (0:
  * never); see log.c. */
 void cfs_log_set_max(uint64_t bytes);
+/* The log file takes stderr's place too, after rotations as well: what a
+ * library writes there (libfuse's messages, the C library's or LMDB's last
+ * words before an abort) lands in the log of a daemon, whose stderr is
+ * otherwise /dev/null.  Returns 0, -EBADF when the log is stderr itself,
+ * or -errno. */
+int cfs_log_capture_stderr(void);
 
 /* Writes the summaries of repeats still counted (cfs_log_close does too). */
 void cfs_log_flush(void);

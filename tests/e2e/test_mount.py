@@ -409,3 +409,12 @@ def test_token_not_in_log_or_argv(mnt, tree):
     pid = mnt.xattr_pid()
     cmdline = open("/proc/%d/cmdline" % pid, "rb").read()
     assert SESSION_TOKEN.encode() not in cmdline
+
+
+def test_stderr_is_the_log(mnt):
+    """A daemon's stderr is its log file, not /dev/null: what a library writes there (libfuse's
+    messages, the C library's reason for an abort) is kept."""
+    pid = mnt.xattr_pid()
+    assert os.readlink("/proc/%d/fd/2" % pid) == os.path.realpath(mnt.log_file), \
+        os.readlink("/proc/%d/fd/2" % pid)
+    assert os.readlink("/proc/%d/fd/1" % pid) == "/dev/null"

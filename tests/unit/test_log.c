@@ -311,6 +311,43 @@ static void test_reopen(void)
 	CHECK_EQ(cfs_log_open(path, CFS_LOG_DEBUG), 0);
 }
 
+/* The whole file as text in buf (at most bufcap - 1 bytes). */
+static const char *slurp(const char *p, char *into, size_t cap)
+{
+	FILE *f = fopen(p, "r");
+	size_t n = f ? fread(into, 1, cap - 1, f) : 0;
+	if (f)
+		fclose(f);
+	into[n] = '\0';
+	return into;
+}
+
+/* What a library writes to stderr (a daemon's is /dev/null) lands in the log
+ * file, and in the new file after a rotation, not in the rotated one. */
+static void test_stderr_captured(void)
+{
+	char old[sizeof(path) + 2];
+	snprintf(old, sizeof(old), "%s.1", path);
+	int saved = dup(2);
+	CHECK(saved >= 0);
+	reset();
+	CHECK_EQ(cfs_log_capture_stderr(), 0);
+	fprintf(stderr, "a library's last words\n");
+	fflush(stderr);
+	CHECK(strstr(slurp(path, buf, sizeof(buf)), "a library's last words\n") != NULL);
+	cfs_log_set_max(1); /* the next line rotates the file */
+	CFS_INFO("to rotate");
+	cfs_log_set_max(0);
+	fprintf(stderr, "after the rotation\n");
+	fflush(stderr);
+	CHECK(strstr(slurp(path, buf, sizeof(buf)), "after the rotation\n") != NULL);
+	CHECK(strstr(slurp(old, buf, sizeof(buf)), "a library's last words\n") != NULL);
+	CHECK(strstr(buf, "after the rotation") == NULL);
+	unlink(old);
+	dup2(saved, 2); /* the test's own stderr again */
+	close(saved);
+}
+
 int main(void)
 {
 	int fd = mkstemp(path);
@@ -329,6 +366,7 @@ int main(void)
 	test_threads();
 	test_fork();
 	test_reopen();
+	test_stderr_captured();
 	cfs_log_close();
 	unlink(path);
 	return check_done("test_log");
