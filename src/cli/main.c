@@ -33,6 +33,7 @@
 #include "err.h"
 #include "fhtab.h"
 #include "http.h"
+#include "crashlog.h"
 #include "log.h"
 #include "memory.h"
 #include "journal.h"
@@ -553,6 +554,7 @@ static int mount_single(struct mount *m, const char *log_path)
 	struct cfs_config *c = m->c;
 	/* In the foreground we log to stderr unless told otherwise. */
 	cfs_log_open(c->foreground && c->log_file ? log_path : NULL, cfs_log_get_level());
+	cfs_crashlog_install(); /* a fatal signal leaves the stack on stderr (the log, detached) */
 	int rc = build_core(m);
 	if (rc) {
 		fprintf(stderr, "colabfs: %s\n", m->why);
@@ -742,6 +744,9 @@ static int cmd_serve(int argc, char **argv)
 		return CFS_SERVE_EXIT_START;
 	}
 	cfs_log_open(!c.foreground || c.log_file ? log_path : NULL, cfs_log_get_level());
+	if (!c.foreground)
+		cfs_log_capture_stderr(); /* the supervisor's stderr is this log already */
+	cfs_crashlog_install();       /* a fatal signal leaves the stack in it */
 	/* the handle rows of the servers before this one (none at a fresh mount) */
 	uint32_t torn = 0;
 	rc = cfs_fhtab_attach((char *)shm + CFS_SHM_HANDLES_OFF, CFS_SHM_SIZE - CFS_SHM_HANDLES_OFF,

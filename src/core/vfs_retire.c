@@ -8,10 +8,10 @@
  * table lock, and a retirement is an index transaction: the key is queued
  * there and retired once the lock is gone (cfs_vfs_retire_run, which the
  * places that change revisions call, and every release).  A full queue drops
- * its oldest key:
- * those blocks are left to the LRU.  On an open-less mount (vfs_pin.c) the
- * kernel may read the revision a node left through the node id that showed
- * it: that revision is retired when the kernel forgets that node id. */
+ * its oldest key: those blocks are left to the LRU.  On an open-less mount
+ * (vfs_pin.c) the kernel may read the revision a node left through the node
+ * id that showed it: that revision is retired when the kernel forgets that
+ * node id. */
 #include "vfs_int.h"
 
 #include "err.h"

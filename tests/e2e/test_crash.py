@@ -315,6 +315,30 @@ def test_mount_reports_recovery_mode(mount_factory, emulator_factory, crash_tree
     assert re.search(r"crash recovery: (resend|forward) \(kernel FUSE \d+\.\d+", log), log[-2000:]
 
 
+def test_fatal_signal_leaves_its_stack(mount_factory, emulator_factory, crash_tree):
+    """A server dying of a fatal signal writes the signal and its stack into the mount's log
+    (crashlog.c; its stderr is the log) before it dies of it; the supervisor starts another,
+    which serves the same bytes."""
+    emu = emulator_factory(crash_tree.spec_path, "crash-stack")
+    m = mount_factory.new(emu, name="crash-stack")
+    with open(m.path("small.bin"), "rb") as f:
+        assert f.read() == crash_tree.small
+    sup = m.xattr_pid()
+    old = H.serve_pid(sup)
+    assert old, "no server under supervisor %d" % sup
+    os.kill(old, signal.SIGSEGV)
+    H.wait_until(lambda: H.serve_pid(sup) not in (None, old), 30, what="a new server")
+    log = Path(m.log_file).read_text()
+    at = log.find("colabfs: fatal signal 11 (SIGSEGV); the server's stack:\n")
+    end = log.find("colabfs: end of the stack\n", at)
+    assert at >= 0 and end > at, log[-3000:]
+    frames = log[at:end].splitlines()[1:]
+    assert frames and all("[0x" in fr for fr in frames), frames
+    assert "server %d killed by signal 11" % old in log, log[-3000:]
+    with open(m.path("small.bin"), "rb") as f:
+        assert f.read() == crash_tree.small
+
+
 def run_kills(m, t, tmp, capsys, mode):
     m.slow_file = str(Path(tmp) / "slow")
     waiting = conn_file(m.dev, "waiting") if ensure_fusectl() else None
