@@ -625,11 +625,21 @@ class Mount:
         return run_cmd([str(colabfs_bin()), "umount", self.mnt], timeout, env=self.env)
 
     def log_tail(self, n=40):
+        """The log's last n lines, after every fatal signal's stack found in it (crashlog.c),
+        however far back: a server that died and was replaced says where."""
         if not self.log_file or not os.path.exists(self.log_file):
             return ""
         with open(self.log_file, "rb") as f:
             lines = f.read().decode("utf-8", "replace").splitlines()
-        return "\n--- tail of %s ---\n%s" % (self.log_file, "\n".join(lines[-n:]))
+        crashes = []
+        for i, line in enumerate(lines):
+            if "colabfs: fatal signal " in line:
+                end = next((k for k in range(i, min(i + 100, len(lines)))
+                            if "colabfs: end of the stack" in lines[k]), min(i + 100, len(lines)) - 1)
+                crashes += lines[i:end + 1]
+        head = ("\n--- fatal signals in %s ---\n%s" % (self.log_file, "\n".join(crashes[:500]))
+                if crashes else "")
+        return head + "\n--- tail of %s ---\n%s" % (self.log_file, "\n".join(lines[-n:]))
 
     def kill_hard(self):
         """Watchdog path: kill the daemon (aborts the FUSE connection, so blocked

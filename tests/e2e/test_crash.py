@@ -335,6 +335,8 @@ def test_fatal_signal_leaves_its_stack(mount_factory, emulator_factory, crash_tr
     frames = log[at:end].splitlines()[1:]
     assert frames and all("[0x" in fr for fr in frames), frames
     assert "server %d killed by signal 11" % old in log, log[-3000:]
+    # what a failed test prints at teardown shows it, however short the tail
+    assert "colabfs: fatal signal 11 (SIGSEGV)" in m.log_tail(1) and frames[0] in m.log_tail(1)
     with open(m.path("small.bin"), "rb") as f:
         assert f.read() == crash_tree.small
 
