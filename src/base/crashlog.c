@@ -28,20 +28,18 @@ static void put(const char *s)
 
 static void on_fatal(int sig)
 {
-	char num[16];
-	size_t n = 0;
-	for (unsigned v = (unsigned)sig; n == 0 || v; v /= 10)
-		num[n++] = (char)('0' + v % 10);
-	char dec[16];
-	for (size_t i = 0; i < n; i++)
-		dec[i] = num[n - 1 - i];
-	dec[n] = '\0';
+	char dec[12], *p = dec + sizeof(dec);
+	*--p = '\0';
+	unsigned v = (unsigned)sig;
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
 	const char *name = "?";
 	for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
 		if (fatal[i].sig == sig)
 			name = fatal[i].name;
 	put("colabfs: fatal signal ");
-	put(dec);
+	put(p);
 	put(" (");
 	put(name);
 	put("); the server's stack:\n");

@@ -82,10 +82,10 @@ static int on_change(const char *id, int removed, const struct cfs_file_meta *m,
 			expire_dir(c, d);
 		}
 		n->prev_parent = 0;
-		/* removed or trashed elsewhere: its content leaves the cache (once
-		 * no open file reads it; a shortcut's leaves its target's) */
-		if ((removed || (m && m->trashed)) && strcmp(n->content_id, id) == 0)
-			cfs_vfs_retire_rev(v, n, "");
+		/* removed or trashed elsewhere: its content leaves the cache
+		 * (once no open file reads it) */
+		if (removed || (m && m->trashed))
+			cfs_vfs_retire_gone(v, n, id);
 		char rev[CFS_ID_MAX];
 		if (m && !removed) {
 			cfs_vfs_content_rev(m, rev, sizeof(rev));

@@ -515,11 +515,14 @@ uint64_t cfs_vfs_pin_node_id(struct cfs_vfs *v, struct cfs_node *n);
 void cfs_vfs_pin_supersede(struct cfs_vfs *v, struct cfs_node *n, const char *rev);
 /* vfs_retire.c (see there).  retire_rev, table lock held: file n is about
  * to show revision rev ("": it is gone): the revision it leaves is queued.
- * retire_id, table lock not held: the content of Drive item id is gone.
+ * retire_gone, table lock held: Drive item id, which node n shows, is gone:
+ * its content is queued (not a shortcut's target's).
+ * retire_id, table lock not held: the same for the node showing id, and run.
  * retire_run, table lock not held: retires what is queued. */
 void cfs_vfs_retire_init(struct cfs_vfs *v);
 void cfs_vfs_retire_cleanup(struct cfs_vfs *v);
 void cfs_vfs_retire_rev(struct cfs_vfs *v, const struct cfs_node *n, const char *rev);
+void cfs_vfs_retire_gone(struct cfs_vfs *v, const struct cfs_node *n, const char *id);
 void cfs_vfs_retire_id(struct cfs_vfs *v, const char *id);
 /* vfs_retire.c, table lock held: file n shows revision rev from now
  * (cfs_node_set_rev's return): on an open-less mount its old node id keeps

@@ -59,13 +59,18 @@ int cfs_vfs_node_set_rev(struct cfs_vfs *v, struct cfs_node *n, const char *rev,
 	return cfs_node_set_rev(n, rev);
 }
 
+void cfs_vfs_retire_gone(struct cfs_vfs *v, const struct cfs_node *n, const char *id)
+{
+	if (strcmp(n->content_id, id) == 0) /* a shortcut's removal leaves its target's */
+		cfs_vfs_retire_rev(v, n, "");
+}
+
 void cfs_vfs_retire_id(struct cfs_vfs *v, const char *id)
 {
 	cfs_inode_lock(v->tab);
 	struct cfs_node *n = cfs_inode_find(v->tab, id);
-	/* a shortcut's removal leaves its target's content */
-	if (n && strcmp(n->content_id, id) == 0)
-		cfs_vfs_retire_rev(v, n, "");
+	if (n)
+		cfs_vfs_retire_gone(v, n, id);
 	cfs_inode_unlock(v->tab);
 	cfs_vfs_retire_run(v);
 }
