@@ -97,6 +97,7 @@ DS_CASES = (("8c1", 1, False, False),          # key, DataLoader workers, sorted
             ("8d2", 2, False, True))
 DISK_CACHE_PARENT = "/var/tmp"                 # a disk folder for the cache-on-disk rows
 DS_COUNTERS = ("dataset_prefetched_bytes_total", "dataset_used_bytes_total", "dataset_wasted_bytes_total",
+               "drive_connections_total", "drive_requests_total",
                "dataset_scans_total", "rate_limited_total", "hedges_total", "hedge_wins_total")
 FAULT_TTFB_MS = 20
 FAULT_SHAPE = dict(large_size=4 * MiB, nlarge=4, small_dirs=8, small_per_dir=41, small_min=KiB,

@@ -158,6 +158,7 @@ int cfs_stats_json(const struct cfs_stats_src *s, struct cfs_buf *out)
 		{ "changes_applied_total", changes },
 		{ "drive_requests_total", d.requests },
 		{ "drive_retries_total", d.retries },
+		{ "drive_connections_total", d.connects },
 		{ "drive_resumed_downloads_total", d.resumed },
 		{ "drive_paced_calls_total", d.paced },
 		{ "api_rate", (uint64_t)(d.api_rate + 0.5) },

@@ -145,6 +145,7 @@ void cfs_drive_stats(struct cfs_drive *d, struct cfs_drive_stats *out)
 	pthread_mutex_unlock(&d->pace.lock);
 	out->api_rate = cfs_pace_rate(&d->pace);
 	out->api_burst = d->pace.burst; /* set once, at cfs_drive_new */
+	out->connects = cfs_http_connects(d->http);
 	out->api_units = d->units;
 	out->units = __atomic_load_n(&d->st.units, __ATOMIC_RELAXED);
 	out->create_rate = cfs_pace_rate(&d->create_pace);

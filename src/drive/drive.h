@@ -90,6 +90,7 @@ struct cfs_drive_opts {
 /* Counters, updated atomically; read with cfs_drive_stats. */
 struct cfs_drive_stats {
 	uint64_t requests, retries, errors, bytes_media, bytes_json;
+	uint64_t connects;         /* connections opened (http.h) */
 	uint64_t units;            /* Drive's quota units the requests cost (wire.h), either pacing */
 	uint64_t resumed;          /* downloads continued after a cut body */
 	uint64_t paced;            /* calls that waited for the pacer */

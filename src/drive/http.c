@@ -1,8 +1,15 @@
 /* http: libcurl owner (see http.h).
  *
- * Easy handles are pooled (a handle keeps its own connection cache and TLS
- * session cache); a curl share object adds a process-wide DNS cache, TLS
- * session cache and connection pool so any handle can reuse any connection. */
+ * Easy handles are pooled, and each keeps its own connections: a request
+ * reuses the live connection of the handle it takes (the pool hands back the
+ * handle put in last), a multi set those of its multi handle.  A curl share
+ * object adds a process-wide DNS cache and TLS session cache, so a new
+ * connection resumes a TLS session another one made.  Connections are not in
+ * the share: libcurl's shared connection cache is not safe for concurrent
+ * threads (its documentation for CURL_LOCK_DATA_CONNECT, and the known bug
+ * "A shared connection cache is not thread-safe"): two threads could take
+ * the same connection, or one close a connection another still used, and
+ * the heap broke (abort) with ~50 downloads starting at once. */
 #include "http.h"
 #include "clock.h"
 
@@ -20,6 +27,7 @@
 #include "wire.h"
 
 #define POOL_MAX 64
+#define HANDLE_CONNS 4 /* idle connections a handle keeps: one per host it talks to */
 #define ERR_BODY_MAX (64 * 1024)
 
 struct cfs_http {
@@ -34,6 +42,7 @@ struct cfs_http {
 	long connect_timeout_ms;
 	long stall_s;
 	char *user_agent;
+	uint64_t connects; /* connections opened (atomic) */
 	int64_t last_date; /* the Date of the latest reply (seconds since the epoch), 0: none */
 };
 
@@ -86,7 +95,6 @@ int cfs_http_new(const struct cfs_http_opts *o, struct cfs_http **out)
 	curl_share_setopt(h->share, CURLSHOPT_USERDATA, h);
 	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-	curl_share_setopt(h->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
 	*out = h;
 	return 0;
 }
@@ -367,9 +375,9 @@ static int xfer_start(struct cfs_http *h, struct xfer *x, struct cfs_http_req *r
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, h->stall_s);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, r->timeout_ms);
 	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-	/* keep the pool's connections (curl_easy_reset restores the default of 5,
-	 * which made almost every request open a new connection) */
-	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)POOL_MAX);
+	/* a handle's own idle connections, by host (curl_easy_reset restores
+	 * the default of 5) */
+	curl_easy_setopt(c, CURLOPT_MAXCONNECTS, (long)HANDLE_CONNS);
 	curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, h->user_agent);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, x->errbuf);
@@ -410,7 +418,10 @@ static int xfer_end(struct cfs_http *h, struct xfer *x, CURLcode cc)
 {
 	struct cfs_http_req *r = x->r;
 	int rc = 0;
+	long opened = 0;
 	curl_easy_getinfo(x->c, CURLINFO_RESPONSE_CODE, &r->status);
+	if (curl_easy_getinfo(x->c, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK && opened > 0)
+		__atomic_add_fetch(&h->connects, (uint64_t)opened, __ATOMIC_RELAXED);
 	if (x->oom) {
 		rc = -ENOMEM;
 	} else if (x->toobig) {
@@ -446,6 +457,11 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r)
 	return rc ? rc : xfer_end(h, &x, curl_easy_perform(x.c));
 }
 
+uint64_t cfs_http_connects(struct cfs_http *h)
+{
+	return __atomic_load_n(&h->connects, __ATOMIC_RELAXED);
+}
+
 int cfs_http_last_date(struct cfs_http *h, int64_t *when)
 {
 	*when = __atomic_load_n(&h->last_date, __ATOMIC_RELAXED);
@@ -472,8 +488,8 @@ int cfs_http_multi_new(struct cfs_http *h, struct cfs_http_multi **out)
 	if (h->nmpool > 0)
 		m->m = h->mpool[--h->nmpool];
 	pthread_mutex_unlock(&h->pool_lock);
-	if (!m->m)
-		m->m = curl_multi_init();
+	if (!m->m && (m->m = curl_multi_init()) != NULL)
+		curl_multi_setopt(m->m, CURLMOPT_MAXCONNECTS, (long)HANDLE_CONNS);
 	if (!m->m) {
 		free(m);
 		return -ENOMEM;

@@ -1,10 +1,12 @@
 /* http: every HTTP exchange colabfs makes (owns libcurl).
  *
- * One struct cfs_http per process holds a pool of easy handles and a share
- * object (DNS cache, TLS sessions, live connections), so requests from any
- * thread reuse warm connections.  HTTP/1.1, verified TLS (a private CA with
- * ca_file), a connect timeout, a stall timeout (no bytes for stall_s seconds)
- * and a deadline on every call.
+ * One struct cfs_http per process holds a pool of easy handles, each with its
+ * own live connections (handed back last in, first out, so a request reuses
+ * a warm connection), and a share object for the DNS cache and TLS sessions.
+ * Connections themselves are never shared between handles: libcurl's shared
+ * connection cache is not safe for concurrent threads.  HTTP/1.1, verified
+ * TLS (a private CA with ca_file), a connect timeout, a stall timeout (no
+ * bytes for stall_s seconds) and a deadline on every call.
  *
  * cfs_http_perform returns 0 when an HTTP response arrived, whatever its
  * status (the caller classifies it), CFS_E_NET for a transport failure
@@ -103,6 +105,8 @@ int cfs_http_perform(struct cfs_http *h, struct cfs_http_req *r);
  * seconds since the epoch (cfs_wire_http_date), for a clock check against
  * the server.  Returns 0, or -ENOENT when no reply carried a valid Date. */
 int cfs_http_last_date(struct cfs_http *h, int64_t *when);
+/* Connections opened so far (a request that reused one opened none). */
+uint64_t cfs_http_connects(struct cfs_http *h);
 
 /* A set of at most CFS_HTTP_MULTI_MAX requests running at once, driven by
  * the thread that calls cfs_http_multi_run.  A set belongs to one thread. */
