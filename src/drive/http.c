@@ -7,9 +7,11 @@
  * connection resumes a TLS session another one made.  Connections are not in
  * the share: libcurl's shared connection cache is not safe for concurrent
  * threads (its documentation for CURL_LOCK_DATA_CONNECT, and the known bug
- * "A shared connection cache is not thread-safe"): two threads could take
- * the same connection, or one close a connection another still used, and
- * the heap broke (abort) with ~50 downloads starting at once. */
+ * "A shared connection cache is not thread-safe"): two threads can take the
+ * same connection, or one free a connection another still writes to (a
+ * heap abort, as a server had with ~50 downloads starting at once).  It also
+ * closed a connection at nearly every transfer's end (a multi handle's limit
+ * against the share's count): one new connection per download. */
 #include "http.h"
 #include "clock.h"
 
