@@ -34,6 +34,7 @@
 #include "fhtab.h"
 #include "http.h"
 #include "crashlog.h"
+#include "fdlimit.h"
 #include "log.h"
 #include "memory.h"
 #include "journal.h"
@@ -548,6 +549,24 @@ static int mount_setup(int argc, char **argv, struct mount *m, char *log_path, s
 	return 0;
 }
 
+/* A server's limit of open files up to the hard one (fdlimit.h): each file
+ * waiting for its upload keeps its staged file open. */
+static void raise_open_files(void)
+{
+	uint64_t was = 0, now = 0;
+	int rc = cfs_fdlimit_raise(&was, &now);
+	if (rc)
+		CFS_WARN("open files: cannot raise the limit of %llu: %s", (unsigned long long)was,
+			 cfs_strerror(rc));
+	else if (now != was)
+		CFS_INFO("open files: limit raised from %llu to %llu", (unsigned long long)was,
+			 (unsigned long long)now);
+	if (now < 8192)
+		CFS_WARN("open files: the limit is %llu (ulimit -Hn); on a writable mount a file "
+			 "waiting for its upload holds one, so fewer than that can wait at once",
+			 (unsigned long long)now);
+}
+
 /* --recovery=off: one process mounts and serves; its death ends the mount. */
 static int mount_single(struct mount *m, const char *log_path)
 {
@@ -555,6 +574,7 @@ static int mount_single(struct mount *m, const char *log_path)
 	/* In the foreground we log to stderr unless told otherwise. */
 	cfs_log_open(c->foreground && c->log_file ? log_path : NULL, cfs_log_get_level());
 	cfs_crashlog_install(); /* a fatal signal leaves the stack on stderr (the log, detached) */
+	raise_open_files();
 	int rc = build_core(m);
 	if (rc) {
 		fprintf(stderr, "colabfs: %s\n", m->why);
@@ -747,6 +767,7 @@ static int cmd_serve(int argc, char **argv)
 	if (!c.foreground)
 		cfs_log_capture_stderr(); /* the supervisor's stderr is this log already */
 	cfs_crashlog_install();       /* a fatal signal leaves the stack in it */
+	raise_open_files();
 	/* the handle rows of the servers before this one (none at a fresh mount) */
 	uint32_t torn = 0;
 	rc = cfs_fhtab_attach((char *)shm + CFS_SHM_HANDLES_OFF, CFS_SHM_SIZE - CFS_SHM_HANDLES_OFF,

@@ -17,7 +17,7 @@ import urllib.parse
 import pytest
 
 import helpers as H
-from chaos_helpers import get_faults, set_faults
+from chaos_helpers import cstats, get_faults, set_faults
 from conftest import SESSION_TOKEN
 
 MiB = 1024 * 1024
@@ -315,3 +315,45 @@ def test_a_file_landing_while_its_folder_is_read_stays_listed(mount_factory, wem
         assert g.read() == data
     H.wait_until(lambda: sorted(os.listdir(d)) == ["new.bin", "theirs.txt"], 30,
                  what="Drive's listing with both")
+
+
+def open_files_limit(pid):
+    """The soft and hard RLIMIT_NOFILE of process pid."""
+    for line in open("/proc/%d/limits" % pid):
+        if line.startswith("Max open files"):
+            f = line.split()
+            return int(f[3]), int(f[4])
+    raise AssertionError("no open-files line for %d" % pid)
+
+
+def test_many_files_waiting_for_upload_under_a_low_open_files_limit(mount_factory, wemu):
+    """A staged file waiting for its upload keeps its file open in the server.  Started with
+    the soft limit of open files at 256 (Debian's default is 1024; a tar of a dataset writes
+    thousands of files faster than Drive takes them), the server raises its own soft limit to
+    the hard one, so 1,000 files written and closed, none uploaded yet, all write and read back;
+    before, the 250th or so failed with EMFILE ("Too many open files")."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 4096:
+        pytest.skip("the hard limit of open files is %d here" % hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+    try:  # the mount's processes inherit the low limit
+        m = mount_factory.new(wemu, extra=["--write-back-delay=3600"], name="wfd")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    os.mkdir(m.path("many"))
+    files = {"many/f%04d.txt" % i: b"file %d\n" % i * (1 + i % 7) for i in range(1000)}
+    for name, data in files.items():
+        with open(m.path(name), "wb") as f:
+            f.write(data)
+    st = cstats(m)
+    assert st["uploads_pending"] >= 900, st  # they do wait (each with its staged file open)
+    for name, data in files.items():
+        with open(m.path(name), "rb") as f:
+            assert f.read() == data, name
+    assert sorted(os.listdir(m.path("many"))) == sorted(n.split("/")[1] for n in files)
+    servers = [p for p in H.pids_for_mountpoint(m.mnt) if b"serve" in (H.proc_cmdline(p) or [])]
+    assert servers
+    for pid in servers:
+        assert open_files_limit(pid)[0] == open_files_limit(pid)[1], (pid, open_files_limit(pid))
+    assert "open files: limit raised from 256 to" in open(m.log_file).read()
