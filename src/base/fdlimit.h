@@ -9,10 +9,9 @@
 
 #include <stdint.h>
 
-/* Raises the soft RLIMIT_NOFILE to the hard limit (an unlimited hard limit:
- * to the kernel's nr_open, read from /proc/sys/fs/nr_open, else 1048576).
- * *was and *now get the soft limit before and after.  Returns 0 or -errno
- * (*now is then the limit left in force). */
+/* Raises the soft RLIMIT_NOFILE to the hard limit.  *was and *now get the
+ * soft limit before and after.  Returns 0 or -errno (*now is then the limit
+ * left in force). */
 int cfs_fdlimit_raise(uint64_t *was, uint64_t *now);
 
 #endif

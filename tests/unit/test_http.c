@@ -31,10 +31,7 @@ struct srv {
 	int lfd, port;
 	volatile int stop;
 	int close_every;        /* > 0: "Connection: close" on every close_every-th reply */
-	unsigned accepts, replies;
-	pthread_mutex_t lock;
-	int fds[CONNS_MAX];
-	int nfds;
+	unsigned accepts, replies; /* accepts: at most CONNS_MAX are served */
 	pthread_t th;
 };
 
@@ -92,7 +89,7 @@ static void *conn_main(void *arg)
 		got -= used;
 		req[got] = '\0';
 	}
-	shutdown(c->fd, SHUT_RDWR);
+	close(c->fd);
 	free(c);
 	return NULL;
 }
@@ -107,25 +104,22 @@ static void *srv_main(void *arg)
 		int fd = accept(s->lfd, NULL, NULL);
 		if (fd < 0)
 			continue;
-		__atomic_add_fetch(&s->accepts, 1, __ATOMIC_RELAXED);
-		struct conn *c = malloc(sizeof(*c));
+		unsigned n = __atomic_add_fetch(&s->accepts, 1, __ATOMIC_RELAXED);
+		struct conn *c = n <= CONNS_MAX ? malloc(sizeof(*c)) : NULL;
 		pthread_t t;
-		pthread_mutex_lock(&s->lock);
-		int kept = s->nfds < CONNS_MAX;
-		if (kept)
-			s->fds[s->nfds++] = fd;
-		pthread_mutex_unlock(&s->lock);
-		if (!c || !kept) {
+		if (!c) {
 			free(c);
 			close(fd);
 			continue;
 		}
 		c->s = s;
 		c->fd = fd;
-		if (pthread_create(&t, NULL, conn_main, c) == 0)
+		if (pthread_create(&t, NULL, conn_main, c) == 0) {
 			pthread_detach(t);
-		else
+		} else {
+			close(fd);
 			free(c);
+		}
 	}
 	return NULL;
 }
@@ -134,7 +128,6 @@ static void srv_start(struct srv *s, int close_every)
 {
 	memset(s, 0, sizeof(*s));
 	s->close_every = close_every;
-	pthread_mutex_init(&s->lock, NULL);
 	s->lfd = test_loopback(128, &s->port);
 	pthread_create(&s->th, NULL, srv_main, s);
 }
