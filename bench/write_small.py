@@ -429,7 +429,7 @@ def variant(b, a, name, extra, rows, notes, tarball, repo):
         shutil.rmtree(local)
     st = m.stats()
     notes.append("%s: colabfs counters: %s" % (name, ", ".join(
-        "%s %s" % (k, st[k]) for k in sorted(st) if k.startswith(("uploads_", "create_", "rate_limited"))
+        "%s %s" % (k, st[k]) for k in sorted(st) if k.startswith(("uploads_", "create_", "rate_limited", "drive_connections", "drive_requests"))
         and isinstance(st[k], (int, float)))))
     es = b.emu.stats()
     notes.append("%s: emulator: %d requests, uploads %s" % (name, es.get("requests", 0),
