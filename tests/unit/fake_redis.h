@@ -29,6 +29,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "loopback.h"
+
 #define FAKE_CONNS 64
 #define FAKE_ARGS 200
 
@@ -186,10 +188,7 @@ static void *fake_accept_main(void *arg)
 {
 	struct fake_node *n = arg;
 	while (!n->stop) {
-		struct pollfd p = { .fd = n->lfd, .events = POLLIN };
-		if (poll(&p, 1, 50) != 1)
-			continue;
-		int fd = accept4(n->lfd, NULL, NULL, SOCK_CLOEXEC);
+		int fd = test_loopback_accept(n->lfd, 50);
 		if (fd < 0)
 			continue;
 		int one = 1; /* replies go out in pieces: no Nagle delay between them */

@@ -67,15 +67,12 @@ struct fake {
 static void *fake_main(void *arg)
 {
 	struct fake *f = arg;
-	struct pollfd p = { .fd = f->lfd, .events = POLLIN };
-	if (poll(&p, 1, 5000) != 1)
-		return NULL;
-	int fd = accept(f->lfd, NULL, NULL);
+	int fd = test_loopback_accept(f->lfd, 5000);
 	if (fd < 0)
 		return NULL;
 	int64_t end = cfs_clock_mono_ms() + 5000;
 	while (f->gotlen < f->expect && cfs_clock_mono_ms() < end) {
-		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, 100) != 1)
 			continue;
 		ssize_t r = recv(fd, f->got + f->gotlen, sizeof(f->got) - f->gotlen, 0);
@@ -95,7 +92,7 @@ static void *fake_main(void *arg)
 	}
 	while (!f->close_after && cfs_clock_mono_ms() < end) {
 		char sink[4096];
-		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		struct pollfd p = { .fd = fd, .events = POLLIN };
 		if (poll(&p, 1, 100) == 1 && recv(fd, sink, sizeof(sink), 0) <= 0)
 			break;
 	}
